@@ -1,0 +1,40 @@
+"""Errors a client may see, each with the code it carries in `extensions.code`.
+
+Anything raised that is not an `ApiError` is unexpected: the schema masks it as
+INTERNAL_SERVER_ERROR and logs it with the request id (see `graph/errors.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ApiError(Exception):
+    code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
+
+    def __init__(self, message: str, **extensions: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extensions = extensions
+
+
+class BadUserInput(ApiError):
+    code = "BAD_USER_INPUT"
+
+
+class NotFound(ApiError):
+    code = "NOT_FOUND"
+
+
+class AlreadyExists(ApiError):
+    code = "ALREADY_EXISTS"
+
+
+class Conflict(ApiError):
+    code = "CONFLICT"
+
+
+class Unavailable(ApiError):
+    """DynamoDB did not answer in time or kept throttling after our retries."""
+
+    code = "UNAVAILABLE"

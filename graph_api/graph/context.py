@@ -1,0 +1,55 @@
+"""Per-request context: the request's loaders, ledger and table handle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strawberry.types import Info as StrawberryInfo
+
+from graph_api.cursors import Cursors
+from graph_api.settings import Settings
+from graph_api.store.client import Dynamo
+from graph_api.store.ledger import Ledger
+from graph_api.store.loaders import Loaders
+from graph_api.store.table import Table
+
+
+@dataclass(frozen=True)
+class Services:
+    """What lives as long as the process: settings, the DynamoDB client, the cursor key."""
+
+    settings: Settings
+    dynamo: Dynamo
+    cursors: Cursors
+
+    @classmethod
+    def create(cls, settings: Settings) -> Services:
+        return cls(settings, Dynamo(settings), Cursors(settings.cursor_secret))
+
+    def close(self) -> None:
+        self.dynamo.close()
+
+
+@dataclass
+class Context:
+    request_id: str
+    services: Services
+    ledger: Ledger
+    table: Table
+    loaders: Loaders
+
+    @classmethod
+    def create(cls, services: Services, request_id: str) -> Context:
+        settings = services.settings
+        ledger = Ledger()
+        table = Table(
+            services.dynamo, settings.table, ledger=ledger, max_in_flight=settings.max_concurrency
+        )
+        return cls(request_id, services, ledger, table, Loaders(table, naive=settings.naive))
+
+    @property
+    def cursors(self) -> Cursors:
+        return self.services.cursors
+
+
+Info = StrawberryInfo[Context, None]

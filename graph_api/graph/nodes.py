@@ -1,0 +1,46 @@
+"""What every node type shares: an id, what is known of it, and a batched full read.
+
+A node object may be built from its own item or from an edge's copies. Fields the copies
+hold resolve at once; any other field loads the node item through the request's batched
+item loader, so asking for one more field of 50 nodes costs one BatchGetItem, not 50 reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+import strawberry
+
+from graph_api import keys
+from graph_api.errors import NotFound
+from graph_api.graph.context import Info
+from graph_api.keys import Kind
+from graph_api.store.codec import Item
+
+
+class NodeBase:
+    kind: ClassVar[Kind]
+    id: strawberry.ID
+    known: dict[str, Any]
+
+    def __init__(
+        self, *, id: strawberry.ID, known: dict[str, Any]
+    ) -> None: ...  # replaced by the dataclass __init__ strawberry.type writes for each subclass
+
+    @classmethod
+    def from_item(cls, item: Item) -> Self:
+        """The node from its own item: every field is known."""
+        return cls(id=strawberry.ID(item["id"]), known=item)
+
+    @classmethod
+    def from_view(cls, view: tuple[str, dict[str, Any]]) -> Self:
+        """The node as an edge sees it: its id and the edge's copies of its fields."""
+        return cls(id=strawberry.ID(view[0]), known=view[1])
+
+    async def get(self, info: Info, name: str) -> Any:
+        if name in self.known:
+            return self.known[name]
+        item = await info.context.loaders.item.load(keys.node(self.kind, self.id))
+        if item is None:
+            raise NotFound(f"{self.kind.lower()} {self.id} does not exist", id=self.id)
+        return item.get(name)

@@ -1,0 +1,43 @@
+"""The Strawberry schema: root types plus the extensions every request runs through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.extensions import ParserCache, ValidationCache
+from strawberry.types import ExecutionContext
+
+from graph_api.graph.accounting import DynamoDBAccounting
+from graph_api.graph.errors import CodedErrors, log_unexpected
+from graph_api.graph.query import Query
+
+CACHE_SIZE = 256
+
+
+class GraphSchema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        # Client errors are the client's business; only surprises are logged, with the
+        # request id that the masked message gives the client.
+        log_unexpected(errors, execution_context)
+
+
+def build_schema(**kwargs: Any) -> GraphSchema:
+    return GraphSchema(
+        query=Query,
+        # Classes and factories, not instances: each request gets its own extension objects
+        # (ParserCache and ValidationCache share their LRU caches at module level).
+        extensions=[
+            lambda: ParserCache(maxsize=CACHE_SIZE),
+            lambda: ValidationCache(maxsize=CACHE_SIZE),
+            CodedErrors,
+            DynamoDBAccounting,
+        ],
+        **kwargs,
+    )
+
+
+schema = build_schema()

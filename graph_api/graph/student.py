@@ -1,0 +1,75 @@
+"""Student: a node whose partition holds its home, enrolments and sport memberships."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import strawberry
+
+from graph_api import items, keys
+from graph_api.graph import paging
+from graph_api.graph.context import Info
+from graph_api.graph.home import Home
+from graph_api.graph.nodes import NodeBase
+from graph_api.graph.paging import Connection
+from graph_api.keys import Kind
+
+if TYPE_CHECKING:
+    from graph_api.graph.school_class import Class
+    from graph_api.graph.sport import Sport
+
+
+@strawberry.type
+class Student(NodeBase):
+    kind = Kind.STUDENT
+    id: strawberry.ID
+    known: strawberry.Private[dict[str, Any]]
+
+    @strawberry.field
+    async def name(self, info: Info) -> str:
+        return await self.get(info, "name")  # type: ignore[no-any-return]
+
+    @strawberry.field
+    async def email(self, info: Info) -> str:
+        return await self.get(info, "email")  # type: ignore[no-any-return]
+
+    @strawberry.field
+    async def version(self, info: Info) -> int:
+        return await self.get(info, "version")  # type: ignore[no-any-return]
+
+    @strawberry.field
+    async def home(self, info: Info) -> Home | None:
+        item = await info.context.loaders.item.load(keys.home(self.id))
+        return Home.from_item(item) if item else None
+
+    @strawberry.field
+    async def classes(
+        self, info: Info, first: int | None = 20, after: str | None = None
+    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
+        from graph_api.graph.school_class import Class
+
+        rng = keys.edges(Kind.STUDENT, self.id, Kind.CLASS)
+        return await paging.from_partition(
+            info,
+            "Student.classes",
+            rng,
+            first,
+            after,
+            lambda edge: Class.from_view(items.ENROLMENT.target_view(edge)),
+        )
+
+    @strawberry.field
+    async def sports(
+        self, info: Info, first: int | None = 20, after: str | None = None
+    ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]]:
+        from graph_api.graph.sport import Sport
+
+        rng = keys.edges(Kind.STUDENT, self.id, Kind.SPORT)
+        return await paging.from_partition(
+            info,
+            "Student.sports",
+            rng,
+            first,
+            after,
+            lambda edge: Sport.from_view(items.MEMBERSHIP.target_view(edge)),
+        )

@@ -1,0 +1,48 @@
+"""Teacher: a node whose partition holds the classes it teaches."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import strawberry
+
+from graph_api import items, keys
+from graph_api.graph import paging
+from graph_api.graph.context import Info
+from graph_api.graph.nodes import NodeBase
+from graph_api.graph.paging import Connection
+from graph_api.keys import Kind
+
+if TYPE_CHECKING:
+    from graph_api.graph.school_class import Class
+
+
+@strawberry.type
+class Teacher(NodeBase):
+    kind = Kind.TEACHER
+    id: strawberry.ID
+    known: strawberry.Private[dict[str, Any]]
+
+    @strawberry.field
+    async def name(self, info: Info) -> str:
+        return await self.get(info, "name")  # type: ignore[no-any-return]
+
+    @strawberry.field
+    async def version(self, info: Info) -> int:
+        return await self.get(info, "version")  # type: ignore[no-any-return]
+
+    @strawberry.field
+    async def classes(
+        self, info: Info, first: int | None = 20, after: str | None = None
+    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
+        from graph_api.graph.school_class import Class
+
+        rng = keys.edges(Kind.TEACHER, self.id, Kind.CLASS)
+        return await paging.from_partition(
+            info,
+            "Teacher.classes",
+            rng,
+            first,
+            after,
+            lambda edge: Class.from_view(items.TEACHING.target_view(edge)),
+        )

@@ -1,0 +1,172 @@
+"""The key layout of the single table: the only module that composes or parses a key.
+
+Every item has `PK`/`SK`; items that need a second access path also carry `GSI1PK`/`GSI1SK`
+(see `schema/table.md` for the access-pattern table). Templates are data: each entity names
+its prefix once, and the helpers below build keys from validated parts only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from urllib.parse import quote
+
+from graph_api.errors import BadUserInput
+
+SEP = "#"
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+# Attribute names of the table and its one index.
+PK, SK, GSI1PK, GSI1SK = "PK", "SK", "GSI1PK", "GSI1SK"
+GSI1 = "GSI1"
+
+
+class Kind(StrEnum):
+    """Node kinds; the value is the key prefix and the item's `type`."""
+
+    STUDENT = "STUDENT"
+    TEACHER = "TEACHER"
+    CLASS = "CLASS"
+    SPORT = "SPORT"
+
+
+HOME_SK = "HOME"
+CATALOG = "CATALOG"
+COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """A primary key (`PK`, `SK`) of the base table."""
+
+    pk: str
+    sk: str
+
+    def as_item(self) -> dict[str, str]:
+        return {PK: self.pk, SK: self.sk}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexKey:
+    """A key of the inverted index GSI1."""
+
+    pk: str
+    sk: str
+
+    def as_item(self) -> dict[str, str]:
+        return {GSI1PK: self.pk, GSI1SK: self.sk}
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A key condition on one partition: `pk = :pk AND begins_with(sk, :prefix)`."""
+
+    index: str | None  # None: the base table
+    pk: str
+    prefix: str
+
+    @property
+    def pk_name(self) -> str:
+        return GSI1PK if self.index else PK
+
+    @property
+    def sk_name(self) -> str:
+        return GSI1SK if self.index else SK
+
+    @property
+    def label(self) -> str:
+        """A stable name of the range, used to bind cursors to it."""
+        return f"{self.index or 'table'}:{self.pk}:{self.prefix}"
+
+
+def check_id(value: str, field: str = "id") -> str:
+    """Return `value` if it is a valid id, else raise BAD_USER_INPUT naming `field`."""
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise BadUserInput(
+            f"{field} must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'", field=field
+        )
+    return value
+
+
+def _ref(kind: Kind, id_: str) -> str:
+    return f"{kind}{SEP}{check_id(id_)}"
+
+
+def node(kind: Kind, id_: str) -> Key:
+    """The node item of `kind` `id_`; nodes live at the top of their own partition."""
+    ref = _ref(kind, id_)
+    return Key(ref, ref)
+
+
+def node_catalog(kind: Kind, id_: str) -> IndexKey:
+    """Where a teacher, class or sport node is listed in its kind's catalog."""
+    return IndexKey(f"{CATALOG}{SEP}{kind}", _ref(kind, id_))
+
+
+def catalog(kind: Kind) -> Range:
+    return Range(GSI1, f"{CATALOG}{SEP}{kind}", f"{kind}{SEP}")
+
+
+def partition(kind: Kind, id_: str) -> str:
+    """The partition (item collection) of a node: the node and the edges it owns."""
+    return _ref(kind, id_)
+
+
+def edges(owner: Kind, owner_id: str, target: Kind) -> Range:
+    """The edges to `target` nodes stored in the partition of `owner`."""
+    return Range(None, _ref(owner, owner_id), f"{target}{SEP}")
+
+
+def edge(owner: Kind, owner_id: str, target: Kind, target_id: str) -> tuple[Key, IndexKey]:
+    """An edge stored under its owner, and its inverse entry in GSI1."""
+    owner_ref, target_ref = _ref(owner, owner_id), _ref(target, target_id)
+    return Key(owner_ref, target_ref), IndexKey(target_ref, owner_ref)
+
+
+def inverse_edges(target: Kind, target_id: str, owner: Kind) -> Range:
+    """The edges pointing at `target` from `owner` nodes, read from GSI1."""
+    return Range(GSI1, _ref(target, target_id), f"{owner}{SEP}")
+
+
+def id_of(key_value: str) -> str:
+    """The id in a node reference such as `STUDENT#abc`."""
+    return key_value.rsplit(SEP, 1)[1]
+
+
+def kind_of(key_value: str) -> str:
+    return key_value.split(SEP, 1)[0]
+
+
+def normalize_place(value: str) -> str:
+    """A location as a key part: trimmed, case-folded, blanks to `_`, `#` and `%` escaped.
+
+    Escaping keeps a place name from forging a deeper level of the hierarchy.
+    """
+    folded = "_".join(value.strip().casefold().split())
+    return quote(folded, safe="_-.")
+
+
+def home(student_id: str) -> Key:
+    return Key(_ref(Kind.STUDENT, student_id), HOME_SK)
+
+
+def home_location(student_id: str, country: str, state: str, city: str) -> IndexKey:
+    """A home's place in the location hierarchy: country partition, state → city sort key."""
+    return IndexKey(
+        f"{COUNTRY}{SEP}{normalize_place(country)}",
+        f"{STATE}{SEP}{normalize_place(state)}{SEP}{CITY}{SEP}{normalize_place(city)}"
+        f"{SEP}{_ref(Kind.STUDENT, student_id)}",
+    )
+
+
+def location(country: str, state: str | None = None, city: str | None = None) -> Range:
+    """Homes in a country, a state of it, or a city of that state (a `begins_with` prefix)."""
+    prefix = ""
+    if state is not None:
+        prefix = f"{STATE}{SEP}{normalize_place(state)}{SEP}"
+        if city is not None:
+            prefix += f"{CITY}{SEP}{normalize_place(city)}{SEP}"
+    elif city is not None:
+        raise BadUserInput("city needs its state", field="state")
+    return Range(GSI1, f"{COUNTRY}{SEP}{normalize_place(country)}", prefix)

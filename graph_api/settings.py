@@ -1,0 +1,97 @@
+"""Settings, read once from the environment (`GRAPH_API_*`, plus botocore's own `AWS_*`)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Backend = Literal["embedded", "remote"]
+
+# Any of these means the user pointed us at a real DynamoDB (or an emulator of it).
+_REMOTE_HINTS = (
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_LAMBDA_FUNCTION_NAME",
+)
+
+
+class SettingsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    table: str = "graph"
+    backend: Backend = "embedded"
+    region: str = "us-east-1"
+    # An explicit endpoint (the embedded server's); None lets botocore resolve
+    # AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL or the AWS default itself.
+    endpoint_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    cursor_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    cursor_secret_configured: bool = False
+    accounting: bool = True
+    max_concurrency: int = 16
+    naive: bool = False
+    demo_students: int = 500
+    demo_seed: int = 7
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        backend = env.get("GRAPH_API_BACKEND", "auto").strip().lower()
+        if backend == "auto":
+            backend = "remote" if any(env.get(name) for name in _REMOTE_HINTS) else "embedded"
+        if backend not in ("embedded", "remote"):
+            raise SettingsError("GRAPH_API_BACKEND must be auto, embedded or remote")
+        secret = env.get("GRAPH_API_CURSOR_SECRET", "")
+        return cls(
+            table=env.get("GRAPH_API_TABLE", "graph"),
+            backend=backend,  # type: ignore[arg-type]
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            host=env.get("GRAPH_API_HOST", "127.0.0.1"),
+            port=_int(env, "GRAPH_API_PORT", 8000),
+            cursor_secret=secret.encode() if secret else secrets.token_bytes(32),
+            cursor_secret_configured=bool(secret),
+            accounting=_bool(env, "GRAPH_API_ACCOUNTING", True),
+            max_concurrency=_int(env, "GRAPH_API_MAX_CONCURRENCY", 16),
+            naive=_bool(env, "GRAPH_API_NAIVE", False),
+            demo_students=_int(env, "GRAPH_API_DEMO_STUDENTS", 500),
+            demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),
+            log_level=env.get("GRAPH_API_LOG_LEVEL", "INFO").upper(),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name} must not be negative")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, not {raw!r}")

@@ -1,0 +1,1 @@
+"""Everything that talks to DynamoDB: client, table requests, loaders, accounting."""

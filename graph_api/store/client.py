@@ -1,0 +1,135 @@
+"""The one place that talks to DynamoDB: a boto3 client, run off the event loop, accounted.
+
+boto3 is synchronous, so calls run on a bounded thread pool and the event loop only awaits
+them. Each call names the `Ledger` of the GraphQL request it serves; a botocore hook counts
+every HTTP attempt (retries included) against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    ClientError,
+    ConnectionError,
+    ConnectTimeoutError,
+    ReadTimeoutError,
+)
+
+from graph_api.errors import Unavailable
+from graph_api.settings import Settings
+from graph_api.store.ledger import Call, Ledger
+
+log = logging.getLogger(__name__)
+
+# Credentials for the embedded moto server, which accepts any.
+EMBEDDED_CREDENTIALS = {"aws_access_key_id": "embedded", "aws_secret_access_key": "embedded"}
+
+# Operations that read or write items, and so can report consumed capacity.
+_DATA_OPERATIONS = frozenset(
+    {
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "TransactGetItems",
+    }
+)
+# Errors that mean "DynamoDB is busy or unreachable", after botocore's own retries.
+_UNAVAILABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+
+_active_ledger: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
+    "graph_api_ledger", default=None
+)
+
+
+def _snake(operation: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
+
+
+class Dynamo:
+    """A shared, thread-safe DynamoDB client with an executor sized for `max_concurrency`."""
+
+    def __init__(self, settings: Settings) -> None:
+        workers = max(4, settings.max_concurrency)
+        config = Config(
+            region_name=settings.region,
+            # Deliberate: botocore's standard mode retries throttles and transient errors
+            # 3 attempts in all, with its own jittered backoff; our retries of unprocessed
+            # keys sit on top of that and are bounded separately (store/retry.py).
+            retries={"mode": "standard", "total_max_attempts": 3},
+            max_pool_connections=workers,
+            connect_timeout=2,
+            read_timeout=5,
+        )
+        kwargs: dict[str, Any] = {"config": config}
+        if settings.endpoint_url:
+            kwargs["endpoint_url"] = settings.endpoint_url
+        if settings.backend == "embedded":
+            kwargs.update(EMBEDDED_CREDENTIALS)
+        self.client = boto3.session.Session().client("dynamodb", **kwargs)
+        self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+    @staticmethod
+    def _count_attempt(**_: Any) -> None:
+        ledger = _active_ledger.get()
+        if ledger is not None:
+            ledger.count_request()
+
+    async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
+        """Run one DynamoDB operation on the thread pool and await its response."""
+        loop = asyncio.get_running_loop()
+        work: Callable[[], Any] = partial(self.call_sync, operation, params, ledger)
+        return await loop.run_in_executor(self._executor, work)
+
+    def call_sync(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
+        if operation in _DATA_OPERATIONS:
+            params = {"ReturnConsumedCapacity": "TOTAL", **params}
+        method = getattr(self.client, _snake(operation))
+        token = _active_ledger.set(ledger)
+        started = time.perf_counter()
+        response: Any = None
+        try:
+            response = method(**params)
+            return response
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in _UNAVAILABLE_CODES:
+                log.warning("DynamoDB %s failed after retries: %s", operation, code)
+                raise Unavailable("DynamoDB is busy; try again shortly") from error
+            raise
+        except (ConnectionError, ConnectTimeoutError, ReadTimeoutError) as error:
+            log.warning("DynamoDB %s unreachable: %s", operation, error)
+            raise Unavailable("DynamoDB did not answer; try again shortly") from error
+        finally:
+            _active_ledger.reset(token)
+            if ledger is not None:
+                consumed = response.get("ConsumedCapacity") if response else None
+                ledger.record(Call(operation, started, time.perf_counter()), consumed)

@@ -1,0 +1,41 @@
+"""Accounting: what one GraphQL request cost in DynamoDB requests and capacity."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One client call (its retries included), timed on the monotonic clock."""
+
+    operation: str
+    started: float
+    ended: float
+
+
+@dataclass
+class Ledger:
+    # HTTP requests sent to DynamoDB: every attempt botocore makes counts.
+    requests: int = 0
+    capacity: float = 0.0
+    calls: list[Call] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # Calls finish on worker threads, so updates take the lock.
+    def count_request(self) -> None:
+        with self._lock:
+            self.requests += 1
+
+    def record(self, call: Call, consumed: Any) -> None:
+        units = 0.0
+        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+            units += float(entry.get("CapacityUnits", 0.0))
+        with self._lock:
+            self.calls.append(call)
+            self.capacity += units
+
+    def summary(self) -> dict[str, float | int]:
+        return {"requests": self.requests, "consumedCapacity": round(self.capacity, 2)}

@@ -1,0 +1,233 @@
+"""The table: its definition, and the requests the API sends to it.
+
+Request building lives here; key building lives in `graph_api.keys`. A `Table` is cheap and
+made per GraphQL request: it carries that request's ledger and its bound on calls in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graph_api.errors import Unavailable
+from graph_api.keys import GSI1, GSI1PK, GSI1SK, PK, SK, Key, Range
+from graph_api.store import codec
+from graph_api.store.client import Dynamo
+from graph_api.store.codec import Item
+from graph_api.store.ledger import Ledger
+from graph_api.store.retry import MAX_ATTEMPTS, backoff
+
+log = logging.getLogger(__name__)
+
+BATCH_GET_LIMIT = 100  # keys per BatchGetItem (DynamoDB's limit)
+BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
+
+Progress = Callable[[int, int], None]
+
+
+def definition(name: str) -> dict[str, Any]:
+    """CreateTable parameters: the single source of the table's shape."""
+    return {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": attr, "AttributeType": "S"} for attr in (PK, SK, GSI1PK, GSI1SK)
+        ],
+        "KeySchema": [
+            {"AttributeName": PK, "KeyType": "HASH"},
+            {"AttributeName": SK, "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": GSI1,
+                "KeySchema": [
+                    {"AttributeName": GSI1PK, "KeyType": "HASH"},
+                    {"AttributeName": GSI1SK, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[Item]
+    last_key: dict[str, str] | None  # DynamoDB's LastEvaluatedKey, decoded
+
+
+def key_names(index: str | None) -> tuple[str, ...]:
+    """The attributes that make up an item's position in the table or index."""
+    return (PK, SK, GSI1PK, GSI1SK) if index else (PK, SK)
+
+
+class Table:
+    def __init__(
+        self,
+        dynamo: Dynamo,
+        name: str,
+        *,
+        ledger: Ledger | None = None,
+        max_in_flight: int = 16,
+    ) -> None:
+        self.dynamo = dynamo
+        self.name = name
+        self.ledger = ledger
+        self._slots = asyncio.Semaphore(max_in_flight)
+
+    async def _call(self, operation: str, params: dict[str, Any]) -> Any:
+        async with self._slots:
+            return await self.dynamo.call(operation, params, self.ledger)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def get(self, key: Key, *, consistent: bool = False) -> Item | None:
+        response = await self._call(
+            "GetItem",
+            {
+                "TableName": self.name,
+                "Key": codec.encode(key.as_item()),
+                "ConsistentRead": consistent,
+            },
+        )
+        wire = response.get("Item")
+        return codec.decode(wire) if wire else None
+
+    async def get_many(self, keys: Iterable[Key], *, consistent: bool = False) -> dict[Key, Item]:
+        """Fetch items by key: deduplicated, 100 a BatchGetItem, chunks concurrently."""
+        unique = list(dict.fromkeys(keys))
+        chunks = [unique[i : i + BATCH_GET_LIMIT] for i in range(0, len(unique), BATCH_GET_LIMIT)]
+        found: dict[Key, Item] = {}
+        for result in await asyncio.gather(*(self._get_chunk(c, consistent) for c in chunks)):
+            found.update(result)
+        return found
+
+    async def _get_chunk(self, keys: Sequence[Key], consistent: bool) -> dict[Key, Item]:
+        found: dict[Key, Item] = {}
+        request: dict[str, Any] = {
+            self.name: {
+                "Keys": [codec.encode(k.as_item()) for k in keys],
+                "ConsistentRead": consistent,
+            }
+        }
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(backoff(attempt))
+            response = await self._call("BatchGetItem", {"RequestItems": request})
+            for wire in response.get("Responses", {}).get(self.name, []):
+                item = codec.decode(wire)
+                found[Key(item[PK], item[SK])] = item
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return found
+        log.warning("BatchGetItem left keys unprocessed after %d attempts", MAX_ATTEMPTS)
+        raise Unavailable("DynamoDB is busy; try again shortly")
+
+    async def query(
+        self,
+        rng: Range,
+        *,
+        limit: int | None = None,
+        start: dict[str, str] | None = None,
+        consistent: bool = False,
+    ) -> Page:
+        """One Query page over one partition of the table or of GSI1."""
+        values: dict[str, Any] = {":pk": {"S": rng.pk}}
+        condition = f"{rng.pk_name} = :pk"
+        if rng.prefix:
+            condition += f" AND begins_with({rng.sk_name}, :prefix)"
+            values[":prefix"] = {"S": rng.prefix}
+        params: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if rng.index:
+            params["IndexName"] = rng.index
+        elif consistent:
+            params["ConsistentRead"] = True
+        if limit is not None:
+            params["Limit"] = limit
+        if start:
+            params["ExclusiveStartKey"] = codec.encode(start)
+        response = await self._call("Query", params)
+        last = response.get("LastEvaluatedKey")
+        return Page(
+            [codec.decode(w) for w in response.get("Items", [])],
+            codec.decode(last) if last else None,
+        )
+
+    async def query_at_least(
+        self, rng: Range, count: int, start: dict[str, str] | None = None
+    ) -> list[Item]:
+        """The first `count` items of a range after `start`, or all there are.
+
+        Asks for exactly `count` items; follows `LastEvaluatedKey` only when a page came back
+        short (1 MB read), so the extra requests are the ones DynamoDB forces.
+        """
+        items: list[Item] = []
+        while True:
+            page = await self.query(rng, limit=count - len(items), start=start)
+            items.extend(page.items)
+            if len(items) >= count or page.last_key is None:
+                return items
+            start = page.last_key
+
+    async def query_all(self, rng: Range) -> list[Item]:
+        """Every item of a range, following `LastEvaluatedKey` to the end."""
+        items: list[Item] = []
+        start: dict[str, str] | None = None
+        while True:
+            page = await self.query(rng, start=start)
+            items.extend(page.items)
+            if page.last_key is None:
+                return items
+            start = page.last_key
+
+
+# -- writes used by the CLI (synchronous: one caller, progress on a terminal) ---------------
+
+
+def batch_write(
+    dynamo: Dynamo,
+    name: str,
+    items: Sequence[Item],
+    progress: Progress | None = None,
+) -> None:
+    """Put items 25 a BatchWriteItem, retrying `UnprocessedItems` with backoff."""
+    done = 0
+    for i in range(0, len(items), BATCH_WRITE_LIMIT):
+        chunk = items[i : i + BATCH_WRITE_LIMIT]
+        request: dict[str, Any] = {
+            name: [{"PutRequest": {"Item": codec.encode(item)}} for item in chunk]
+        }
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                time.sleep(backoff(attempt))
+            response = dynamo.call_sync("BatchWriteItem", {"RequestItems": request}, None)
+            request = response.get("UnprocessedItems") or {}
+            if not request:
+                break
+        else:
+            raise Unavailable("DynamoDB kept items unprocessed; seed again to finish")
+        done += len(chunk)
+        if progress:
+            progress(done, len(items))
+
+
+def create(dynamo: Dynamo, name: str) -> bool:
+    """Create the table and wait until it is active; False if it already exists."""
+    try:
+        dynamo.call_sync("DescribeTable", {"TableName": name}, None)
+        return False
+    except dynamo.client.exceptions.ResourceNotFoundException:
+        pass
+    dynamo.call_sync("CreateTable", definition(name), None)
+    dynamo.client.get_waiter("table_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
+    return True

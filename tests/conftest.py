@@ -1,0 +1,110 @@
+"""Shared fixtures: one embedded moto server per session, a seeded read-only table, and
+helpers to run GraphQL through the schema (with its request context) or over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from graph_api import demo
+from graph_api.app import create_app
+from graph_api.graph.context import Context, Services
+from graph_api.graph.schema import schema
+from graph_api.settings import Settings
+from graph_api.store import table
+from graph_api.store.client import Dynamo
+from graph_api.store.codec import Item
+from graph_api.store.embedded import EmbeddedDynamoDB
+
+DEMO_STUDENTS = 60  # small: moto's Query time grows with the table's size
+
+
+@dataclass
+class Result:
+    data: Any
+    errors: list[dict[str, Any]]
+    extensions: dict[str, Any]
+    context: Context
+
+    @property
+    def codes(self) -> list[str]:
+        return [e["extensions"]["code"] for e in self.errors]
+
+
+@pytest.fixture(scope="session")
+def endpoint() -> Iterator[str]:
+    server = EmbeddedDynamoDB()
+    yield server.start()
+    server.stop()
+
+
+def make_settings(endpoint: str, **overrides: Any) -> Settings:
+    base = Settings(
+        table=f"test-{uuid.uuid4().hex[:8]}",
+        backend="embedded",
+        endpoint_url=endpoint,
+        cursor_secret=b"test-cursor-secret",
+        cursor_secret_configured=True,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@pytest.fixture(scope="session")
+def demo_items() -> list[Item]:
+    return demo.generate(students=DEMO_STUDENTS, seed=11)
+
+
+@pytest.fixture(scope="session")
+def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
+    """Services over a table seeded with the demo school. Tests must not write to it."""
+    settings = make_settings(endpoint, table="test-read")
+    services = Services.create(settings)
+    table.create(services.dynamo, settings.table)
+    table.batch_write(services.dynamo, settings.table, demo_items)
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def empty_services(endpoint: str) -> Iterator[Services]:
+    """Services over a fresh, empty table of the test's own."""
+    settings = make_settings(endpoint)
+    services = Services.create(settings)
+    table.create(services.dynamo, settings.table)
+    yield services
+    services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+    services.close()
+
+
+def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
+    """Run one operation through the schema with a fresh request context."""
+
+    async def run() -> Result:
+        context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")
+        result = await schema.execute(query, variable_values=variables, context_value=context)
+        errors = [e.formatted for e in result.errors or []]
+        return Result(result.data, errors, result.extensions or {}, context)
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def gql(services: Services) -> Any:
+    return lambda query, variables=None: execute(services, query, variables)
+
+
+@pytest.fixture
+def client(services: Services) -> Iterator[TestClient]:
+    with TestClient(create_app(services)) as test_client:
+        yield test_client
+
+
+def with_dynamo(services: Services) -> Dynamo:
+    return services.dynamo
