@@ -1,0 +1,145 @@
+"""`make bench`: DynamoDB requests and HTTP latency per query, batched beside naive.
+
+Seeds a fresh table (DynamoDB Local or any endpoint in AWS_ENDPOINT_URL_DYNAMODB; otherwise
+an embedded moto), serves the API twice on loopback ports, once with the loaders and once in
+naive mode (one GetItem/Query per parent, no batching, no cache), and prints a Markdown table.
+moto's Query time grows with the table's size, so prefer DynamoDB Local for latency figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import http.client
+import json
+import os
+import socket
+import statistics
+import threading
+import time
+import uuid
+from typing import Any
+
+import uvicorn
+
+from graph_api import demo
+from graph_api.app import create_app
+from graph_api.graph.context import Services
+from graph_api.settings import Settings
+from graph_api.store import table
+from graph_api.store.embedded import EmbeddedDynamoDB
+
+QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "student by id": (
+        "query($id: ID!) { student(id: $id) { name email home { city } } }",
+        {"id": "stu-0042"},
+    ),
+    "50 students, classes, sports": (
+        """query($ids: [ID!]!) { students(ids: $ids) { name
+             classes { edges { node { subject studentCount teacher { name } } } }
+             sports { edges { node { name } } } } }""",
+        {"ids": [f"stu-{i:04d}" for i in range(1, 51)]},
+    ),
+    "class roster (50)": (
+        """query($id: ID!) { class(id: $id) { subject teacher { name }
+             students(first: 50) { edges { node { name email } } } } }""",
+        {"id": "cls-007"},
+    ),
+    "teachers and their classes": (
+        """{ teachers(first: 25) { edges { node { name
+             classes { edges { node { subject studentCount } } } } } } }""",
+        {},
+    ),
+    "students in a state + classes": (
+        """{ studentsByLocation(country: "United States", state: "California", first: 50) {
+             edges { node { name classes(first: 3) { edges { node { subject } } } } } } }""",
+        {},
+    ),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(services: Services) -> tuple[uvicorn.Server, int]:
+    port = free_port()
+    config = uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="error")
+    server = uvicorn.Server(config)
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    return server, port
+
+
+def post(conn: http.client.HTTPConnection, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    body = json.dumps({"query": query, "variables": variables})
+    conn.request("POST", "/graphql", body, {"Content-Type": "application/json"})
+    response = json.loads(conn.getresponse().read())
+    if response.get("errors"):
+        raise SystemExit(f"query failed: {response['errors']}")
+    return response  # type: ignore[no-any-return]
+
+
+def measure(port: int, query: str, variables: dict[str, Any], runs: int) -> dict[str, float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    for _ in range(2):  # warm the parser/validation caches and connections
+        post(conn, query, variables)
+    latencies, requests = [], 0
+    for _ in range(runs):
+        started = time.perf_counter()
+        response = post(conn, query, variables)
+        latencies.append((time.perf_counter() - started) * 1000)
+        requests = response["extensions"]["dynamodb"]["requests"]
+    conn.close()
+    cuts = statistics.quantiles(latencies, n=20)
+    return {"requests": requests, "p50": statistics.median(latencies), "p95": cuts[18]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+
+    embedded = None
+    settings = Settings.from_env()
+    settings = dataclasses.replace(settings, table=f"bench-{uuid.uuid4().hex[:8]}")
+    if not os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):
+        embedded = EmbeddedDynamoDB()
+        settings = dataclasses.replace(settings, backend="embedded", endpoint_url=embedded.start())
+    backend = "moto (embedded)" if embedded else os.environ["AWS_ENDPOINT_URL_DYNAMODB"]
+
+    batched = Services.create(settings)
+    naive = Services.create(dataclasses.replace(settings, naive=True))
+    table.create(batched.dynamo, settings.table)
+    table.batch_write(batched.dynamo, settings.table, demo.generate(students=args.students, seed=7))
+    servers = [serve(batched), serve(naive)]
+    try:
+        print(f"\nbackend: {backend}; {args.students} students; {args.runs} runs per query\n")
+        print(
+            "| query | requests | p50 ms | p95 ms | naive requests | naive p50 ms | naive p95 ms |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, (query, variables) in QUERIES.items():
+            b = measure(servers[0][1], query, variables, args.runs)
+            n = measure(servers[1][1], query, variables, args.runs)
+            print(
+                f"| {name} | {b['requests']} | {b['p50']:.1f} | {b['p95']:.1f} "
+                f"| {n['requests']} | {n['p50']:.1f} | {n['p95']:.1f} |",
+                flush=True,
+            )
+    finally:
+        for server, _ in servers:
+            server.should_exit = True
+        batched.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        batched.close()
+        naive.close()
+        if embedded:
+            embedded.stop()
+
+
+if __name__ == "__main__":
+    main()
