@@ -26,7 +26,11 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    # Only the canonical spelling: unused low bits or padding would make one cursor many.
+    if _b64(data) != text:
+        raise ValueError("not canonical base64url")
+    return data
 
 
 class Cursors:

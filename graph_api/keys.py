@@ -8,9 +8,9 @@ its prefix once, and the helpers below build keys from validated parts only.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
-from urllib.parse import quote
 
 from graph_api.errors import BadUserInput
 
@@ -139,12 +139,13 @@ def kind_of(key_value: str) -> str:
 
 
 def normalize_place(value: str) -> str:
-    """A location as a key part: trimmed, case-folded, blanks to `_`, `#` and `%` escaped.
+    """A location as a key part: NFC, trimmed, case-folded, blanks to `_`, `#` and `%` escaped.
 
-    Escaping keeps a place name from forging a deeper level of the hierarchy.
+    Escaping keeps a place name from forging a deeper level of the hierarchy; NFC makes a
+    decomposed "Que\u0301bec" the same key as "Québec".
     """
-    folded = "_".join(value.strip().casefold().split())
-    return quote(folded, safe="_-.")
+    folded = "_".join(unicodedata.normalize("NFC", value).strip().casefold().split())
+    return folded.replace("%", "%25").replace(SEP, "%23")
 
 
 def home(student_id: str) -> Key:

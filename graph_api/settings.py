@@ -64,15 +64,15 @@ class Settings:
             cursor_secret=secret.encode() if secret else secrets.token_bytes(32),
             cursor_secret_configured=bool(secret),
             accounting=_bool(env, "GRAPH_API_ACCOUNTING", True),
-            max_concurrency=_int(env, "GRAPH_API_MAX_CONCURRENCY", 16),
+            max_concurrency=_int(env, "GRAPH_API_MAX_CONCURRENCY", 16, minimum=1),
             naive=_bool(env, "GRAPH_API_NAIVE", False),
             demo_students=_int(env, "GRAPH_API_DEMO_STUDENTS", 500),
             demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),
-            log_level=env.get("GRAPH_API_LOG_LEVEL", "INFO").upper(),
+            log_level=_log_level(env.get("GRAPH_API_LOG_LEVEL", "INFO")),
         )
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -80,9 +80,19 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise SettingsError(f"{name} must be a whole number, not {raw!r}") from None
-    if value < 0:
-        raise SettingsError(f"{name} must not be negative")
+    if value < minimum:
+        raise SettingsError(f"{name} must be at least {minimum}")
     return value
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in LOG_LEVELS:
+        raise SettingsError(f"GRAPH_API_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    return level
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

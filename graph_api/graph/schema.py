@@ -7,10 +7,10 @@ from typing import Any
 import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import ParserCache, ValidationCache
-from strawberry.types import ExecutionContext
+from strawberry.types import ExecutionContext, ExecutionResult
 
 from graph_api.graph.accounting import DynamoDBAccounting
-from graph_api.graph.errors import CodedErrors, log_unexpected
+from graph_api.graph.errors import format_error, log_unexpected, request_id_of
 from graph_api.graph.query import Query
 
 CACHE_SIZE = 256
@@ -24,6 +24,13 @@ class GraphSchema(strawberry.Schema):
         # request id that the masked message gives the client.
         log_unexpected(errors, execution_context)
 
+    async def execute(self, query: str | None, *args: Any, **kwargs: Any) -> ExecutionResult:
+        result = await super().execute(query, *args, **kwargs)
+        if result.errors:
+            request_id = request_id_of(kwargs.get("context_value"))
+            result.errors = [format_error(error, request_id) for error in result.errors]
+        return result
+
 
 def build_schema(**kwargs: Any) -> GraphSchema:
     return GraphSchema(
@@ -33,7 +40,6 @@ def build_schema(**kwargs: Any) -> GraphSchema:
         extensions=[
             lambda: ParserCache(maxsize=CACHE_SIZE),
             lambda: ValidationCache(maxsize=CACHE_SIZE),
-            CodedErrors,
             DynamoDBAccounting,
         ],
         **kwargs,

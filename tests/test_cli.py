@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import make_settings
+
+from graph_api import cli, demo
+from graph_api.settings import Settings, SettingsError
+from graph_api.store.client import Dynamo
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No AWS_* hints and no GRAPH_API_* settings: the environment of a fresh shell."""
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "GRAPH_API_")):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("argv", [["seed"], ["create-table"], ["seed", "--students", "5"]])
+def test_writing_commands_without_dynamodb_exit_2_naming_the_endpoint_variable(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert "AWS_ENDPOINT_URL_DYNAMODB" in captured.err
+    assert captured.err.startswith("graph-api: ")
+    assert captured.out == ""
+
+
+@pytest.fixture
+def remote_table(clean_env: pytest.MonkeyPatch, endpoint: str) -> Iterator[str]:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    clean_env.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    clean_env.setenv("AWS_ACCESS_KEY_ID", "testing")
+    clean_env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    clean_env.setenv("AWS_REGION", "us-east-1")
+    clean_env.setenv("GRAPH_API_TABLE", name)
+    yield name
+    dynamo = Dynamo(make_settings(endpoint, table=name))
+    try:
+        dynamo.call_sync("DeleteTable", {"TableName": name}, None)
+    except dynamo.client.exceptions.ResourceNotFoundException:
+        pass
+    finally:
+        dynamo.close()
+
+
+def count_items(endpoint: str, table: str) -> int:
+    dynamo = Dynamo(make_settings(endpoint, table=table))
+    count, pages, start = 0, 0, None
+    try:
+        while True:
+            params = {"TableName": table, "Select": "COUNT", "Limit": 10}
+            if start:
+                params["ExclusiveStartKey"] = start
+            response = dynamo.call_sync("Scan", params, None)
+            count, pages = count + response["Count"], pages + 1
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                assert pages > 1  # the scan really paged
+                return count
+    finally:
+        dynamo.close()
+
+
+def test_create_table_then_seed_writes_every_demo_item(
+    remote_table: str, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["create-table"]) == 0
+    assert capsys.readouterr().out == f"table {remote_table} created\n"
+    assert cli.main(["seed", "--students", "5", "--seed", "3"]) == 0
+    expected = len(demo.generate(5, 3))
+    captured = capsys.readouterr()
+    assert captured.out == f"seeded {expected} items into {remote_table}\n"
+    assert f"{expected}/{expected} items" in captured.err
+    assert count_items(endpoint, remote_table) == expected
+    assert cli.main(["seed", "--students", "5", "--seed", "3"]) == 0  # idempotent puts
+    capsys.readouterr()
+    assert count_items(endpoint, remote_table) == expected
+    assert cli.main(["create-table"]) == 0
+    assert capsys.readouterr().out == f"table {remote_table} already exists\n"
+
+
+def test_settings_pick_embedded_without_aws_hints() -> None:
+    assert Settings.from_env({}).backend == "embedded"
+    assert Settings.from_env({"AWS_REGION": "eu-west-1"}).backend == "embedded"
+    assert Settings.from_env({"AWS_CA_BUNDLE": "/etc/ssl/ca.pem"}).backend == "embedded"
+
+
+@pytest.mark.parametrize(
+    "hint", ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_PROFILE"]
+)
+def test_settings_pick_remote_with_an_aws_hint(hint: str) -> None:
+    assert Settings.from_env({hint: "http://localhost:8000"}).backend == "remote"
+
+
+def test_settings_explicit_backend_wins_over_hints() -> None:
+    env = {"AWS_ENDPOINT_URL_DYNAMODB": "http://x", "GRAPH_API_BACKEND": " Embedded "}
+    assert Settings.from_env(env).backend == "embedded"
+    assert Settings.from_env({"GRAPH_API_BACKEND": "remote"}).backend == "remote"
+    with pytest.raises(SettingsError):
+        Settings.from_env({"GRAPH_API_BACKEND": "cloud"})
+
+
+def test_settings_read_values_from_the_environment() -> None:
+    settings = Settings.from_env(
+        {
+            "GRAPH_API_TABLE": "t1",
+            "GRAPH_API_PORT": "9001",
+            "GRAPH_API_CURSOR_SECRET": "s3cret",
+            "GRAPH_API_ACCOUNTING": "off",
+            "AWS_DEFAULT_REGION": "eu-central-1",
+        }
+    )
+    assert (settings.table, settings.port, settings.region) == ("t1", 9001, "eu-central-1")
+    assert settings.cursor_secret == b"s3cret"
+    assert settings.cursor_secret_configured is True
+    assert settings.accounting is False
+
+
+def test_settings_without_cursor_secret_draw_a_random_one() -> None:
+    first, second = Settings.from_env({}), Settings.from_env({})
+    assert first.cursor_secret_configured is False
+    assert len(first.cursor_secret) == 32
+    assert first.cursor_secret != second.cursor_secret
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("GRAPH_API_PORT", "abc"),
+        ("GRAPH_API_PORT", "-1"),
+        ("GRAPH_API_PORT", "80.5"),
+        ("GRAPH_API_ACCOUNTING", "maybe"),
+        ("GRAPH_API_DEMO_STUDENTS", "many"),
+    ],
+)
+def test_settings_bad_value_is_a_settings_error_naming_the_variable(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: value})
+
+
+def test_bad_setting_makes_the_cli_exit_2(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_env.setenv("GRAPH_API_PORT", "abc")
+    assert cli.main(["export-schema"]) == 2
+    assert "GRAPH_API_PORT" in capsys.readouterr().err
+
+
+def test_settings_refuse_zero_concurrency() -> None:
+    with pytest.raises(SettingsError, match="GRAPH_API_MAX_CONCURRENCY"):
+        Settings.from_env({"GRAPH_API_MAX_CONCURRENCY": "0"})
+
+
+def test_unknown_log_level_makes_the_cli_exit_2(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env["GRAPH_API_LOG_LEVEL"] = "loud"
+    done = subprocess.run(
+        [sys.executable, "-m", "graph_api.cli", "export-schema", "-o", str(tmp_path / "s")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "GRAPH_API_LOG_LEVEL" in done.stderr
+    assert "Traceback" not in done.stderr

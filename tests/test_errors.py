@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import botocore.exceptions
+import pytest
+from conftest import Result
+from starlette.testclient import TestClient
+
+from graph_api.graph.context import Services
+from graph_api.store.table import Table
+
+Gql = Callable[..., Result]
+
+BAD_IDS = {
+    "hash": "stu#0001",
+    "forged key": "STUDENT#stu-0001",
+    "slash": "stu/0001",
+    "unicode": "stü-0001",
+    "space": "stu 0001",
+    "newline": "stu-0001\n",
+    "empty": "",
+    "65 chars": "a" * 65,
+}
+NODE_FIELDS = ["student", "teacher", "class", "sport"]
+
+
+def dynamodb_requests(result: Result) -> int:
+    return result.extensions["dynamodb"]["requests"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("bad", list(BAD_IDS.values()), ids=list(BAD_IDS))
+@pytest.mark.parametrize("field", NODE_FIELDS)
+def test_malformed_id_is_bad_user_input_before_any_read(gql: Gql, field: str, bad: str) -> None:
+    result = gql(f"query($id: ID!) {{ {field}(id: $id) {{ id }} }}", {"id": bad})
+    assert result.data == {field: None}
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert result.errors[0]["extensions"]["field"] == "id"
+    assert dynamodb_requests(result) == 0
+
+
+@pytest.mark.parametrize("bad", list(BAD_IDS.values()), ids=list(BAD_IDS))
+def test_malformed_id_among_ids_is_bad_user_input_before_any_read(gql: Gql, bad: str) -> None:
+    result = gql("query($ids: [ID!]!) { students(ids: $ids) { id } }", {"ids": ["stu-0001", bad]})
+    assert result.data is None
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert result.errors[0]["extensions"]["field"] == "ids"
+    assert dynamodb_requests(result) == 0
+
+
+@pytest.mark.parametrize("field", NODE_FIELDS)
+def test_id_of_64_characters_is_valid(gql: Gql, field: str) -> None:
+    result = gql(f"query($id: ID!) {{ {field}(id: $id) {{ id }} }}", {"id": "a" * 64})
+    assert result.errors == []
+    assert result.data == {field: None}
+
+
+def test_101_ids_are_bad_user_input_before_any_read(gql: Gql) -> None:
+    ids = [f"stu-{i:04d}" for i in range(1, 102)]
+    result = gql("query($ids: [ID!]!) { students(ids: $ids) { id } }", {"ids": ids})
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert result.errors[0]["extensions"]["field"] == "ids"
+    assert dynamodb_requests(result) == 0
+
+
+def test_100_ids_are_answered(gql: Gql) -> None:
+    ids = [f"stu-{i:04d}" for i in range(1, 101)]
+    result = gql("query($ids: [ID!]!) { students(ids: $ids) { id } }", {"ids": ids})
+    assert result.errors == []
+    assert len(result.data["students"]) == 100
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "{ nope }",
+        '{ student(id: "stu-0001") { nope } }',
+        "{ student { id } }",
+        '{ teachers(first: "ten") { edges { cursor } } }',
+    ],
+    ids=["unknown root field", "unknown nested field", "missing argument", "argument type"],
+)
+def test_invalid_document_is_bad_user_input(gql: Gql, query: str) -> None:
+    result = gql(query)
+    assert result.data is None
+    assert result.errors
+    assert set(result.codes) == {"BAD_USER_INPUT"}
+    assert dynamodb_requests(result) == 0
+
+
+def test_syntax_error_is_bad_user_input(gql: Gql) -> None:
+    result = gql("{ student(id: ")
+    assert result.data is None
+    assert len(result.errors) == 1
+    assert result.errors[0].get("extensions", {}).get("code") == "BAD_USER_INPUT"
+
+
+def test_wrong_variable_type_is_bad_user_input(gql: Gql) -> None:
+    result = gql(
+        "query($first: Int) { teachers(first: $first) { edges { cursor } } }", {"first": "x"}
+    )
+    assert result.codes == ["BAD_USER_INPUT"]
+
+
+# -- unexpected errors are masked and logged ---------------------------------------------
+
+
+@pytest.fixture
+def broken_get_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def get_many(self: Table, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(Table, "get_many", get_many)
+
+
+@pytest.mark.usefixtures("broken_get_many")
+def test_unexpected_exception_is_masked_with_the_request_id(
+    gql: Gql, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        result = gql('{ student(id: "stu-0001") { id } teachers(first: 1) { edges { cursor } } }')
+    request_id = result.context.request_id
+    assert result.data["student"] is None
+    assert len(result.data["teachers"]["edges"]) == 1
+    assert result.codes == ["INTERNAL_SERVER_ERROR"]
+    (error,) = result.errors
+    assert request_id in error["message"]
+    assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR", "requestId": request_id}
+    assert error["path"] == ["student"]
+    text = json.dumps(result.errors)
+    assert "secret detail" not in text
+    assert "Traceback" not in text
+    assert "RuntimeError" not in text
+    logged = [r for r in caplog.records if request_id in r.getMessage()]
+    assert len(logged) == 1
+    assert logged[0].levelno == logging.ERROR
+    assert logged[0].exc_info is not None
+    assert isinstance(logged[0].exc_info[1], RuntimeError)
+    assert "secret detail" in caplog.text
+
+
+@pytest.mark.usefixtures("broken_get_many")
+def test_masked_error_over_http_names_the_response_request_id(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        response = client.post(
+            "/graphql",
+            json={"query": '{ student(id: "stu-0001") { id } }'},
+            headers={"X-Request-ID": "trace-42"},
+        )
+    assert response.status_code == 200
+    assert response.headers["x-request-id"] == "trace-42"
+    (error,) = response.json()["errors"]
+    assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR", "requestId": "trace-42"}
+    assert "trace-42" in error["message"]
+    assert "secret detail" not in response.text
+    assert any("trace-42" in r.getMessage() for r in caplog.records)
+
+
+def test_client_errors_are_not_logged(gql: Gql, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="graph_api"):
+        result = gql('{ student(id: "a#b") { id } nope }')
+    assert result.errors
+    assert caplog.records == []
+
+
+# -- DynamoDB trouble ---------------------------------------------------------------------
+
+
+def client_error(code: str, operation: str) -> botocore.exceptions.ClientError:
+    return botocore.exceptions.ClientError({"Error": {"Code": code, "Message": "inner"}}, operation)
+
+
+def fail_operation(
+    monkeypatch: pytest.MonkeyPatch, services: Services, method: str, error: Exception
+) -> None:
+    def raise_(**_: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(services.dynamo.client, method, raise_)
+
+
+SIBLINGS = (
+    '{ a: class(id: "cls-001") { id students(first: 3) { edges { cursor } } }'
+    ' b: student(id: "stu-0001") { name } }'
+)
+
+
+@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException"])
+def test_throttled_query_is_unavailable_on_its_field_only(
+    gql: Gql,
+    services: Services,
+    demo_items: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    code: str,
+) -> None:
+    fail_operation(monkeypatch, services, "query", client_error(code, "Query"))
+    result = gql(SIBLINGS)
+    name = next(i["name"] for i in demo_items if i["type"] == "student" and i["id"] == "stu-0001")
+    assert result.data == {"a": None, "b": {"name": name}}
+    (error,) = result.errors
+    assert error["extensions"] == {"code": "UNAVAILABLE"}
+    assert error["path"] == ["a", "students"]
+    assert "inner" not in error["message"]
+
+
+def test_unreachable_dynamodb_is_unavailable(
+    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    error = botocore.exceptions.EndpointConnectionError(endpoint_url="http://nowhere")
+    fail_operation(monkeypatch, services, "query", error)
+    result = gql(SIBLINGS)
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.data["b"] is not None
+
+
+def test_throttled_batch_get_is_unavailable_while_a_query_sibling_answers(
+    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    error = client_error("ProvisionedThroughputExceededException", "BatchGetItem")
+    fail_operation(monkeypatch, services, "batch_get_item", error)
+    result = gql('{ student(id: "stu-0001") { id } sports(first: 2) { edges { cursor } } }')
+    assert result.data["student"] is None
+    assert len(result.data["sports"]["edges"]) == 2
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["path"] == ["student"]
+
+
+def test_other_dynamodb_error_is_masked_as_internal(
+    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fail_operation(monkeypatch, services, "query", client_error("ValidationException", "Query"))
+    result = gql(SIBLINGS)
+    assert result.codes == ["INTERNAL_SERVER_ERROR"]
+    assert "inner" not in json.dumps(result.errors)
+    assert result.data["b"] is not None
+
+
+def test_throttled_root_connection_nulls_data_as_its_non_null_type_demands(
+    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The contract makes root connections non-null (`TeacherConnection!`): GraphQL then
+    # propagates the field's null to `data`. The error still says what happened.
+    error = client_error("ProvisionedThroughputExceededException", "Query")
+    fail_operation(monkeypatch, services, "query", error)
+    result = gql('{ student(id: "stu-0001") { id } teachers(first: 1) { edges { cursor } } }')
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["path"] == ["teachers"]
+    assert result.data is None

@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+import pytest
+
+from graph_api import keys
+from graph_api.cursors import Cursors
+from graph_api.errors import BadUserInput
+from graph_api.keys import Kind, Range
+
+# -- normalize_place -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "normalized"),
+    [
+        ("United States", "united_states"),
+        ("  united   STATES ", "united_states"),
+        ("New\tYork\n", "new_york"),
+        ("STRASSE", "strasse"),
+        ("Straße", "strasse"),
+        ("Rio-de.Janeiro", "rio-de.janeiro"),
+    ],
+)
+def test_normalize_place_trims_casefolds_and_joins_blanks(raw: str, normalized: str) -> None:
+    assert keys.normalize_place(raw) == normalized
+
+
+def test_normalize_place_escapes_the_separator_and_the_escape_character() -> None:
+    assert keys.normalize_place("a#CITY#b") == "a%23city%23b"
+    assert keys.SEP not in keys.normalize_place("a#CITY#b")
+    assert keys.normalize_place("100%") == "100%25"
+    assert keys.normalize_place("%23") != keys.normalize_place("#")
+
+
+def test_normalize_place_keeps_non_ascii_apart_from_ascii() -> None:
+    assert keys.normalize_place("Québec") == keys.normalize_place("QUÉBEC")
+    assert keys.normalize_place("Québec") != keys.normalize_place("Quebec")
+    assert keys.SEP not in keys.normalize_place("São Paulo")
+
+
+def test_place_with_separator_cannot_forge_a_deeper_level() -> None:
+    forged = keys.home_location("stu-1", "Canada", "Ontario#CITY#Toronto", "Elsewhere")
+    assert forged.sk.count(keys.SEP) == keys.home_location("stu-1", "C", "O", "T").sk.count(
+        keys.SEP
+    )
+    toronto = keys.location("Canada", "Ontario", "Toronto")
+    assert not forged.sk.startswith(toronto.prefix)
+    assert not forged.sk.startswith(keys.location("Canada", "Ontario").prefix)
+
+
+# -- location ranges -------------------------------------------------------------------------
+
+
+def test_location_prefixes_end_with_the_separator() -> None:
+    assert keys.location("US", "CA").prefix.endswith(keys.SEP)
+    assert keys.location("US", "CA", "LA").prefix.endswith(keys.SEP)
+    assert keys.location("US").prefix == ""
+
+
+def test_state_prefix_does_not_match_a_longer_state() -> None:
+    california = keys.home_location("stu-1", "United States", "California", "Los Angeles")
+    assert not california.sk.startswith(keys.location("United States", "CA").prefix)
+    assert not california.sk.startswith(keys.location("United States", "Cal").prefix)
+    assert california.sk.startswith(keys.location("United States", " california ").prefix)
+
+
+def test_city_prefix_does_not_match_a_longer_city() -> None:
+    home = keys.home_location("stu-1", "United States", "New York", "New York City")
+    assert not home.sk.startswith(keys.location("United States", "New York", "New York").prefix)
+    assert home.sk.startswith(keys.location("united states", "NEW YORK", "new york city").prefix)
+
+
+def test_location_partition_is_the_normalized_country() -> None:
+    home = keys.home_location("stu-1", "United States", "Texas", "Austin")
+    assert keys.location("  UNITED states").pk == home.pk
+    assert keys.location("United").pk != home.pk
+    assert keys.location("United States").index == keys.GSI1
+
+
+def test_location_city_without_state_is_bad_user_input() -> None:
+    with pytest.raises(BadUserInput) as raised:
+        keys.location("Canada", None, "Toronto")
+    assert raised.value.extensions == {"field": "state"}
+
+
+# -- ids -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["a", "a" * 64, "stu-0001", "A_b-9"])
+def test_check_id_accepts_valid_ids(value: str) -> None:
+    assert keys.check_id(value) == value
+
+
+@pytest.mark.parametrize("value", ["", "a" * 65, "a#b", "a/b", "é", "a b", "a\n", "a.b"])
+def test_check_id_rejects_invalid_ids_naming_the_field(value: str) -> None:
+    with pytest.raises(BadUserInput) as raised:
+        keys.check_id(value, field="ids")
+    assert raised.value.extensions == {"field": "ids"}
+    assert raised.value.code == "BAD_USER_INPUT"
+
+
+def test_check_id_rejects_non_strings() -> None:
+    with pytest.raises(BadUserInput):
+        keys.check_id(7)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_id_of_and_kind_of_round_trip_a_node_key(kind: Kind) -> None:
+    node = keys.node(kind, "x-1_y")
+    assert node.pk == node.sk
+    assert keys.id_of(node.pk) == "x-1_y"
+    assert keys.kind_of(node.pk) == kind.value
+
+
+def test_id_of_reads_both_ends_of_an_edge_and_a_home_location() -> None:
+    key, inverse = keys.edge(Kind.STUDENT, "stu-1", Kind.CLASS, "cls-2")
+    assert (keys.id_of(key.pk), keys.id_of(key.sk)) == ("stu-1", "cls-2")
+    assert (inverse.pk, inverse.sk) == (key.sk, key.pk)
+    assert keys.id_of(keys.home_location("stu-9", "A", "B", "C").sk) == "stu-9"
+
+
+def test_keys_are_never_built_from_invalid_ids() -> None:
+    for build in (
+        lambda: keys.node(Kind.STUDENT, "a#b"),
+        lambda: keys.edges(Kind.STUDENT, "", Kind.CLASS),
+        lambda: keys.inverse_edges(Kind.CLASS, "x" * 65, Kind.STUDENT),
+        lambda: keys.home("a/b"),
+    ):
+        with pytest.raises(BadUserInput):
+            build()
+
+
+def test_range_labels_differ_between_ranges() -> None:
+    labels = {
+        keys.catalog(Kind.TEACHER).label,
+        keys.catalog(Kind.CLASS).label,
+        keys.inverse_edges(Kind.CLASS, "a", Kind.STUDENT).label,
+        keys.inverse_edges(Kind.CLASS, "b", Kind.STUDENT).label,
+        keys.location("Canada").label,
+        keys.location("Canada", "Ontario").label,
+        keys.edges(Kind.STUDENT, "a", Kind.CLASS).label,
+    }
+    assert len(labels) == 7
+
+
+# -- cursors ---------------------------------------------------------------------------------
+
+RANGE = keys.inverse_edges(Kind.CLASS, "cls-1", Kind.STUDENT)
+KEY = {"PK": "STUDENT#stu-1", "SK": "CLASS#cls-1", "GSI1PK": RANGE.pk, "GSI1SK": "STUDENT#stu-1"}
+FIELD = "Class.students"
+
+
+def refused(cursors: Cursors, cursor: str, field: str = FIELD, rng: Range = RANGE) -> bool:
+    try:
+        cursors.decode(cursor, field, rng)
+    except BadUserInput as error:
+        assert error.extensions == {"field": "after"}
+        return True
+    return False
+
+
+def test_cursor_round_trips_its_key() -> None:
+    cursors = Cursors(b"k1")
+    assert cursors.decode(cursors.encode(FIELD, RANGE, KEY), FIELD, RANGE) == KEY
+
+
+def test_cursor_is_url_safe_and_opaque() -> None:
+    cursor = Cursors(b"k1").encode(FIELD, RANGE, KEY)
+    assert set(cursor) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+    assert "stu-1" not in cursor
+
+
+def test_cursor_of_another_secret_is_refused() -> None:
+    assert refused(Cursors(b"k2"), Cursors(b"k1").encode(FIELD, RANGE, KEY))
+
+
+def test_cursor_of_another_field_or_range_is_refused() -> None:
+    cursors = Cursors(b"k1")
+    cursor = cursors.encode(FIELD, RANGE, KEY)
+    assert refused(cursors, cursor, field="Sport.students")
+    assert refused(cursors, cursor, rng=keys.inverse_edges(Kind.CLASS, "cls-2", Kind.STUDENT))
+
+
+def test_signed_cursor_whose_key_lies_outside_its_range_is_refused() -> None:
+    cursors = Cursors(b"k1")
+    elsewhere = {**KEY, "GSI1PK": "CLASS#cls-2"}
+    assert refused(cursors, cursors.encode(FIELD, RANGE, elsewhere))
+    wrong_prefix = {**KEY, "GSI1SK": "TEACHER#tch-1"}
+    assert refused(cursors, cursors.encode(FIELD, RANGE, wrong_prefix))
+
+
+def test_signed_cursor_with_a_non_string_key_value_is_refused() -> None:
+    cursors = Cursors(b"k1")
+    assert refused(cursors, cursors.encode(FIELD, RANGE, {**KEY, "PK": 1}))  # type: ignore[dict-item]
+
+
+def test_cursor_with_any_data_character_changed_is_refused() -> None:
+    cursors = Cursors(b"k1")
+    cursor = cursors.encode(FIELD, RANGE, KEY)
+    dot = cursor.index(".")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    # The last character of each base64 part may carry unused bits; every other one is data.
+    for index in set(range(len(cursor))) - {dot - 1, dot, len(cursor) - 1}:
+        for other in alphabet[::7]:
+            if other != cursor[index]:
+                assert refused(cursors, cursor[:index] + other + cursor[index + 1 :]), index

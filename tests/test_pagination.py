@@ -1,0 +1,389 @@
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from conftest import Result
+
+from graph_api import keys
+from graph_api.store.codec import Item
+
+Gql = Callable[..., Result]
+
+PAGE = "edges { cursor node { id } } pageInfo { hasNextPage endCursor }"
+
+
+@dataclass(frozen=True)
+class Conn:
+    """A connection field: how to ask for one page, where it sits, what it must hold."""
+
+    query: str
+    path: tuple[str, ...]
+    variables: dict[str, Any]
+    expected: Callable[[list[Item]], list[str]]
+
+    def page(self, gql: Gql, first: int | None, after: str | None = None) -> Result:
+        return gql(self.query, {**self.variables, "first": first, "after": after})
+
+    def connection(self, result: Result) -> dict[str, Any]:
+        data = result.data
+        for name in self.path:
+            data = data[name]
+        return data  # type: ignore[no-any-return]
+
+
+def _ids(type_: str, key: str = "id", **where: str) -> Callable[[list[Item]], list[str]]:
+    def expected(demo_items: list[Item]) -> list[str]:
+        return sorted(
+            i[key]
+            for i in demo_items
+            if i["type"] == type_ and all(i.get(k) == v for k, v in where.items())
+        )
+
+    return expected
+
+
+def _root(field: str, **args: str) -> str:
+    params = "".join(f", ${name}: {type_}" for name, type_ in args.items())
+    passed = "".join(f", {name}: ${name}" for name in args)
+    return (
+        f"query($first: Int, $after: String{params}) {{"
+        f" {field}(first: $first, after: $after{passed}) {{ {PAGE} }} }}"
+    )
+
+
+def _nested(parent: str, field: str) -> str:
+    return (
+        f"query($id: ID!, $first: Int, $after: String) {{ {parent}(id: $id) {{"
+        f" {field}(first: $first, after: $after) {{ {PAGE} }} }} }}"
+    )
+
+
+def _homes(**where: str) -> Callable[[list[Item]], list[str]]:
+    return _ids("home", "studentId", **where)
+
+
+CONNECTIONS = {
+    "teachers": Conn(_root("teachers"), ("teachers",), {}, _ids("teacher")),
+    "classes": Conn(_root("classes"), ("classes",), {}, _ids("class")),
+    "sports": Conn(_root("sports"), ("sports",), {}, _ids("sport")),
+    "Class.students": Conn(
+        _nested("class", "students"),
+        ("class", "students"),
+        {"id": "cls-001"},
+        _ids("enrolment", "studentId", classId="cls-001"),
+    ),
+    "Sport.students": Conn(
+        _nested("sport", "students"),
+        ("sport", "students"),
+        {"id": "spt-07"},
+        _ids("membership", "studentId", sportId="spt-07"),
+    ),
+    "Student.classes": Conn(
+        _nested("student", "classes"),
+        ("student", "classes"),
+        {"id": "stu-0001"},
+        _ids("enrolment", "classId", studentId="stu-0001"),
+    ),
+    "Teacher.classes": Conn(
+        _nested("teacher", "classes"),
+        ("teacher", "classes"),
+        {"id": "tch-001"},
+        _ids("teaching", "classId", teacherId="tch-001"),
+    ),
+    "studentsByLocation": Conn(
+        _root("studentsByLocation", country="String!"),
+        ("studentsByLocation",),
+        {"country": "Brazil"},
+        _homes(country="Brazil"),
+    ),
+    "studentsByLocation(state)": Conn(
+        _root("studentsByLocation", country="String!", state="String"),
+        ("studentsByLocation",),
+        {"country": "United States", "state": "New York"},
+        _homes(country="United States", state="New York"),
+    ),
+}
+ALL = sorted(CONNECTIONS)
+
+
+def expected_ids(name: str, demo_items: list[Item]) -> list[str]:
+    """The connection's node ids in the order the API must list them."""
+    ids = CONNECTIONS[name].expected(demo_items)
+    if name.startswith("studentsByLocation"):  # ordered by state, city, then student
+        homes = {i["studentId"]: i for i in demo_items if i["type"] == "home"}
+        place = keys.normalize_place
+        ids.sort(key=lambda s: (place(homes[s]["state"]), place(homes[s]["city"]), s))
+    return ids
+
+
+def walk(conn: Conn, gql: Gql, first: int) -> list[dict[str, Any]]:
+    pages: list[dict[str, Any]] = []
+    after: str | None = None
+    while len(pages) < 200:
+        result = conn.page(gql, first, after)
+        assert result.errors == []
+        page = conn.connection(result)
+        pages.append(page)
+        if not page["pageInfo"]["hasNextPage"]:
+            return pages
+        after = page["pageInfo"]["endCursor"]
+    raise AssertionError("the connection never ended")
+
+
+def node_ids(pages: list[dict[str, Any]]) -> list[str]:
+    return [edge["node"]["id"] for page in pages for edge in page["edges"]]
+
+
+# -- first -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("first", [0, -1, 101, 1000000])
+@pytest.mark.parametrize(
+    "name", ["teachers", "Class.students", "Student.classes", "studentsByLocation"]
+)
+def test_first_outside_1_to_100_is_bad_user_input(gql: Gql, name: str, first: int) -> None:
+    result = CONNECTIONS[name].page(gql, first)
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert result.errors[0]["extensions"]["field"] == "first"
+    assert not any(call.operation == "Query" for call in result.context.ledger.calls)
+
+
+@pytest.mark.parametrize("first", [1, 100])
+def test_first_at_the_bounds_is_accepted(gql: Gql, demo_items: list[Item], first: int) -> None:
+    conn = CONNECTIONS["Class.students"]
+    result = conn.page(gql, first)
+    assert result.errors == []
+    total = len(expected_ids("Class.students", demo_items))
+    assert len(conn.connection(result)["edges"]) == min(first, total)
+
+
+def test_null_first_means_the_default_of_20(gql: Gql, demo_items: list[Item]) -> None:
+    conn = CONNECTIONS["Class.students"]
+    assert len(expected_ids("Class.students", demo_items)) > 20
+    page = conn.connection(conn.page(gql, None))
+    assert len(page["edges"]) == 20
+    assert page["pageInfo"]["hasNextPage"] is True
+    omitted = gql('{ class(id: "cls-001") { students { edges { cursor } } } }')
+    assert len(omitted.data["class"]["students"]["edges"]) == 20
+
+
+# -- hasNextPage and endCursor ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_first_equal_to_the_total_gives_one_page_without_next(
+    gql: Gql, demo_items: list[Item], name: str
+) -> None:
+    conn, want = CONNECTIONS[name], expected_ids(name, demo_items)
+    assert 1 < len(want) <= 100
+    page = conn.connection(conn.page(gql, len(want)))
+    assert [e["node"]["id"] for e in page["edges"]] == want
+    assert page["pageInfo"]["hasNextPage"] is False
+    short = conn.connection(conn.page(gql, len(want) - 1))
+    assert short["pageInfo"]["hasNextPage"] is True
+    rest = conn.connection(conn.page(gql, len(want), short["pageInfo"]["endCursor"]))
+    assert [e["node"]["id"] for e in rest["edges"]] == want[-1:]
+    assert rest["pageInfo"]["hasNextPage"] is False
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pages_chain_without_gaps_duplicates_or_empty_pages(
+    gql: Gql, demo_items: list[Item], name: str
+) -> None:
+    conn, want = CONNECTIONS[name], expected_ids(name, demo_items)
+    for first in sorted({1, 3, len(want)}):
+        pages = walk(conn, gql, first)
+        assert node_ids(pages) == want
+        assert len(pages) == -(-len(want) // first)
+        for page in pages:
+            assert page["edges"], "a page of a non-empty connection is empty"
+            assert len(page["edges"]) <= first
+            assert page["pageInfo"]["endCursor"] == page["edges"][-1]["cursor"]
+
+
+@pytest.mark.parametrize("name", ["sports", "Class.students", "Student.classes"])
+def test_after_the_last_cursor_is_an_empty_page_with_null_end_cursor(
+    gql: Gql, demo_items: list[Item], name: str
+) -> None:
+    conn, want = CONNECTIONS[name], expected_ids(name, demo_items)
+    last = conn.connection(conn.page(gql, len(want)))["pageInfo"]["endCursor"]
+    result = conn.page(gql, 5, last)
+    assert result.errors == []
+    assert conn.connection(result) == {
+        "edges": [],
+        "pageInfo": {"hasNextPage": False, "endCursor": None},
+    }
+
+
+def test_empty_connection_has_null_end_cursor(gql: Gql, demo_items: list[Item]) -> None:
+    sporty = {i["studentId"] for i in demo_items if i["type"] == "membership"}
+    idle = sorted(i["id"] for i in demo_items if i["type"] == "student" and i["id"] not in sporty)
+    assert idle
+    result = gql(
+        f"query($id: ID!) {{ student(id: $id) {{ sports(first: 5) {{ {PAGE} }} }} }}",
+        {"id": idle[0]},
+    )
+    assert result.errors == []
+    assert result.data["student"]["sports"] == {
+        "edges": [],
+        "pageInfo": {"hasNextPage": False, "endCursor": None},
+    }
+
+
+def test_cursors_of_one_page_resume_after_their_own_edge(gql: Gql, demo_items: list[Item]) -> None:
+    conn, want = CONNECTIONS["Class.students"], expected_ids("Class.students", demo_items)
+    edges = conn.connection(conn.page(gql, 10))["edges"]
+    for index in (0, 4, 9):
+        resumed = conn.connection(conn.page(gql, 3, edges[index]["cursor"]))
+        assert [e["node"]["id"] for e in resumed["edges"]] == want[index + 1 : index + 4]
+
+
+# -- tampering ----------------------------------------------------------------------------
+
+
+def cursor_of(conn: Conn, gql: Gql, index: int = 0, **variables: Any) -> str:
+    result = gql(conn.query, {**conn.variables, **variables, "first": index + 1, "after": None})
+    return conn.connection(result)["edges"][index]["cursor"]  # type: ignore[no-any-return]
+
+
+def assert_after_refused(result: Result, reads: list[str]) -> None:
+    """BAD_USER_INPUT on `after`, and no DynamoDB call beyond `reads` (the parents' loads)."""
+    assert result.codes == ["BAD_USER_INPUT"], result.errors
+    assert result.errors[0]["extensions"]["field"] == "after"
+    assert [call.operation for call in result.context.ledger.calls] == reads
+    assert result.extensions["dynamodb"]["requests"] == len(reads)
+
+
+def _swap(text: str, index: int) -> str:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    other = alphabet[(alphabet.index(text[index]) + 17) % len(alphabet)]
+    return text[:index] + other + text[index + 1 :]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _forgeries(genuine: str, sibling: str) -> dict[str, str]:
+    body, mac = genuine.split(".")
+    payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    other_body = sibling.split(".")[0]
+    guessed = hmac.new(b"secret", _b64(json.dumps(payload).encode()).encode(), hashlib.sha256)
+    return {
+        "body char changed": _swap(genuine, len(body) // 2),
+        "mac char changed": genuine[: len(body) + 1] + _swap(mac, len(mac) // 2),
+        "first char changed": _swap(genuine, 0),
+        "random string": "c29tZSByYW5kb20gc3RyaW5n",
+        "random dotted": "abc.def",
+        "empty": "",
+        "only a dot": ".",
+        "extra part": f"{genuine}.{mac}",
+        "non-ascii": "é.é",
+        "payload without mac": body,
+        "payload with empty mac": f"{body}.",
+        "payload with zero mac": f"{body}.{_b64(bytes(16))}",
+        "payload with guessed mac": f"{body}.{_b64(guessed.digest()[:16])}",
+        "json without mac": _b64(json.dumps(payload).encode()),
+        "another payload with this mac": f"{other_body}.{mac}",
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    list(_forgeries("e30.AAAA", "e30.AAAA")),  # names only; real cursors are built in the test
+)
+def test_forged_cursor_on_a_root_field_is_refused_without_reads(gql: Gql, kind: str) -> None:
+    conn = CONNECTIONS["teachers"]
+    forged = _forgeries(cursor_of(conn, gql, 0), cursor_of(conn, gql, 1))[kind]
+    result = conn.page(gql, 2, forged)
+    assert result.data is None
+    assert_after_refused(result, [])
+
+
+@pytest.mark.parametrize("kind", ["body char changed", "mac char changed", "random string"])
+def test_forged_cursor_on_a_nested_field_is_refused_before_its_query(gql: Gql, kind: str) -> None:
+    conn = CONNECTIONS["Class.students"]
+    forged = _forgeries(cursor_of(conn, gql, 0), cursor_of(conn, gql, 1))[kind]
+    result = conn.page(gql, 2, forged)
+    assert result.data == {"class": None}
+    assert result.errors[0]["path"] == ["class", "students"]
+    assert_after_refused(result, ["BatchGetItem"])
+
+
+def test_class_students_cursor_of_class_a_is_refused_on_class_b(gql: Gql) -> None:
+    conn = CONNECTIONS["Class.students"]
+    cursor = cursor_of(conn, gql, 0, id="cls-001")
+    result = gql(conn.query, {"id": "cls-002", "first": 5, "after": cursor})
+    assert_after_refused(result, ["BatchGetItem"])
+
+
+def test_student_classes_cursor_of_student_a_is_refused_on_student_b(gql: Gql) -> None:
+    conn = CONNECTIONS["Student.classes"]
+    cursor = cursor_of(conn, gql, 0, id="stu-0001")
+    result = gql(conn.query, {"id": "stu-0002", "first": 5, "after": cursor})
+    assert_after_refused(result, ["BatchGetItem"])
+
+
+def test_sport_students_cursor_is_refused_on_class_students(gql: Gql) -> None:
+    cursor = cursor_of(CONNECTIONS["Sport.students"], gql, 0)
+    result = CONNECTIONS["Class.students"].page(gql, 5, cursor)
+    assert_after_refused(result, ["BatchGetItem"])
+
+
+@pytest.mark.parametrize(("source", "target"), [("teachers", "classes"), ("classes", "sports")])
+def test_catalog_cursor_is_refused_on_another_catalog(gql: Gql, source: str, target: str) -> None:
+    cursor = cursor_of(CONNECTIONS[source], gql, 0)
+    result = CONNECTIONS[target].page(gql, 5, cursor)
+    assert_after_refused(result, [])
+
+
+def test_country_cursor_is_refused_with_a_state_argument(gql: Gql) -> None:
+    country = CONNECTIONS["studentsByLocation"]
+    cursor = cursor_of(country, gql, 0, country="United States")
+    by_state = CONNECTIONS["studentsByLocation(state)"]
+    assert_after_refused(by_state.page(gql, 5, cursor), [])
+    other_country = country.page(gql, 5, cursor)  # variables say Brazil
+    assert_after_refused(other_country, [])
+
+
+def test_country_cursor_is_accepted_with_another_spelling_of_that_country(gql: Gql) -> None:
+    conn = CONNECTIONS["studentsByLocation"]
+    cursor = cursor_of(conn, gql, 0, country="Brazil")
+    result = gql(conn.query, {"country": "  BRAZIL ", "first": 2, "after": cursor})
+    assert result.errors == []
+    assert len(conn.connection(result)["edges"]) == 2
+
+
+def test_refused_cursor_never_is_an_internal_error(gql: Gql) -> None:
+    conn = CONNECTIONS["studentsByLocation"]
+    genuine = cursor_of(conn, gql, 0)
+    codes = set()
+    for forged in [*_forgeries(genuine, cursor_of(conn, gql, 1)).values(), "%%%", "..", "a.b.c"]:
+        codes.update(conn.page(gql, 3, forged).codes)
+    assert codes == {"BAD_USER_INPUT"}
+
+
+def _same_bits_last_char(cursor: str) -> str:
+    # The MAC is 16 bytes: its 22nd base64 character carries 2 bits and 4 unused ones.
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    return cursor[:-1] + alphabet[alphabet.index(cursor[-1]) ^ 1]
+
+
+@pytest.mark.parametrize(
+    "edit", [_same_bits_last_char, lambda c: c + "="], ids=["last char changed", "padding added"]
+)
+def test_cursor_edited_without_changing_its_bytes_is_refused(
+    gql: Gql, edit: Callable[[str], str]
+) -> None:
+    conn = CONNECTIONS["teachers"]
+    genuine = cursor_of(conn, gql, 0)
+    forged = edit(genuine)
+    assert forged != genuine
+    assert_after_refused(conn.page(gql, 2, forged), [])
