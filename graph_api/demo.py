@@ -149,13 +149,15 @@ def generate(students: int = 500, seed: int = 7) -> list[Item]:
 
     out: list[Item] = [*teachers]
     by_id = {teacher["id"]: teacher for teacher in teachers}
-    out += [items.TEACHING.item(by_id[c["teacherId"]], c) for c in classes]
+    for klass in classes:
+        out.append(items.TEACHING.item(by_id[klass["teacherId"]], klass))
+        by_id[klass["teacherId"]]["classCount"] += 1
     enrolled: Counter[str] = Counter()
     joined: Counter[str] = Counter()
     for i in range(1, students + 1):
         first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
         student = items.student(f"stu-{i:04d}", f"{first} {last}", f"student{i}@school.example")
-        out.append(student)
+        out += [student, items.email_guard(student)]
         if rng.random() < 0.95:
             country = rng.choice(list(PLACES))
             state = rng.choice(list(PLACES[country]))
@@ -165,9 +167,11 @@ def generate(students: int = 500, seed: int = 7) -> list[Item]:
         for klass in rng.sample(classes, rng.randint(3, min(6, len(classes)))):
             out.append(items.ENROLMENT.item(student, klass))
             enrolled[klass["id"]] += 1
+            student["edgeCount"] += 1
         for sport in rng.sample(sports, rng.randint(0, 3)):
             out.append(items.MEMBERSHIP.item(student, sport))
             joined[sport["id"]] += 1
+            student["edgeCount"] += 1
     for klass in classes:
         klass["studentCount"] = enrolled[klass["id"]]
     for sport in sports:

@@ -28,12 +28,25 @@ def node_item(kind: Kind, id_: str, **attributes: Any) -> Item:
     return item
 
 
+# Counters of owned edges (`edgeCount`, `classCount`, `studentCount`) move in the same
+# transaction as the edges. Deletes and renames condition on them, which fences out an edge
+# written between our read of a node's edges and our write.
+
+
 def student(id_: str, name: str, email: str) -> Item:
-    return node_item(Kind.STUDENT, id_, name=name, email=email)
+    return node_item(Kind.STUDENT, id_, name=name, email=email, edgeCount=0)
+
+
+def email_guard(student_item: Item) -> Item:
+    return {
+        **keys.email_guard(student_item["email"]).as_item(),
+        TYPE: "email",
+        "studentId": student_item["id"],
+    }
 
 
 def teacher(id_: str, name: str) -> Item:
-    return node_item(Kind.TEACHER, id_, name=name)
+    return node_item(Kind.TEACHER, id_, name=name, classCount=0)
 
 
 def school_class(id_: str, subject: str, teacher_item: Item) -> Item:

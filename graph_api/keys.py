@@ -32,6 +32,7 @@ class Kind(StrEnum):
 
 
 HOME_SK = "HOME"
+EMAIL = "EMAIL"
 CATALOG = "CATALOG"
 COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
 
@@ -171,3 +172,14 @@ def location(country: str, state: str | None = None, city: str | None = None) ->
     elif city is not None:
         raise BadUserInput("city needs its state", field="state")
     return Range(GSI1, f"{COUNTRY}{SEP}{normalize_place(country)}", prefix)
+
+
+def normalize_email(email: str) -> str:
+    """An email as a uniqueness key: trimmed and case-folded."""
+    return email.strip().casefold()
+
+
+def email_guard(email: str) -> Key:
+    """The item that reserves an email address for one student (unique-field pattern)."""
+    value = f"{EMAIL}{SEP}{normalize_email(email)}"
+    return Key(value, EMAIL)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import strawberry
 
-from graph_api import items, keys
+from graph_api import items, keys, validation
 from graph_api.errors import BadUserInput
 from graph_api.graph import paging
 from graph_api.graph.context import Info
@@ -16,13 +16,6 @@ from graph_api.graph.teacher import Teacher
 from graph_api.keys import Kind
 
 MAX_IDS = 100
-MAX_PLACE = 100
-
-
-def _place(value: str, field: str) -> str:
-    if not 1 <= len(value.strip()) <= MAX_PLACE:
-        raise BadUserInput(f"{field} must be 1-{MAX_PLACE} characters", field=field)
-    return value
 
 
 @strawberry.type
@@ -89,9 +82,9 @@ class Query:
         after: str | None = None,
     ) -> Connection[Student]:
         rng = keys.location(
-            _place(country, "country"),
-            None if state is None else _place(state, "state"),
-            None if city is None else _place(city, "city"),
+            validation.place_filter(country, "country"),
+            None if state is None else validation.place_filter(state, "state"),
+            None if city is None else validation.place_filter(city, "city"),
         )
         return await paging.from_range(
             info,

@@ -79,14 +79,15 @@ class Table:
         self.ledger = ledger
         self._slots = asyncio.Semaphore(max_in_flight)
 
-    async def _call(self, operation: str, params: dict[str, Any]) -> Any:
+    async def call(self, operation: str, params: dict[str, Any]) -> Any:
+        """One DynamoDB call on behalf of this request, within its bound on calls in flight."""
         async with self._slots:
             return await self.dynamo.call(operation, params, self.ledger)
 
     # -- reads ---------------------------------------------------------------------------
 
     async def get(self, key: Key, *, consistent: bool = False) -> Item | None:
-        response = await self._call(
+        response = await self.call(
             "GetItem",
             {
                 "TableName": self.name,
@@ -117,7 +118,7 @@ class Table:
         for attempt in range(MAX_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(backoff(attempt))
-            response = await self._call("BatchGetItem", {"RequestItems": request})
+            response = await self.call("BatchGetItem", {"RequestItems": request})
             for wire in response.get("Responses", {}).get(self.name, []):
                 item = codec.decode(wire)
                 found[Key(item[PK], item[SK])] = item
@@ -154,7 +155,7 @@ class Table:
             params["Limit"] = limit
         if start:
             params["ExclusiveStartKey"] = codec.encode(start)
-        response = await self._call("Query", params)
+        response = await self.call("Query", params)
         last = response.get("LastEvaluatedKey")
         return Page(
             [codec.decode(w) for w in response.get("Items", [])],
@@ -177,12 +178,12 @@ class Table:
                 return items
             start = page.last_key
 
-    async def query_all(self, rng: Range) -> list[Item]:
+    async def query_all(self, rng: Range, *, consistent: bool = False) -> list[Item]:
         """Every item of a range, following `LastEvaluatedKey` to the end."""
         items: list[Item] = []
         start: dict[str, str] | None = None
         while True:
-            page = await self.query(rng, start=start)
+            page = await self.query(rng, start=start, consistent=consistent)
             items.extend(page.items)
             if page.last_key is None:
                 return items

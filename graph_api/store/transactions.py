@@ -1,0 +1,230 @@
+"""TransactWriteItems: actions as data, conditions that name their failure, safe retries.
+
+Each action carries the error a failed condition means (`NOT_FOUND`, `ALREADY_EXISTS`, ...)
+or `STALE`, which means "what we read changed before we wrote: read again". DynamoDB's
+`CancellationReasons` come back in action order, so the first failed condition names the
+client error. Transaction conflicts are retried with the same `ClientRequestToken`, so a
+retry of a transaction that did commit is a no-op on DynamoDB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+
+from graph_api.errors import ApiError, Conflict, Unavailable
+from graph_api.keys import Key
+from graph_api.store import codec
+from graph_api.store.codec import Item
+from graph_api.store.retry import MAX_ATTEMPTS, backoff
+from graph_api.store.table import Table
+
+log = logging.getLogger(__name__)
+
+MAX_ACTIONS = 100  # per TransactWriteItems (DynamoDB's limit)
+
+# A condition is a conjunction of clauses: ("exists",), ("not_exists",), ("eq", attr, value),
+# ("gt", attr, value), ("zero_or_missing", attr).
+Clause = tuple[Any, ...]
+
+
+class Stale(Exception):
+    """A condition guarding what we read failed: read again and rebuild the write."""
+
+
+STALE = Stale()  # a marker for `on_fail`; a fresh `Stale` is raised each time
+
+
+@dataclass
+class _Expression:
+    names: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def name(self, attr: str) -> str:
+        placeholder = f"#n{len(self.names)}"
+        self.names[placeholder] = attr
+        return placeholder
+
+    def value(self, value: Any) -> str:
+        placeholder = f":v{len(self.values)}"
+        self.values[placeholder] = codec.encode_value(value)
+        return placeholder
+
+    def condition(self, clauses: Sequence[Clause]) -> str:
+        parts = []
+        for op, *args in clauses:
+            if op == "exists":
+                parts.append("attribute_exists(PK)")
+            elif op == "not_exists":
+                parts.append("attribute_not_exists(PK)")
+            elif op == "eq":
+                parts.append(f"{self.name(args[0])} = {self.value(args[1])}")
+            elif op == "gt":
+                parts.append(f"{self.name(args[0])} > {self.value(args[1])}")
+            elif op == "zero_or_missing":
+                n = self.name(args[0])
+                parts.append(f"(attribute_not_exists({n}) OR {n} = {self.value(0)})")
+            else:
+                raise ValueError(f"unknown condition {op}")
+        return " AND ".join(parts)
+
+    def attach(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.names:
+            body["ExpressionAttributeNames"] = self.names
+        if self.values:
+            body["ExpressionAttributeValues"] = self.values
+        return body
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: Literal["Put", "Update", "Delete", "ConditionCheck"]
+    body: dict[str, Any]  # without TableName
+    on_fail: ApiError | Stale | None = None
+
+    def request(self, table: str) -> dict[str, Any]:
+        return {self.kind: {"TableName": table, **self.body}}
+
+
+def put(item: Item, *clauses: Clause, on_fail: ApiError | Stale | None = None) -> Action:
+    expr = _Expression()
+    body: dict[str, Any] = {"Item": codec.encode(item)}
+    if clauses:
+        body["ConditionExpression"] = expr.condition(clauses)
+    return Action("Put", expr.attach(body), on_fail)
+
+
+def update(
+    key: Key,
+    *clauses: Clause,
+    assign: Mapping[str, Any] | None = None,
+    add: Mapping[str, int] | None = None,
+    remove: Sequence[str] = (),
+    on_fail: ApiError | Stale | None = None,
+) -> Action:
+    expr = _Expression()
+    sections = []
+    if assign:
+        sections.append(
+            "SET " + ", ".join(f"{expr.name(a)} = {expr.value(v)}" for a, v in assign.items())
+        )
+    if remove:
+        sections.append("REMOVE " + ", ".join(expr.name(a) for a in remove))
+    if add:
+        sections.append(
+            "ADD " + ", ".join(f"{expr.name(a)} {expr.value(v)}" for a, v in add.items())
+        )
+    body: dict[str, Any] = {
+        "Key": codec.encode(key.as_item()),
+        "UpdateExpression": " ".join(sections),
+    }
+    if clauses:
+        body["ConditionExpression"] = expr.condition(clauses)
+    return Action("Update", expr.attach(body), on_fail)
+
+
+def delete(key: Key, *clauses: Clause, on_fail: ApiError | Stale | None = None) -> Action:
+    expr = _Expression()
+    body: dict[str, Any] = {"Key": codec.encode(key.as_item())}
+    if clauses:
+        body["ConditionExpression"] = expr.condition(clauses)
+    return Action("Delete", expr.attach(body), on_fail)
+
+
+def check(key: Key, *clauses: Clause, on_fail: ApiError | Stale | None = None) -> Action:
+    expr = _Expression()
+    body = {"Key": codec.encode(key.as_item()), "ConditionExpression": expr.condition(clauses)}
+    return Action("ConditionCheck", expr.attach(body), on_fail)
+
+
+def _reasons(error: ClientError) -> list[str]:
+    reasons = error.response.get("CancellationReasons") or []
+    return [str(reason.get("Code", "None")) for reason in reasons]
+
+
+class _Failed(Exception):
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+async def _apply(table: Table, actions: Sequence[Action], token: str) -> None:
+    """One transaction, retried on conflicts; raises `_Failed` naming a failed condition."""
+    params = {
+        "TransactItems": [a.request(table.name) for a in actions],
+        "ClientRequestToken": token,
+    }
+    for attempt in range(MAX_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(backoff(attempt))
+        try:
+            await table.call("TransactWriteItems", params)
+            return
+        except Unavailable:
+            continue  # throttled past botocore's retries: ours back off further
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code == "TransactionInProgressException":
+                continue  # the same token is still being applied: wait for it
+            if code != "TransactionCanceledException":
+                raise
+            reasons = _reasons(error)
+            if "ConditionalCheckFailed" in reasons:
+                raise _Failed(reasons.index("ConditionalCheckFailed")) from None
+            if not set(reasons) <= _RETRYABLE:
+                log.error("transaction cancelled: %s", reasons)
+                raise
+    raise Unavailable("DynamoDB kept refusing the write; nothing was written, try again")
+
+
+_RETRYABLE = {"None", "TransactionConflict", "ProvisionedThroughputExceeded", "ThrottlingError"}
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+async def transact(table: Table, actions: Sequence[Action], token: str | None = None) -> None:
+    """Apply `actions` atomically, or raise the error of the first failed condition.
+
+    Conflicts with other transactions and throttles are retried with backoff under the same
+    token; exhausted retries are UNAVAILABLE and nothing was written.
+    """
+    if not actions:
+        return
+    if len(actions) > MAX_ACTIONS:
+        raise ValueError(f"{len(actions)} actions do not fit one transaction")
+    try:
+        await _apply(table, actions, token or new_token())
+    except _Failed as failed:
+        failure = actions[failed.index].on_fail
+        if failure is None:
+            raise Conflict("the write's condition no longer holds") from None
+        if isinstance(failure, Stale):
+            raise Stale() from None
+        raise failure from None
+
+
+async def transact_each(table: Table, actions: Sequence[Action], token: str) -> None:
+    """Apply independent actions 100 a transaction, skipping those whose condition fails.
+
+    For copy updates that follow a node write: each is idempotent (SET to the node's value),
+    and one whose item vanished meanwhile (conditioned on `exists`) is simply dropped.
+    """
+    pending = list(actions)
+    chunk_no = 0
+    while pending:
+        chunk, pending = pending[:MAX_ACTIONS], pending[MAX_ACTIONS:]
+        while chunk:
+            try:
+                await _apply(table, chunk, f"{token[:28]}-{chunk_no}")
+                break
+            except _Failed as failed:
+                chunk = chunk[: failed.index] + chunk[failed.index + 1 :]
+                chunk_no += 1  # a different set of actions needs a token of its own
+        chunk_no += 1

@@ -1,0 +1,45 @@
+"""Input rules for writes; each violation is BAD_USER_INPUT naming the field."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from graph_api.errors import BadUserInput
+
+MAX_NAME = 200
+MAX_PLACE = 100
+MAX_EMAIL = 254
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+
+
+def text(value: str, field: str, maximum: int = MAX_NAME) -> str:
+    """Trimmed text of 1..maximum characters with no control characters."""
+    trimmed = value.strip()
+    if not 1 <= len(trimmed) <= maximum:
+        raise BadUserInput(f"{field} must be 1-{maximum} characters", field=field)
+    if any(unicodedata.category(c) == "Cc" for c in trimmed):
+        raise BadUserInput(f"{field} must not contain control characters", field=field)
+    return trimmed
+
+
+def name(value: str, field: str = "name") -> str:
+    return text(value, field, MAX_NAME)
+
+
+def place(value: str, field: str) -> str:
+    return text(value, field, MAX_PLACE)
+
+
+def place_filter(value: str, field: str) -> str:
+    """A place to search by: any blanks (tabs, newlines too) fold away in the key."""
+    if not 1 <= len(value.strip()) <= MAX_PLACE:
+        raise BadUserInput(f"{field} must be 1-{MAX_PLACE} characters", field=field)
+    return value
+
+
+def email(value: str, field: str = "email") -> str:
+    trimmed = value.strip()
+    if len(trimmed) > MAX_EMAIL or not _EMAIL.fullmatch(trimmed):
+        raise BadUserInput(f"{field} must be an email address like name@example.org", field=field)
+    return trimmed
