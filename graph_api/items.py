@@ -91,6 +91,8 @@ class EdgeType:
     target: Kind
     owner_copies: Mapping[str, str]
     target_copies: Mapping[str, str]
+    owner_count: str  # the owner's counter of such edges
+    target_count: str | None  # the target's, if it keeps one
 
     def item(self, owner_item: Item, target_item: Item) -> Item:
         key, inverse = keys.edge(self.owner, owner_item["id"], self.target, target_item["id"])
@@ -115,11 +117,34 @@ class EdgeType:
 
 _CLASS_COPIES = {"subject": "subject", "teacherId": "teacherId", "teacherName": "teacherName"}
 
-ENROLMENT = EdgeType("enrolment", Kind.STUDENT, Kind.CLASS, {"studentName": "name"}, _CLASS_COPIES)
-MEMBERSHIP = EdgeType(
-    "membership", Kind.STUDENT, Kind.SPORT, {"studentName": "name"}, {"sportName": "name"}
+ENROLMENT = EdgeType(
+    "enrolment",
+    Kind.STUDENT,
+    Kind.CLASS,
+    {"studentName": "name"},
+    _CLASS_COPIES,
+    owner_count="edgeCount",
+    target_count="studentCount",
 )
-TEACHING = EdgeType("teaching", Kind.TEACHER, Kind.CLASS, {}, _CLASS_COPIES)
+MEMBERSHIP = EdgeType(
+    "membership",
+    Kind.STUDENT,
+    Kind.SPORT,
+    {"studentName": "name"},
+    {"sportName": "name"},
+    owner_count="edgeCount",
+    target_count="studentCount",
+)
+# A class has one teacher (its `teacherId`), so it keeps no count of teaching edges.
+TEACHING = EdgeType(
+    "teaching",
+    Kind.TEACHER,
+    Kind.CLASS,
+    {},
+    _CLASS_COPIES,
+    owner_count="classCount",
+    target_count=None,
+)
 EDGE_TYPES = (ENROLMENT, MEMBERSHIP, TEACHING)
 
 

@@ -11,6 +11,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.errors import format_error, log_unexpected, request_id_of
+from graph_api.graph.mutation import Mutation
 from graph_api.graph.query import Query
 
 CACHE_SIZE = 256
@@ -35,6 +36,7 @@ class GraphSchema(strawberry.Schema):
 def build_schema(**kwargs: Any) -> GraphSchema:
     return GraphSchema(
         query=Query,
+        mutation=Mutation,
         # Classes and factories, not instances: each request gets its own extension objects
         # (ParserCache and ValidationCache share their LRU caches at module level).
         extensions=[

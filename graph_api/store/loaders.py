@@ -42,6 +42,7 @@ class Loaders:
     def __init__(self, table: Table, *, naive: bool = False) -> None:
         self.table = table
         self.naive = naive
+        self.consistent = False
         cache, batch = (False, 1) if naive else (True, None)
         self.item: DataLoader[Key, Item | None] = DataLoader(
             self._get_one if naive else self._get_items, cache=cache, max_batch_size=batch
@@ -53,16 +54,27 @@ class Loaders:
             self._query_pages, cache=cache, max_batch_size=batch
         )
 
+    def after_write(self) -> None:
+        """Forget what this request read and read the base table strongly from now on.
+
+        A mutation's result must show its own write; GSI1 pages stay eventually consistent
+        (DynamoDB offers nothing else on a GSI).
+        """
+        self.consistent = True
+        for loader in (self.item, self.partition, self.page):
+            loader.clear_all()
+
     async def _get_items(self, keys: list[Key]) -> list[Item | None]:
-        found = await self.table.get_many(keys)
+        found = await self.table.get_many(keys, consistent=self.consistent)
         return [found.get(key) for key in keys]
 
     async def _get_one(self, keys: list[Key]) -> list[Item | None]:
-        return [await self.table.get(key) for key in keys]
+        return [await self.table.get(key, consistent=self.consistent) for key in keys]
 
     async def _query_partitions(self, pks: list[str]) -> Sequence[list[Item] | BaseException]:
         results = await asyncio.gather(
-            *(self.table.query_all(Range(None, pk, "")) for pk in pks), return_exceptions=True
+            *(self.table.query_all(Range(None, pk, ""), consistent=self.consistent) for pk in pks),
+            return_exceptions=True,
         )
         if not self.naive:
             for result in results:

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 MAX_ACTIONS = 100  # per TransactWriteItems (DynamoDB's limit)
 
 # A condition is a conjunction of clauses: ("exists",), ("not_exists",), ("eq", attr, value),
-# ("gt", attr, value), ("zero_or_missing", attr).
+# ("gt", attr, value), ("owned_by", attr, value), ("zero_or_missing", attr).
 Clause = tuple[Any, ...]
 
 
@@ -67,6 +67,10 @@ class _Expression:
                 parts.append(f"{self.name(args[0])} = {self.value(args[1])}")
             elif op == "gt":
                 parts.append(f"{self.name(args[0])} > {self.value(args[1])}")
+            elif op == "owned_by":  # absent, or held by this owner
+                parts.append(
+                    f"(attribute_not_exists(PK) OR {self.name(args[0])} = {self.value(args[1])})"
+                )
             elif op == "zero_or_missing":
                 n = self.name(args[0])
                 parts.append(f"(attribute_not_exists({n}) OR {n} = {self.value(0)})")

@@ -1,0 +1,73 @@
+"""What every write needs: strongly consistent reads, version checks, retry on staleness."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from graph_api import keys
+from graph_api.errors import Conflict, NotFound, Unavailable
+from graph_api.keys import PK, SK, Key, Kind, Range
+from graph_api.store.codec import Item
+from graph_api.store.retry import MAX_ATTEMPTS, backoff
+from graph_api.store.table import Table
+from graph_api.store.transactions import Clause, Stale
+
+T = TypeVar("T")
+
+EXISTS: Clause = ("exists",)
+NOT_EXISTS: Clause = ("not_exists",)
+
+
+def key_of(item: Item) -> Key:
+    return Key(item[PK], item[SK])
+
+
+class Reads:
+    """Reads for writers: base table, strongly consistent; GSI1 where nothing else can."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    async def node(self, kind: Kind, id_: str, field: str = "id") -> Item:
+        keys.check_id(id_, field)
+        item = await self.table.get(keys.node(kind, id_), consistent=True)
+        if item is None:
+            raise NotFound(f"{kind.lower()} {id_} does not exist", field=field, id=id_)
+        return item
+
+    async def nodes(self, kind: Kind, ids: Sequence[str]) -> list[Item]:
+        found = await self.table.get_many([keys.node(kind, i) for i in ids], consistent=True)
+        return list(found.values())
+
+    async def partition(self, kind: Kind, id_: str) -> list[Item]:
+        return await self.table.query_all(
+            Range(None, keys.partition(kind, id_), ""), consistent=True
+        )
+
+    async def inverse(self, target: Kind, target_id: str, owner: Kind) -> list[Item]:
+        return await self.table.query_all(keys.inverse_edges(target, target_id, owner))
+
+
+def expect_version(node: Item, expected: int | None) -> None:
+    """Optimistic locking: the client's `expectedVersion`, when given, must be current."""
+    if expected is not None and node["version"] != expected:
+        raise Conflict(
+            f"{node['type']} {node['id']} is at version {node['version']}, not {expected}:"
+            " read it again and reapply your change",
+            field="expectedVersion",
+            version=node["version"],
+        )
+
+
+async def retrying(attempt: Callable[[], Awaitable[T]]) -> T:
+    """Run a read-then-write attempt until its guards hold (others wrote meanwhile)."""
+    for n in range(MAX_ATTEMPTS):
+        if n:
+            await asyncio.sleep(backoff(n))
+        try:
+            return await attempt()
+        except Stale:
+            continue
+    raise Unavailable("the graph kept changing under this write; nothing was written, try again")

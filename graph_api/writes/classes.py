@@ -1,0 +1,114 @@
+"""Classes: create under a teacher, update (subject or teacher; copies follow), delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph_api import ids, items, keys
+from graph_api.errors import AlreadyExists, Conflict
+from graph_api.items import TEACHING
+from graph_api.keys import Kind
+from graph_api.store.codec import Item
+from graph_api.store.table import Table
+from graph_api.store.transactions import STALE, Action, delete, put, transact, update
+from graph_api.writes import propagation
+from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
+
+
+def _join_teacher(teacher: Item, klass: Item) -> list[Action]:
+    """The teaching edge and the teacher's count, guarded by the name the class copied."""
+    return [
+        put(TEACHING.item(teacher, klass), NOT_EXISTS, on_fail=STALE),
+        update(
+            key_of(teacher),
+            ("eq", "name", teacher["name"]),
+            add={TEACHING.owner_count: 1},
+            on_fail=STALE,
+        ),
+    ]
+
+
+async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -> str:
+    class_id = keys.check_id(id_) if id_ is not None else ids.new_id()
+    reads = Reads(table)
+
+    async def attempt() -> str:
+        teacher = await reads.node(Kind.TEACHER, teacher_id, field="teacherId")
+        klass = items.school_class(class_id, subject, teacher)
+        exists = AlreadyExists(f"class {class_id} already exists", field="id")
+        await transact(
+            table, [put(klass, NOT_EXISTS, on_fail=exists), *_join_teacher(teacher, klass)]
+        )
+        return class_id
+
+    return await retrying(attempt)
+
+
+async def update_class(
+    table: Table, id_: str, subject: str | None, teacher_id: str | None, expected: int | None
+) -> str:
+    reads = Reads(table)
+
+    async def attempt() -> str:
+        klass = await reads.node(Kind.CLASS, id_)
+        expect_version(klass, expected)
+        changes: dict[str, Any] = {}
+        if subject is not None and subject != klass["subject"]:
+            changes["subject"] = subject
+        moving = teacher_id is not None and teacher_id != klass["teacherId"]
+        head: list[Action] = []
+        if moving:
+            assert teacher_id is not None
+            teacher = await reads.node(Kind.TEACHER, teacher_id, field="teacherId")
+            changes.update(teacherId=teacher["id"], teacherName=teacher["name"])
+            old_edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, id_)
+            head += [
+                delete(old_edge),
+                update(
+                    keys.node(Kind.TEACHER, klass["teacherId"]),
+                    ("gt", TEACHING.owner_count, 0),
+                    add={TEACHING.owner_count: -1},
+                    on_fail=STALE,
+                ),
+                *_join_teacher(teacher, {**klass, **changes}),
+            ]
+        copies = await propagation.class_copies(reads, klass, changes, teaching=not moving)
+        node = update(
+            key_of(klass),
+            ("eq", "version", klass["version"]),
+            *copies.fences,
+            assign={**changes, "version": klass["version"] + 1},
+            on_fail=STALE,
+        )
+        await propagation.write(table, [node, *head], copies)
+        return id_
+
+    return await retrying(attempt)
+
+
+async def delete_class(table: Table, id_: str) -> str:
+    klass = await Reads(table).node(Kind.CLASS, id_)
+    busy = Conflict(
+        f"class {id_} still has {klass.get('studentCount', 0)} student(s):"
+        " unenroll them first (unenrollStudent)",
+        id=id_,
+    )
+    if klass.get("studentCount", 0):
+        raise busy
+    teaching, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, id_)
+    await transact(
+        table,
+        [
+            delete(key_of(klass), ("zero_or_missing", "studentCount"), on_fail=busy),
+            delete(teaching),
+            update(
+                keys.node(Kind.TEACHER, klass["teacherId"]),
+                ("gt", TEACHING.owner_count, 0),
+                add={TEACHING.owner_count: -1},
+                on_fail=Conflict(
+                    f"teacher {klass['teacherId']} counts no classes; run graph-api check"
+                ),
+            ),
+        ],
+    )
+    return id_

@@ -1,0 +1,52 @@
+"""Teachers: create, rename (reaching every class and enrolment that copies the name), delete."""
+
+from __future__ import annotations
+
+from graph_api import ids, items, keys
+from graph_api.errors import AlreadyExists, Conflict
+from graph_api.keys import Kind
+from graph_api.store.table import Table
+from graph_api.store.transactions import STALE, delete, put, transact, update
+from graph_api.writes import propagation
+from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
+
+
+async def create(table: Table, id_: str | None, name: str) -> str:
+    teacher_id = keys.check_id(id_) if id_ is not None else ids.new_id()
+    exists = AlreadyExists(f"teacher {teacher_id} already exists", field="id")
+    await transact(table, [put(items.teacher(teacher_id, name), NOT_EXISTS, on_fail=exists)])
+    return teacher_id
+
+
+async def update_teacher(table: Table, id_: str, name: str | None, expected: int | None) -> str:
+    reads = Reads(table)
+
+    async def attempt() -> str:
+        node = await reads.node(Kind.TEACHER, id_)
+        expect_version(node, expected)
+        changes = {"name": name} if name is not None and name != node["name"] else {}
+        copies = await propagation.teacher_copies(reads, node, changes)
+        head = update(
+            key_of(node),
+            ("eq", "version", node["version"]),
+            *copies.fences,
+            assign={**changes, "version": node["version"] + 1},
+            on_fail=STALE,
+        )
+        await propagation.write(table, [head], copies)
+        return id_
+
+    return await retrying(attempt)
+
+
+async def delete_teacher(table: Table, id_: str) -> str:
+    node = await Reads(table).node(Kind.TEACHER, id_)
+    busy = Conflict(
+        f"teacher {id_} still teaches {node.get('classCount', 0)} class(es):"
+        " delete them or give them another teacher first",
+        id=id_,
+    )
+    if node.get("classCount", 0):
+        raise busy
+    await transact(table, [delete(key_of(node), ("zero_or_missing", "classCount"), on_fail=busy)])
+    return id_
