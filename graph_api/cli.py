@@ -101,6 +101,20 @@ def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(settings: Settings, _: argparse.Namespace) -> int:
+    from graph_api.check import check_table
+
+    def progress(scanned: int) -> None:
+        print(f"\rchecking {settings.table}: {scanned} items scanned", end="", file=sys.stderr)
+
+    findings = check_table(_remote(settings), settings.table, progress)
+    print(file=sys.stderr)
+    for finding in findings:
+        print(finding)
+    print(f"{len(findings)} finding(s)" if findings else "clean: every invariant holds")
+    return 1 if findings else 0
+
+
 def cmd_export_schema(_: Settings, args: argparse.Namespace) -> int:
     from graph_api.graph.schema import schema
 
@@ -126,6 +140,8 @@ def parser() -> argparse.ArgumentParser:
     seed_cmd.add_argument("--students", type=int, default=500)
     seed_cmd.add_argument("--seed", type=int, default=7)
     seed_cmd.set_defaults(run=cmd_seed)
+    check = commands.add_parser("check", help="scan the table and report broken invariants")
+    check.set_defaults(run=cmd_check)
     export = commands.add_parser("export-schema", help="print the GraphQL SDL")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
     export.set_defaults(run=cmd_export_schema)
