@@ -58,6 +58,27 @@ QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+# A write mix: each mutation runs once per round, on a student of that round.
+MUTATIONS: dict[str, str] = {
+    "createStudent": """mutation($i: ID!, $e: String!) {
+        createStudent(input: {id: $i, name: "Bench",
+        email: $e, home: {country: "Canada", state: "Ontario", city: "Toronto"}}) { id } }""",
+    "updateStudent (rename)": """mutation($i: ID!) { updateStudent(id: $i,
+        input: {name: "Bench Renamed"}) { version } }""",
+    "enrollStudent": """mutation($i: ID!) { enrollStudent(studentId: $i, classId: "cls-003")
+        { studentCount } }""",
+    "joinSport": """mutation($i: ID!) { joinSport(studentId: $i, sportId: "spt-02")
+        { studentCount } }""",
+    "setHome": """mutation($i: ID!) { setHome(studentId: $i,
+        home: {country: "Germany", state: "Berlin", city: "Berlin"}) { version } }""",
+    "unenrollStudent": """mutation($i: ID!) { unenrollStudent(studentId: $i, classId: "cls-003")
+        { studentCount } }""",
+    "leaveSport": """mutation($i: ID!) { leaveSport(studentId: $i, sportId: "spt-02")
+        { studentCount } }""",
+    "deleteStudent": """mutation($i: ID!) { deleteStudent(id: $i) }""",
+}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -98,6 +119,30 @@ def measure(port: int, query: str, variables: dict[str, Any], runs: int) -> dict
     return {"requests": requests, "p50": statistics.median(latencies), "p95": cuts[18]}
 
 
+def measure_writes(port: int, runs: int) -> dict[str, dict[str, float]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    samples: dict[str, list[tuple[float, int]]] = {name: [] for name in MUTATIONS}
+    for n in range(runs):
+        variables = {
+            "i": f"bench-{uuid.uuid4().hex[:12]}",
+            "e": f"bench{n}-{uuid.uuid4().hex[:8]}@x.org",
+        }
+        for name, mutation in MUTATIONS.items():
+            started = time.perf_counter()
+            response = post(conn, mutation, variables)
+            elapsed = (time.perf_counter() - started) * 1000
+            samples[name].append((elapsed, response["extensions"]["dynamodb"]["requests"]))
+    conn.close()
+    return {
+        name: {
+            "requests": statistics.median(r for _, r in rows),
+            "p50": statistics.median(t for t, _ in rows),
+            "p95": statistics.quantiles([t for t, _ in rows], n=20)[18],
+        }
+        for name, rows in samples.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=500)
@@ -131,6 +176,10 @@ def main() -> None:
                 f"| {n['requests']} | {n['p50']:.1f} | {n['p95']:.1f} |",
                 flush=True,
             )
+        print("\n| mutation | requests | p50 ms | p95 ms |")
+        print("|---|---:|---:|---:|")
+        for name, row in measure_writes(servers[0][1], args.runs).items():
+            print(f"| {name} | {row['requests']:g} | {row['p50']:.1f} | {row['p95']:.1f} |")
     finally:
         for server, _ in servers:
             server.should_exit = True

@@ -37,6 +37,19 @@ class Reads:
             raise NotFound(f"{kind.lower()} {id_} does not exist", field=field, id=id_)
         return item
 
+    async def both(
+        self, first: tuple[Kind, str, str], second: tuple[Kind, str, str]
+    ) -> tuple[Item, Item]:
+        """Two nodes in one BatchGetItem; each of (kind, id, field) names its own NOT_FOUND."""
+        wanted = [
+            keys.node(kind, keys.check_id(id_, field)) for kind, id_, field in (first, second)
+        ]
+        found = await self.table.get_many(wanted, consistent=True)
+        for (kind, id_, field), key in zip((first, second), wanted, strict=True):
+            if key not in found:
+                raise NotFound(f"{kind.lower()} {id_} does not exist", field=field, id=id_)
+        return found[wanted[0]], found[wanted[1]]
+
     async def nodes(self, kind: Kind, ids: Sequence[str]) -> list[Item]:
         found = await self.table.get_many([keys.node(kind, i) for i in ids], consistent=True)
         return list(found.values())

@@ -22,8 +22,10 @@ async def link(table: Table, edge_type: EdgeType, owner_id: str, target_id: str)
     verb = _VERBS[edge_type.name]
 
     async def attempt() -> str:
-        owner = await reads.node(edge_type.owner, owner_id, field=_field(edge_type.owner))
-        target = await reads.node(edge_type.target, target_id, field=_field(edge_type.target))
+        owner, target = await reads.both(
+            (edge_type.owner, owner_id, _field(edge_type.owner)),
+            (edge_type.target, target_id, _field(edge_type.target)),
+        )
         # Guards that the fields we copy are still the nodes' fields: a rename committed
         # after our read makes this transaction fail, and we copy again.
         owner_fresh = [
