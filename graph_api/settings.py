@@ -32,8 +32,9 @@ class Settings:
     table: str = "graph"
     backend: Backend = "embedded"
     region: str = "us-east-1"
-    # An explicit endpoint (the embedded server's); None lets botocore resolve
-    # AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL or the AWS default itself.
+    # An endpoint this process started itself (embedded moto; DynamoDB Local in tests),
+    # reached with throwaway credentials. None lets botocore resolve the endpoint
+    # (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or AWS) and the credentials itself.
     endpoint_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
@@ -41,6 +42,7 @@ class Settings:
     cursor_secret_configured: bool = False
     accounting: bool = True
     max_concurrency: int = 16
+    deadline_seconds: float = 5.0
     naive: bool = False
     demo_students: int = 500
     demo_seed: int = 7
@@ -65,6 +67,7 @@ class Settings:
             cursor_secret_configured=bool(secret),
             accounting=_bool(env, "GRAPH_API_ACCOUNTING", True),
             max_concurrency=_int(env, "GRAPH_API_MAX_CONCURRENCY", 16, minimum=1),
+            deadline_seconds=_seconds(env, "GRAPH_API_DEADLINE_SECONDS", 5.0),
             naive=_bool(env, "GRAPH_API_NAIVE", False),
             demo_students=_int(env, "GRAPH_API_DEMO_STUDENTS", 500),
             demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),
@@ -82,6 +85,19 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
         raise SettingsError(f"{name} must be a whole number, not {raw!r}") from None
     if value < minimum:
         raise SettingsError(f"{name} must be at least {minimum}")
+    return value
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not value > 0:
+        raise SettingsError(f"{name} must be more than 0")
     return value
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,8 +39,30 @@ class Result:
         return [e["extensions"]["code"] for e in self.errors]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend",
+        choices=("moto", "dynamodb-local"),
+        default=os.environ.get("GRAPH_API_TEST_BACKEND", "moto"),
+        help="the DynamoDB the suite runs against: embedded moto, or AWS's DynamoDB Local",
+    )
+
+
 @pytest.fixture(scope="session")
-def endpoint() -> Iterator[str]:
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.config.getoption("--backend"))
+
+
+@pytest.fixture(scope="session")
+def endpoint(backend: str) -> Iterator[str]:
+    """The DynamoDB the whole suite talks to, started once a session."""
+    if backend == "dynamodb-local":
+        from tools import dynamodb_local
+
+        running = dynamodb_local.start()
+        yield running.endpoint
+        running.stop()
+        return
     server = EmbeddedDynamoDB()
     yield server.start()
     server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from strawberry.types import Info as StrawberryInfo
@@ -43,7 +44,11 @@ class Context:
         settings = services.settings
         ledger = Ledger()
         table = Table(
-            services.dynamo, settings.table, ledger=ledger, max_in_flight=settings.max_concurrency
+            services.dynamo,
+            settings.table,
+            ledger=ledger,
+            max_in_flight=settings.max_concurrency,
+            deadline=time.monotonic() + settings.deadline_seconds,
         )
         return cls(request_id, services, ledger, table, Loaders(table, naive=settings.naive))
 

@@ -18,12 +18,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import (
-    ClientError,
-    ConnectionError,
-    ConnectTimeoutError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
@@ -31,8 +26,8 @@ from graph_api.store.ledger import Call, Ledger
 
 log = logging.getLogger(__name__)
 
-# Credentials for the embedded moto server, which accepts any.
-EMBEDDED_CREDENTIALS = {"aws_access_key_id": "embedded", "aws_secret_access_key": "embedded"}
+# Credentials for an endpoint this process started (moto, a test's DynamoDB Local): any do.
+LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
 
 # Operations that read or write items, and so can report consumed capacity.
 _DATA_OPERATIONS = frozenset(
@@ -76,19 +71,18 @@ class Dynamo:
         workers = max(4, settings.max_concurrency)
         config = Config(
             region_name=settings.region,
-            # Deliberate: botocore's standard mode retries throttles and transient errors
-            # 3 attempts in all, with its own jittered backoff; our retries of unprocessed
-            # keys sit on top of that and are bounded separately (store/retry.py).
-            retries={"mode": "standard", "total_max_attempts": 3},
+            # Deliberate: botocore's standard mode makes 2 attempts (one quick jittered retry,
+            # and its retry quota stops retries when DynamoDB fails broadly). Table.call
+            # retries on top, at most MAX_ATTEMPTS times and never past the request's
+            # deadline: at most 16 HTTP attempts for one logical call.
+            retries={"mode": "standard", "total_max_attempts": 2},
             max_pool_connections=workers,
             connect_timeout=2,
             read_timeout=5,
         )
         kwargs: dict[str, Any] = {"config": config}
         if settings.endpoint_url:
-            kwargs["endpoint_url"] = settings.endpoint_url
-        if settings.backend == "embedded":
-            kwargs.update(EMBEDDED_CREDENTIALS)
+            kwargs.update(endpoint_url=settings.endpoint_url, **LOCAL_CREDENTIALS)
         self.client = boto3.session.Session().client("dynamodb", **kwargs)
         self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
@@ -125,7 +119,7 @@ class Dynamo:
                 log.warning("DynamoDB %s failed after retries: %s", operation, code)
                 raise Unavailable("DynamoDB is busy; try again shortly") from error
             raise
-        except (ConnectionError, ConnectTimeoutError, ReadTimeoutError) as error:
+        except (ConnectionError, HTTPClientError) as error:  # refused, reset, timed out
             log.warning("DynamoDB %s unreachable: %s", operation, error)
             raise Unavailable("DynamoDB did not answer; try again shortly") from error
         finally:

@@ -73,16 +73,50 @@ class Table:
         *,
         ledger: Ledger | None = None,
         max_in_flight: int = 16,
+        deadline: float | None = None,
     ) -> None:
         self.dynamo = dynamo
         self.name = name
         self.ledger = ledger
+        self.deadline = deadline  # time.monotonic() by which the request must be answered
         self._slots = asyncio.Semaphore(max_in_flight)
 
+    def remaining(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+    async def pause(self, attempt: int) -> None:
+        """Sleep before retry `attempt`, or give up if that would pass the deadline."""
+        delay = backoff(attempt)
+        if delay >= self.remaining():
+            raise Unavailable("DynamoDB did not answer within this request's deadline; try again")
+        await asyncio.sleep(delay)
+
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
-        """One DynamoDB call on behalf of this request, within its bound on calls in flight."""
-        async with self._slots:
-            return await self.dynamo.call(operation, params, self.ledger)
+        """One DynamoDB call for this request: bounded in flight, retried, within the deadline.
+
+        botocore retries once itself (client.py); when DynamoDB still throttles or does not
+        answer, we back off and retry, up to MAX_ATTEMPTS and never past the deadline.
+        """
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                await self.pause(attempt)
+            try:
+                async with self._slots:
+                    remaining = self.remaining()
+                    if remaining <= 0:
+                        raise Unavailable("this request's deadline passed before DynamoDB answered")
+                    call = self.dynamo.call(operation, params, self.ledger)
+                    if remaining == float("inf"):
+                        return await call
+                    return await asyncio.wait_for(call, remaining)
+            except TimeoutError:
+                raise Unavailable(
+                    "DynamoDB did not answer within this request's deadline"
+                ) from None
+            except Unavailable:
+                if attempt == MAX_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -117,7 +151,7 @@ class Table:
         }
         for attempt in range(MAX_ATTEMPTS):
             if attempt:
-                await asyncio.sleep(backoff(attempt))
+                await self.pause(attempt)
             response = await self.call("BatchGetItem", {"RequestItems": request})
             for wire in response.get("Responses", {}).get(self.name, []):
                 item = codec.decode(wire)

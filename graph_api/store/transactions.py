@@ -9,7 +9,6 @@ retry of a transaction that did commit is a no-op on DynamoDB.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from graph_api.errors import ApiError, Conflict, Unavailable
 from graph_api.keys import Key
 from graph_api.store import codec
 from graph_api.store.codec import Item
-from graph_api.store.retry import MAX_ATTEMPTS, backoff
+from graph_api.store.retry import MAX_ATTEMPTS
 from graph_api.store.table import Table
 
 log = logging.getLogger(__name__)
@@ -165,12 +164,10 @@ async def _apply(table: Table, actions: Sequence[Action], token: str) -> None:
     }
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
-            await asyncio.sleep(backoff(attempt))
+            await table.pause(attempt)
         try:
-            await table.call("TransactWriteItems", params)
+            await table.call("TransactWriteItems", params)  # throttles are retried in there
             return
-        except Unavailable:
-            continue  # throttled past botocore's retries: ours back off further
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code", "")
             if code == "TransactionInProgressException":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -10,7 +9,7 @@ from graph_api import keys
 from graph_api.errors import Conflict, NotFound, Unavailable
 from graph_api.keys import PK, SK, Key, Kind, Range
 from graph_api.store.codec import Item
-from graph_api.store.retry import MAX_ATTEMPTS, backoff
+from graph_api.store.retry import MAX_ATTEMPTS
 from graph_api.store.table import Table
 from graph_api.store.transactions import Clause, Stale
 
@@ -74,11 +73,11 @@ def expect_version(node: Item, expected: int | None) -> None:
         )
 
 
-async def retrying(attempt: Callable[[], Awaitable[T]]) -> T:
+async def retrying(table: Table, attempt: Callable[[], Awaitable[T]]) -> T:
     """Run a read-then-write attempt until its guards hold (others wrote meanwhile)."""
     for n in range(MAX_ATTEMPTS):
         if n:
-            await asyncio.sleep(backoff(n))
+            await table.pause(n)
         try:
             return await attempt()
         except Stale:

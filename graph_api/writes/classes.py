@@ -41,12 +41,14 @@ async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -
         )
         return class_id
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)
 
 
 async def update_class(
     table: Table, id_: str, subject: str | None, teacher_id: str | None, expected: int | None
 ) -> str:
+    if teacher_id is not None:
+        keys.check_id(teacher_id, "teacherId")  # before any read
     reads = Reads(table)
 
     async def attempt() -> str:
@@ -83,7 +85,7 @@ async def update_class(
         await propagation.write(table, [node, *head], copies)
         return id_
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)
 
 
 async def delete_class(table: Table, id_: str) -> str:

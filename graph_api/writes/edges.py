@@ -64,7 +64,7 @@ async def link(table: Table, edge_type: EdgeType, owner_id: str, target_id: str)
         )
         return target_id
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)
 
 
 async def unlink(table: Table, edge_type: EdgeType, owner_id: str, target_id: str) -> str:

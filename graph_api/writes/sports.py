@@ -46,7 +46,7 @@ async def update_sport(
         await propagation.write(table, [head], copies)
         return id_
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)
 
 
 async def delete_sport(table: Table, id_: str) -> str:

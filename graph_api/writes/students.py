@@ -85,7 +85,7 @@ async def update_student(
         await propagation.write(table, head, copies)
         return id_
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)
 
 
 async def set_home(table: Table, student_id: str, home: Place | None) -> str:
@@ -104,7 +104,7 @@ async def set_home(table: Table, student_id: str, home: Place | None) -> str:
         await transact(table, [bump, change])
         return student_id
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)
 
 
 async def delete_student(table: Table, id_: str) -> str:
@@ -146,4 +146,4 @@ async def delete_student(table: Table, id_: str) -> str:
         await transact(table, [*last, *unlinks])
         return id_
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)

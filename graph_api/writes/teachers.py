@@ -36,7 +36,7 @@ async def update_teacher(table: Table, id_: str, name: str | None, expected: int
         await propagation.write(table, [head], copies)
         return id_
 
-    return await retrying(attempt)
+    return await retrying(table, attempt)
 
 
 async def delete_teacher(table: Table, id_: str) -> str:

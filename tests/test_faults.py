@@ -1,0 +1,292 @@
+"""Faults neither emulator produces, injected at the HTTP layer through botocore's events.
+
+A `before-send` handler that returns a response replaces DynamoDB's answer (so botocore's
+own retry logic sees a real throttle or conflict), one that raises a connection error makes
+botocore treat it as a dropped connection; an `after-call` handler edits a parsed response
+(to return keys or items unprocessed, as DynamoDB does under load).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+from conftest import Result, execute, make_settings
+
+from graph_api import demo
+from graph_api.check import check_table
+from graph_api.graph.context import Services
+from graph_api.store import codec, table
+from graph_api.store.client import Dynamo
+from graph_api.store.codec import Item
+
+JSON = "application/x-amz-json-1.0"
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.data
+
+
+def error_response(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
+    body = json.dumps(
+        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
+    )
+    return AWSResponse("http://injected", 400, {"Content-Type": JSON}, _Body(body.encode()))
+
+
+@dataclasses.dataclass
+class Faults:
+    """Injects faults into one client's calls; every injection is undone after the test."""
+
+    dynamo: Dynamo
+    sent: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    _handlers: list[tuple[str, Callable[..., Any]]] = dataclasses.field(default_factory=list)
+
+    def _register(self, event: str, handler: Callable[..., Any]) -> None:
+        self.dynamo.client.meta.events.register(event, handler)
+        self._handlers.append((event, handler))
+
+    def fail(self, operation: str, times: int | None, make: Callable[[], Any]) -> None:
+        """The next `times` attempts of `operation` (every one, if None) fail with `make()`."""
+        left = [times]
+
+        def handler(request: Any, **_: Any) -> Any:
+            self.sent.append(json.loads(request.body or b"{}"))
+            if left[0] is not None:
+                if left[0] <= 0:
+                    return None
+                left[0] -= 1
+            result = make()
+            if isinstance(result, Exception):
+                raise result
+            return result
+
+        self._register(f"before-send.dynamodb.{operation}", handler)
+
+    def edit(self, operation: str, times: int, change: Callable[[dict[str, Any]], None]) -> None:
+        left = [times]
+
+        def handler(parsed: dict[str, Any], **_: Any) -> None:
+            if left[0] > 0 and "Error" not in parsed:
+                left[0] -= 1
+                change(parsed)
+
+        self._register(f"after-call.dynamodb.{operation}", handler)
+
+    def undo(self) -> None:
+        for event, handler in self._handlers:
+            self.dynamo.client.meta.events.unregister(event, handler)
+
+
+def throttle() -> AWSResponse:
+    return error_response("ProvisionedThroughputExceededException", "Rate exceeded")
+
+
+def conflict() -> AWSResponse:
+    return error_response(
+        "TransactionCanceledException",
+        "Transaction cancelled, please refer cancellation reasons for specific reasons",
+        CancellationReasons=[{"Code": "TransactionConflict"}, {"Code": "None"}, {"Code": "None"}],
+    )
+
+
+def reset() -> Exception:
+    return ConnectionClosedError(endpoint_url="http://injected")
+
+
+def timeout() -> Exception:
+    return ReadTimeoutError(endpoint_url="http://injected")
+
+
+@pytest.fixture
+def quick(services: Services) -> Services:
+    """The read table's services with a short deadline, on a client of their own."""
+    settings = dataclasses.replace(services.settings, deadline_seconds=1.5)
+    return Services.create(settings)
+
+
+@pytest.fixture
+def faults(quick: Services) -> Iterator[Faults]:
+    injected = Faults(quick.dynamo)
+    yield injected
+    injected.undo()
+    quick.close()
+
+
+def students(items: list[Item], count: int) -> list[str]:
+    return sorted(i["id"] for i in items if i["type"] == "student")[:count]
+
+
+NAMES = "query($ids: [ID!]!) { students(ids: $ids) { id name } }"
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+def test_throttled_reads_are_retried_and_answered(
+    quick: Services, faults: Faults, demo_items: list[Item]
+) -> None:
+    faults.fail("BatchGetItem", 3, throttle)
+    ids = students(demo_items, 5)
+    result = execute(quick, NAMES, {"ids": ids})
+    assert result.errors == []
+    assert [s["id"] for s in result.data["students"]] == ids
+    # Three throttled attempts and the one that got through, all counted.
+    assert result.extensions["dynamodb"]["requests"] == 4
+
+
+@pytest.mark.parametrize("fault", [reset, timeout], ids=["connection reset", "read timeout"])
+def test_dropped_connections_are_retried(
+    quick: Services, faults: Faults, demo_items: list[Item], fault: Callable[[], Exception]
+) -> None:
+    faults.fail("Query", 2, fault)
+    student = students(demo_items, 1)[0]
+    result = execute(
+        quick,
+        "query($id: ID!) { student(id: $id) { classes { edges { node { id } } } } }",
+        {"id": student},
+    )
+    assert result.errors == []
+    enrolled = {
+        i["classId"] for i in demo_items if i["type"] == "enrolment" and i["studentId"] == student
+    }
+    assert {e["node"]["id"] for e in result.data["student"]["classes"]["edges"]} == enrolled
+
+
+def test_reads_past_the_deadline_fail_that_field_only(
+    quick: Services, faults: Faults, demo_items: list[Item]
+) -> None:
+    faults.fail("BatchGetItem", None, throttle)  # throttled for good
+    result = execute(
+        quick,
+        '{ student(id: "stu-0001") { name } sports(first: 3) { edges { node { id } } } }',
+    )
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["path"] == ["student"]
+    assert result.data["student"] is None
+    assert len(result.data["sports"]["edges"]) == 3
+    # Bounded: our attempts times botocore's, not an endless loop.
+    assert 2 <= result.extensions["dynamodb"]["requests"] <= 17
+
+
+def test_unprocessed_keys_are_fetched_again(
+    quick: Services, faults: Faults, demo_items: list[Item]
+) -> None:
+    def hold_back_half(parsed: dict[str, Any]) -> None:
+        (name,) = parsed["Responses"]
+        got = parsed["Responses"][name]
+        parsed["Responses"][name], held = got[: len(got) // 2], got[len(got) // 2 :]
+        keys = [{"PK": i["PK"], "SK": i["SK"]} for i in held]
+        parsed["UnprocessedKeys"] = {name: {"Keys": keys, "ConsistentRead": False}}
+
+    faults.edit("BatchGetItem", 2, hold_back_half)
+    ids = students(demo_items, 40)
+    result = execute(quick, NAMES, {"ids": ids})
+    assert result.errors == []
+    assert [s["id"] for s in result.data["students"]] == ids
+    calls = [c.operation for c in result.context.ledger.calls]
+    assert calls.count("BatchGetItem") == 3
+
+
+# -- writes -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def school(endpoint: str) -> Iterator[Services]:
+    """A small writable school with a short deadline."""
+    services = Services.create(make_settings(endpoint, deadline_seconds=1.5))
+    table.create(services.dynamo, services.settings.table)
+    table.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2))
+    yield services
+    services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+    services.close()
+
+
+def snapshot(services: Services) -> list[Item]:
+    response = services.dynamo.call_sync("Scan", {"TableName": services.settings.table}, None)
+    return sorted((codec.decode(i) for i in response["Items"]), key=lambda i: (i["PK"], i["SK"]))
+
+
+def a_free_class(services: Services) -> tuple[str, str]:
+    items = snapshot(services)
+    enrolled = {(i["studentId"], i["classId"]) for i in items if i["type"] == "enrolment"}
+    classes = sorted(i["id"] for i in items if i["type"] == "class")
+    student = next(i["id"] for i in items if i["type"] == "student")
+    return student, next(c for c in classes if (student, c) not in enrolled)
+
+
+ENROL = (
+    """mutation($s: ID!, $c: ID!) { enrollStudent(studentId: $s, classId: $c) { studentCount } }"""
+)
+
+
+def enrol(services: Services, student: str, klass: str) -> Result:
+    return execute(services, ENROL, {"s": student, "c": klass})
+
+
+def test_transaction_conflicts_are_retried_with_the_same_token(school: Services) -> None:
+    student, klass = a_free_class(school)
+    before = next(i for i in snapshot(school) if i["PK"] == f"CLASS#{klass}")["studentCount"]
+    faults = Faults(school.dynamo)
+    faults.fail("TransactWriteItems", 2, conflict)
+    try:
+        result = enrol(school, student, klass)
+    finally:
+        faults.undo()
+    assert result.errors == []
+    assert result.data["enrollStudent"]["studentCount"] == before + 1
+    tokens = {body["ClientRequestToken"] for body in faults.sent}
+    assert len(faults.sent) == 3 and len(tokens) == 1
+    assert check_table(school.dynamo, school.settings.table) == []
+
+
+@pytest.mark.parametrize(
+    "fault", [throttle, conflict, reset], ids=["throttle", "conflict", "reset"]
+)
+def test_writes_that_keep_failing_are_unavailable_and_change_nothing(
+    school: Services, fault: Callable[[], Any]
+) -> None:
+    student, klass = a_free_class(school)
+    before = snapshot(school)
+    faults = Faults(school.dynamo)
+    faults.fail("TransactWriteItems", None, fault)
+    try:
+        result = enrol(school, student, klass)
+    finally:
+        faults.undo()
+    assert result.codes == ["UNAVAILABLE"]
+    assert snapshot(school) == before
+    assert check_table(school.dynamo, school.settings.table) == []
+
+
+def test_seeding_retries_unprocessed_items(endpoint: str) -> None:
+    services = Services.create(make_settings(endpoint))
+    name = services.settings.table
+    table.create(services.dynamo, name)
+    faults = Faults(services.dynamo)
+
+    def hold_back_some(parsed: dict[str, Any]) -> None:
+        # DynamoDB wrote them after all; re-putting an item is harmless, losing one is not.
+        sent = faults.sent[-1]["RequestItems"][name]
+        parsed["UnprocessedItems"] = {name: sent[:5]}
+
+    faults.fail("BatchWriteItem", 0, lambda: None)  # records the requests only
+    faults.edit("BatchWriteItem", 3, hold_back_some)
+    items = demo.generate(4, 9)
+    try:
+        table.batch_write(services.dynamo, name, items)
+    finally:
+        faults.undo()
+        assert len(snapshot(services)) == len(items)
+        services.dynamo.call_sync("DeleteTable", {"TableName": name}, None)
+        services.close()
+    assert len(faults.sent) == (len(items) + 24) // 25 + 3

@@ -1,0 +1,149 @@
+"""AWS's DynamoDB Local, installed from npm and run on a loopback port.
+
+The npm package `amplify-dynamodb-simulator` ships `DynamoDBLocal.jar` with its native
+libraries; we fetch the pinned version with `npm pack` (npm checks its integrity) into an
+ignored cache folder, and run it with the machine's Java 17.
+
+    python -m tools.dynamodb_local install
+    python -m tools.dynamodb_local serve [--port 8001] [--db-path .data/dynamodb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "amplify-dynamodb-simulator"
+VERSION = "2.9.30"
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / f"dynamodb-local-{VERSION}"
+EMULATOR = CACHE / "package" / "emulator"
+
+
+def install() -> Path:
+    """The emulator folder, fetched once into `.cache/`."""
+    jar = EMULATOR / "DynamoDBLocal.jar"
+    if jar.exists():
+        return EMULATOR
+    if shutil.which("npm") is None:
+        raise SystemExit(
+            "npm is needed to fetch DynamoDB Local (the amplify-dynamodb-simulator package)"
+        )
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["npm", "pack", f"{PACKAGE}@{VERSION}", "--silent", "--pack-destination", str(CACHE)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    tarball = CACHE / f"{PACKAGE}-{VERSION}.tgz"
+    with tarfile.open(tarball) as archive:
+        archive.extractall(CACHE, filter="data")
+    tarball.unlink()
+    if not jar.exists():
+        raise SystemExit(f"{PACKAGE}@{VERSION} did not contain package/emulator/DynamoDBLocal.jar")
+    return EMULATOR
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[bytes]
+    endpoint: str
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(port: int | None = None, db_path: Path | None = None, timeout: float = 60.0) -> Running:
+    """Start DynamoDB Local on 127.0.0.1 and wait until it answers HTTP."""
+    if shutil.which("java") is None:
+        raise SystemExit(
+            "java (17+) is needed for DynamoDB Local: apt-get install openjdk-17-jre-headless"
+        )
+    emulator = install()
+    port = port or free_port()
+    storage = ["-dbPath", str(db_path)] if db_path else ["-inMemory"]
+    if db_path:
+        db_path.mkdir(parents=True, exist_ok=True)
+    command = [
+        "java",
+        f"-Djava.library.path={emulator / 'DynamoDBLocal_lib'}",
+        "-jar",
+        str(emulator / "DynamoDBLocal.jar"),
+        *storage,
+        "-sharedDb",  # one database whatever the access key and region
+        "-port",
+        str(port),
+    ]
+    # DynamoDB Local listens on every interface; nothing but loopback reaches this machine.
+    process = subprocess.Popen(
+        command, cwd=emulator, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    running = Running(process, f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            error = process.stderr.read().decode() if process.stderr else ""
+            raise SystemExit(f"DynamoDB Local exited: {error[-2000:]}")
+        try:
+            urllib.request.urlopen(running.endpoint, timeout=1)
+        except urllib.error.HTTPError:
+            return running  # it answers (400 to a bare GET): ready
+        except OSError:
+            time.sleep(0.2)
+    running.stop()
+    raise SystemExit(f"DynamoDB Local did not answer on {running.endpoint} in {timeout:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="DynamoDB Local for development and tests")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("install", help="fetch the pinned DynamoDB Local into .cache/")
+    serve = commands.add_parser("serve", help="run DynamoDB Local until interrupted")
+    serve.add_argument(
+        "--port", type=int, default=int(os.environ.get("DYNAMODB_LOCAL_PORT", "8001"))
+    )
+    serve.add_argument(
+        "--db-path", type=Path, help="persist under this folder (default: in memory)"
+    )
+    args = parser.parse_args()
+    if args.command == "install":
+        print(install())
+        return
+    running = start(args.port, args.db_path)
+    print(f"DynamoDB Local on {running.endpoint} (pid {running.process.pid}); Ctrl-C stops it")
+    print(
+        f"  export AWS_ENDPOINT_URL_DYNAMODB={running.endpoint} AWS_ACCESS_KEY_ID=local "
+        "AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1"
+    )
+    try:
+        running.process.wait()
+    except KeyboardInterrupt:
+        running.stop()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
