@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-dynamodb-local dynamodb-local lint bench schema clean
+.PHONY: run test test-dynamodb-local dynamodb-local load lint bench schema clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ test-dynamodb-local: $(STAMP)  ## the same suite against AWS's DynamoDB Local (J
 dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (data in .data/)
 	$(BIN)/python -m tools.dynamodb_local serve --port 8001 --db-path .data/dynamodb
 
+load: $(STAMP)  ## 60 s of mixed load on DynamoDB Local, then graph-api check
+	$(BIN)/python -m tools.load
+
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -34,6 +37,26 @@ bench: $(STAMP)  ## DynamoDB requests and latency per query, batched vs naive
 
 schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 	$(BIN)/graph-api export-schema -o schema/schema.graphql
+
+.PHONY: schema-check model deploy-lint lambda-package
+
+schema-check: $(STAMP)  ## fail on breaking changes since schema/released.graphql
+	$(BIN)/graph-api schema-check
+
+model: $(STAMP)  ## re-export the NoSQL Workbench model schema/workbench-model.json
+	$(BIN)/graph-api export-model -o schema/workbench-model.json
+
+deploy-lint: $(STAMP)  ## cfn-lint the SAM template
+	$(BIN)/cfn-lint deploy/template.yaml
+
+LAMBDA_DIR := deploy/build/lambda
+lambda-package: $(STAMP)  ## graph_api and its dependencies for Lambda (python3.11, x86_64)
+	rm -rf deploy/build
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps -w deploy/build .
+	rm -rf build  # setuptools' in-tree build directory
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+		--target $(LAMBDA_DIR) --platform manylinux2014_x86_64 --implementation cp \
+		--python-version 3.11 --only-binary=:all: "$$(ls deploy/build/graph_api-*.whl)[lambda]"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info .cache
