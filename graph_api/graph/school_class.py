@@ -9,7 +9,7 @@ import strawberry
 from graph_api import items, keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import NodeBase
+from graph_api.graph.nodes import NodeBase, then
 from graph_api.graph.paging import Connection
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
@@ -23,23 +23,25 @@ class Class(NodeBase):
     known: strawberry.Private[dict[str, Any]]
 
     @strawberry.field
-    async def subject(self, info: Info) -> str:
-        return await self.get(info, "subject")  # type: ignore[no-any-return]
+    def subject(self, info: Info) -> str:
+        return self.get(info, "subject")  # type: ignore[no-any-return]
 
     @strawberry.field
-    async def teacher(self, info: Info) -> Teacher:
+    def teacher(self, info: Info) -> Teacher:
         # The class (and every edge to it) copies the teacher's name: no read for `name`.
-        teacher_id = await self.get(info, "teacherId")
         known = {"name": self.known["teacherName"]} if "teacherName" in self.known else {}
-        return Teacher(id=strawberry.ID(teacher_id), known=known)
+        return then(  # type: ignore[no-any-return]
+            self.get(info, "teacherId"),
+            lambda teacher_id: Teacher(id=strawberry.ID(teacher_id), known=known),
+        )
 
     @strawberry.field
-    async def student_count(self, info: Info) -> int:
-        return await self.get(info, "studentCount")  # type: ignore[no-any-return]
+    def student_count(self, info: Info) -> int:
+        return self.get(info, "studentCount")  # type: ignore[no-any-return]
 
     @strawberry.field
-    async def version(self, info: Info) -> int:
-        return await self.get(info, "version")  # type: ignore[no-any-return]
+    def version(self, info: Info) -> int:
+        return self.get(info, "version")  # type: ignore[no-any-return]
 
     @strawberry.field
     async def students(

@@ -22,20 +22,20 @@ class Sport(NodeBase):
     known: strawberry.Private[dict[str, Any]]
 
     @strawberry.field
-    async def name(self, info: Info) -> str:
-        return await self.get(info, "name")  # type: ignore[no-any-return]
+    def name(self, info: Info) -> str:
+        return self.get(info, "name")  # type: ignore[no-any-return]
 
     @strawberry.field
-    async def coach(self, info: Info) -> str | None:
-        return await self.get(info, "coach")  # type: ignore[no-any-return]
+    def coach(self, info: Info) -> str | None:
+        return self.get(info, "coach")  # type: ignore[no-any-return]
 
     @strawberry.field
-    async def student_count(self, info: Info) -> int:
-        return await self.get(info, "studentCount")  # type: ignore[no-any-return]
+    def student_count(self, info: Info) -> int:
+        return self.get(info, "studentCount")  # type: ignore[no-any-return]
 
     @strawberry.field
-    async def version(self, info: Info) -> int:
-        return await self.get(info, "version")  # type: ignore[no-any-return]
+    def version(self, info: Info) -> int:
+        return self.get(info, "version")  # type: ignore[no-any-return]
 
     @strawberry.field
     async def students(

@@ -26,16 +26,16 @@ class Student(NodeBase):
     known: strawberry.Private[dict[str, Any]]
 
     @strawberry.field
-    async def name(self, info: Info) -> str:
-        return await self.get(info, "name")  # type: ignore[no-any-return]
+    def name(self, info: Info) -> str:
+        return self.get(info, "name")  # type: ignore[no-any-return]
 
     @strawberry.field
-    async def email(self, info: Info) -> str:
-        return await self.get(info, "email")  # type: ignore[no-any-return]
+    def email(self, info: Info) -> str:
+        return self.get(info, "email")  # type: ignore[no-any-return]
 
     @strawberry.field
-    async def version(self, info: Info) -> int:
-        return await self.get(info, "version")  # type: ignore[no-any-return]
+    def version(self, info: Info) -> int:
+        return self.get(info, "version")  # type: ignore[no-any-return]
 
     @strawberry.field
     async def home(self, info: Info) -> Home | None:

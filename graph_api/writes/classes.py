@@ -89,28 +89,41 @@ async def update_class(
 
 
 async def delete_class(table: Table, id_: str) -> str:
-    klass = await Reads(table).node(Kind.CLASS, id_)
-    busy = Conflict(
-        f"class {id_} still has {klass.get('studentCount', 0)} student(s):"
-        " unenroll them first (unenrollStudent)",
-        id=id_,
-    )
-    if klass.get("studentCount", 0):
-        raise busy
-    teaching, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, id_)
-    await transact(
-        table,
-        [
-            delete(key_of(klass), ("zero_or_missing", "studentCount"), on_fail=busy),
-            delete(teaching),
-            update(
-                keys.node(Kind.TEACHER, klass["teacherId"]),
-                ("gt", TEACHING.owner_count, 0),
-                add={TEACHING.owner_count: -1},
-                on_fail=Conflict(
-                    f"teacher {klass['teacherId']} counts no classes; run graph-api check"
+    reads = Reads(table)
+
+    async def attempt() -> str:
+        klass = await reads.node(Kind.CLASS, id_)
+        busy = Conflict(
+            f"class {id_} still has {klass.get('studentCount', 0)} student(s):"
+            " unenroll them first (unenrollStudent)",
+            id=id_,
+        )
+        if klass.get("studentCount", 0):
+            raise busy
+        teacher_id = klass["teacherId"]
+        teaching, _ = keys.edge(Kind.TEACHER, teacher_id, Kind.CLASS, id_)
+        await transact(
+            table,
+            [
+                # The version fences out a move to another teacher committed since our read;
+                # an enrolment since then fails the count, and the next read says CONFLICT.
+                delete(
+                    key_of(klass),
+                    ("eq", "version", klass["version"]),
+                    ("zero_or_missing", "studentCount"),
+                    on_fail=STALE,
                 ),
-            ),
-        ],
-    )
-    return id_
+                delete(teaching),
+                update(
+                    keys.node(Kind.TEACHER, teacher_id),
+                    ("gt", TEACHING.owner_count, 0),
+                    add={TEACHING.owner_count: -1},
+                    on_fail=Conflict(
+                        f"teacher {teacher_id} counts no classes; run graph-api check"
+                    ),
+                ),
+            ],
+        )
+        return id_
+
+    return await retrying(table, attempt)

@@ -131,7 +131,14 @@ async def delete_student(table: Table, id_: str) -> str:
                 ),
             ]
         last = [
-            delete(key_of(node), ("eq", "edgeCount", len(edges)), on_fail=STALE),
+            # The version fences out an email change (whose guard we would miss) and the
+            # count an enrolment, each committed since our read.
+            delete(
+                key_of(node),
+                ("eq", "version", node["version"]),
+                ("eq", "edgeCount", len(edges)),
+                on_fail=STALE,
+            ),
             delete(keys.home(id_)),
             _release_guard(node["email"], id_),
         ]
@@ -142,7 +149,12 @@ async def delete_student(table: Table, id_: str) -> str:
             chunk, unlinks = unlinks[: room - room % 2], unlinks[room - room % 2 :]
             shed = update(key_of(node), ("exists",), add={"edgeCount": -(len(chunk) // 2)})
             await transact(table, [shed, *chunk])
-            last[0] = delete(key_of(node), ("eq", "edgeCount", len(unlinks) // 2), on_fail=STALE)
+            last[0] = delete(
+                key_of(node),
+                ("eq", "version", node["version"]),
+                ("eq", "edgeCount", len(unlinks) // 2),
+                on_fail=STALE,
+            )
         await transact(table, [*last, *unlinks])
         return id_
 
