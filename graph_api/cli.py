@@ -1,4 +1,4 @@
-"""`graph-api`: serve the API, create and seed a table, export the schema."""
+"""`graph-api`: serve the API, create and seed a table, export and check the schema."""
 
 from __future__ import annotations
 
@@ -127,6 +127,34 @@ def cmd_export_schema(_: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema_check(_: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from graph_api import schema_check
+    from graph_api.graph.schema import schema
+
+    try:
+        report, lines = schema_check.run(schema.as_str(), Path(args.released), Path(args.intended))
+    except schema_check.SchemaCheckError as error:
+        print(f"graph-api: {error}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    return 0 if report.passed else 1
+
+
+def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
+    from graph_api import workbench
+
+    text = workbench.dumps(workbench.model(args.table))
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="graph-api", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -145,6 +173,16 @@ def parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export-schema", help="print the GraphQL SDL")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
     export.set_defaults(run=cmd_export_schema)
+    schema_check = commands.add_parser(
+        "schema-check", help="fail on breaking changes since the released schema"
+    )
+    schema_check.add_argument("--released", default="schema/released.graphql")
+    schema_check.add_argument("--intended", default="schema/intended-breaking-changes.txt")
+    schema_check.set_defaults(run=cmd_schema_check)
+    model = commands.add_parser("export-model", help="write the NoSQL Workbench data model")
+    model.add_argument("-o", "--output", help="write to this file instead of stdout")
+    model.add_argument("--table", default="graph", help="table name in the model")
+    model.set_defaults(run=cmd_export_model)
     return root
 
 

@@ -42,7 +42,7 @@ class Settings:
     cursor_secret_configured: bool = False
     accounting: bool = True
     max_concurrency: int = 16
-    deadline_seconds: float = 5.0
+    deadline_seconds: float = 10.0
     naive: bool = False
     demo_students: int = 500
     demo_seed: int = 7
@@ -67,7 +67,7 @@ class Settings:
             cursor_secret_configured=bool(secret),
             accounting=_bool(env, "GRAPH_API_ACCOUNTING", True),
             max_concurrency=_int(env, "GRAPH_API_MAX_CONCURRENCY", 16, minimum=1),
-            deadline_seconds=_seconds(env, "GRAPH_API_DEADLINE_SECONDS", 5.0),
+            deadline_seconds=_seconds(env, "GRAPH_API_DEADLINE_SECONDS", 10.0),
             naive=_bool(env, "GRAPH_API_NAIVE", False),
             demo_students=_int(env, "GRAPH_API_DEMO_STUDENTS", 500),
             demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),

@@ -1,0 +1,37 @@
+# The API on containers (ECS, Kubernetes, ...), against a real DynamoDB: `docker build -t graph-api .`
+# Credentials come from the task role or the environment; see deploy/README.md.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Installed as a package (byte-compiled by pip), then the source goes: the user cannot write
+# .pyc files, and the app must not import from a copy that differs from the installed one.
+WORKDIR /src
+COPY pyproject.toml constraints.txt README.md ./
+COPY graph_api ./graph_api
+RUN pip install --no-cache-dir -c constraints.txt . \
+    && rm -rf /src \
+    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin app
+
+WORKDIR /app
+
+USER 10001
+
+# Never the embedded demo backend: a container that served an in-memory table would look
+# healthy and lose every write (graph_api.hosting refuses it). Set GRAPH_API_TABLE,
+# GRAPH_API_CURSOR_SECRET and AWS_REGION when running.
+# uvicorn reads UVICORN_* for its options and WEB_CONCURRENCY for --workers: one worker per
+# vCPU the task has (each worker is one event loop).
+ENV GRAPH_API_BACKEND=remote \
+    UVICORN_HOST=0.0.0.0 \
+    UVICORN_PORT=8000 \
+    WEB_CONCURRENCY=2 \
+    UVICORN_TIMEOUT_GRACEFUL_SHUTDOWN=20
+
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['UVICORN_PORT']}/healthz\", timeout=2)"]
+
+CMD ["uvicorn", "--factory", "graph_api.hosting:create_app_from_env", "--no-server-header"]

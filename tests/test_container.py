@@ -1,0 +1,155 @@
+"""The Dockerfile's command, run as the image would run it (docker cannot build here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from graph_api import hosting
+from graph_api.graph.context import Services
+from graph_api.settings import SettingsError
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+STARTUP_SECONDS = 60
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    joined: list[str] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        joined.append(pending + line)
+        pending = ""
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in joined]
+
+
+def image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for name, args in instructions():
+        if name == "ENV":
+            for token in shlex.split(args):
+                key, _, value = token.partition("=")
+                env[key] = value
+    return env
+
+
+def exec_form(name: str) -> list[str]:
+    (args,) = [a for n, a in instructions() if n == name]
+    if name == "HEALTHCHECK":
+        args = args.split(" CMD ", 1)[1]
+    command: list[str] = json.loads(args)
+    return command
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_the_image_is_slim_non_root_and_runs_uvicorn_workers() -> None:
+    steps = instructions()
+    assert steps[0] == ("FROM", "python:3.11-slim")
+    (user,) = [a for n, a in steps if n == "USER"]
+    assert user not in ("root", "0")
+    command = exec_form("CMD")
+    assert command[:2] == ["uvicorn", "--factory"]
+    assert int(image_env()["WEB_CONCURRENCY"]) >= 2
+    assert image_env()["GRAPH_API_BACKEND"] == "remote"
+
+
+def test_the_factory_refuses_the_embedded_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPH_API_BACKEND", "embedded")
+    with pytest.raises(SettingsError, match="GRAPH_API_BACKEND=remote"):
+        hosting.create_app_from_env()
+
+
+def get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return response.status, response.read()
+
+
+@pytest.fixture
+def container(endpoint: str, services: Services) -> Iterator[str]:
+    """The image's CMD with the image's ENV, on a loopback port, against moto's table."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.update(image_env())
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        UVICORN_HOST="127.0.0.1",
+        UVICORN_PORT=str(port),
+        AWS_ENDPOINT_URL_DYNAMODB=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_REGION="us-east-1",
+        GRAPH_API_TABLE=services.settings.table,
+        GRAPH_API_CURSOR_SECRET="container-test-secret",
+    )
+    process = subprocess.Popen(
+        exec_form("CMD"),
+        env=env,
+        cwd="/",  # the image's source tree is gone: the installed package must suffice
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
+            try:
+                if get(f"{base}/healthz")[0] == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            assert time.monotonic() < deadline, "the container's command did not come up"
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout:
+            process.stdout.close()
+
+
+def test_the_containers_command_serves_graphql_and_its_healthcheck_passes(
+    container: str, endpoint: str
+) -> None:
+    query = json.dumps({"query": '{ student(id: "stu-0001") { id } }'}).encode()
+    request = urllib.request.Request(
+        f"{container}/graphql", data=query, headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        body = json.loads(response.read())
+    assert body["data"] == {"student": {"id": "stu-0001"}}
+    assert response.headers.get("server") is None  # --no-server-header
+
+    port = container.rsplit(":", 1)[1]
+    check = exec_form("HEALTHCHECK")
+    check[0] = sys.executable if check[0] == "python" else check[0]
+    result = subprocess.run(check, env={**os.environ, "UVICORN_PORT": port}, timeout=10)
+    assert result.returncode == 0

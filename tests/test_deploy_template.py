@@ -1,0 +1,127 @@
+"""deploy/template.yaml agrees with the code: the table `create-table` makes, the handler,
+the settings, and IAM limited to this table and its index."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from graph_api.keys import GSI1
+from graph_api.store.table import definition
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "template.yaml"
+
+
+class CloudFormationLoader(yaml.SafeLoader):
+    """A safe loader that keeps intrinsic tags (!Ref, !GetAtt, !Sub, ...) as plain data."""
+
+
+def _intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {name: value}
+
+
+CloudFormationLoader.add_multi_constructor("!", _intrinsic)
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.load(TEMPLATE.read_text(encoding="utf-8"), CloudFormationLoader)
+    return loaded
+
+
+def resource(template: dict[str, Any], type_: str) -> dict[str, Any]:
+    (found,) = [r for r in template["Resources"].values() if r["Type"] == type_]
+    return found
+
+
+def test_the_table_is_the_one_create_table_makes(template: dict[str, Any]) -> None:
+    table = resource(template, "AWS::DynamoDB::Table")["Properties"]
+    code = definition("graph")
+    for prop in ("KeySchema", "AttributeDefinitions", "BillingMode"):
+        assert table[prop] == code[prop], prop
+    project = ("IndexName", "KeySchema", "Projection")
+    assert [{k: i[k] for k in project} for i in table["GlobalSecondaryIndexes"]] == [
+        {k: i[k] for k in project} for i in code["GlobalSecondaryIndexes"]
+    ]
+    # Whatever else the code's definition grows must be reflected here too.
+    assert set(code) - {"TableName"} <= set(table)
+
+
+def test_the_table_is_protected(template: dict[str, Any]) -> None:
+    table = resource(template, "AWS::DynamoDB::Table")
+    props = table["Properties"]
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["DeletionProtectionEnabled"] is True
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert table["DeletionPolicy"] == table["UpdateReplacePolicy"] == "Retain"
+
+
+def function(template: dict[str, Any]) -> dict[str, Any]:
+    props: dict[str, Any] = resource(template, "AWS::Serverless::Function")["Properties"]
+    return props
+
+
+def test_the_function_runs_the_lambda_handler_with_the_tables_settings(
+    template: dict[str, Any],
+) -> None:
+    props = function(template)
+    module, _, name = props["Handler"].rpartition(".")
+    handler = getattr(importlib.import_module(module), name)
+    assert callable(handler)
+    env = props["Environment"]["Variables"]
+    assert env["GRAPH_API_TABLE"] == {"Ref": "Table"}
+    assert env["GRAPH_API_BACKEND"] == "remote"
+    assert "resolve:secretsmanager:${CursorSecret}" in env["GRAPH_API_CURSOR_SECRET"]["Fn::Sub"]
+    (event,) = props["Events"].values()
+    assert event["Type"] == "HttpApi"
+
+
+def statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for p in function(template)["Policies"] for s in p["Statement"]]
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def test_the_function_may_do_what_the_api_does_and_no_more(template: dict[str, Any]) -> None:
+    granted = {a for s in statements(template) for a in actions(s)}
+    assert granted == {
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
+    }
+    table_arn = {"Fn::GetAtt": ["Table", "Arn"]}
+    index_arn = {"Fn::Sub": f"${{Table.Arn}}/index/{GSI1}"}
+    for statement in statements(template):
+        assert statement["Effect"] == "Allow"
+        resources = statement["Resource"]
+        resources = resources if isinstance(resources, list) else [resources]
+        assert all(r in (table_arn, index_arn) for r in resources), statement
+        if index_arn in resources:
+            assert actions(statement) == ["dynamodb:Query"]
+
+
+def test_only_the_operator_policy_may_scan(template: dict[str, Any]) -> None:
+    operator = resource(template, "AWS::IAM::ManagedPolicy")["Properties"]["PolicyDocument"]
+    assert any("dynamodb:Scan" in actions(s) for s in operator["Statement"])
+    assert all("*" not in a for s in operator["Statement"] for a in actions(s))

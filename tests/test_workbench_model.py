@@ -1,0 +1,76 @@
+"""schema/workbench-model.json: the NoSQL Workbench model, checked in and kept current."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph_api import cli, workbench
+from graph_api.keys import GSI1PK, GSI1SK
+from graph_api.store.table import definition
+
+MODEL_FILE = Path(__file__).resolve().parent.parent / "schema" / "workbench-model.json"
+
+
+def test_committed_model_matches_export_model(tmp_path: Path) -> None:
+    exported = tmp_path / "model.json"
+    assert cli.main(["export-model", "-o", str(exported)]) == 0
+    assert MODEL_FILE.read_text(encoding="utf-8") == exported.read_text(encoding="utf-8"), (
+        "schema/workbench-model.json is stale: run `make model`"
+    )
+
+
+def test_export_model_to_stdout_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["export-model"]) == 0
+    first = capsys.readouterr().out
+    assert cli.main(["export-model"]) == 0
+    assert capsys.readouterr().out == first
+
+
+@pytest.fixture(scope="module")
+def table() -> dict[str, Any]:
+    model = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    assert model["ModelMetadata"]["AWSService"] == "Amazon DynamoDB"
+    assert model["ModelMetadata"]["Version"] == "3.0"
+    (only,) = model["DataModel"]
+    found: dict[str, Any] = only
+    return found
+
+
+def key(schema: list[dict[str, str]], role: str) -> str:
+    return next(k["AttributeName"] for k in schema if k["KeyType"] == role)
+
+
+def test_the_model_has_the_tables_keys_index_and_billing(table: dict[str, Any]) -> None:
+    code = definition(table["TableName"])
+    keys = table["KeyAttributes"]
+    assert keys["PartitionKey"]["AttributeName"] == key(code["KeySchema"], "HASH")
+    assert keys["SortKey"]["AttributeName"] == key(code["KeySchema"], "RANGE")
+    (index,) = table["GlobalSecondaryIndexes"]
+    (code_index,) = code["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == code_index["IndexName"]
+    assert index["KeyAttributes"]["PartitionKey"]["AttributeName"] == GSI1PK
+    assert index["KeyAttributes"]["SortKey"]["AttributeName"] == GSI1SK
+    assert index["Projection"] == code_index["Projection"]
+    assert table["BillingMode"] == code["BillingMode"]
+
+
+def test_the_sample_items_show_every_item_type_and_the_gsi_view(table: dict[str, Any]) -> None:
+    items = table["TableData"]
+    types = {item["type"]["S"] for item in items}
+    assert types == {f["FacetName"] for f in table["TableFacets"]}
+    assert set(workbench.FACET_KEYS) == types
+    # Every attribute an item carries is declared, with the type it is stored as.
+    declared = {a["AttributeName"]: a["AttributeType"] for a in table["NonKeyAttributes"]}
+    for item in items:
+        for name, wire in item.items():
+            if name not in ("PK", "SK"):
+                (tag,) = wire
+                assert tag in (declared[name], "NULL"), (name, tag)
+    # The inverse view: GSI1 holds edges under their target (a class's students).
+    in_gsi = [i for i in items if GSI1PK in i]
+    assert any(i["type"]["S"] == "enrolment" for i in in_gsi)
+    assert any(i[GSI1PK]["S"].startswith("CATALOG#") for i in in_gsi)
