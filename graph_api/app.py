@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.asgi import GraphQL
 
 from graph_api.graph.context import Context, Services
-from graph_api.graph.schema import schema
+from graph_api.graph.schema import build_schema
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -52,7 +52,12 @@ class RequestIdMiddleware:
 
 class GraphQLEndpoint(GraphQL[Context, None]):
     def __init__(self, services: Services, **kwargs: Any) -> None:
-        super().__init__(schema, graphql_ide="graphiql", **kwargs)
+        settings = services.settings
+        super().__init__(
+            build_schema(settings),
+            graphql_ide="graphiql" if settings.graphiql else None,
+            **kwargs,
+        )
         self.services = services
 
     async def get_context(self, request: Any, response: Any) -> Context:

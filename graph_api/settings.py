@@ -43,6 +43,14 @@ class Settings:
     accounting: bool = True
     max_concurrency: int = 16
     deadline_seconds: float = 10.0
+    # Limits on what one request may ask (each violation is a coded GraphQL error).
+    max_depth: int = 10
+    max_aliases: int = 30
+    max_tokens: int = 5000
+    max_body_bytes: int = 100_000
+    max_cost: int = 50_000
+    introspection: bool = True
+    graphiql: bool = True
     naive: bool = False
     demo_students: int = 500
     demo_seed: int = 7
@@ -68,6 +76,13 @@ class Settings:
             accounting=_bool(env, "GRAPH_API_ACCOUNTING", True),
             max_concurrency=_int(env, "GRAPH_API_MAX_CONCURRENCY", 16, minimum=1),
             deadline_seconds=_seconds(env, "GRAPH_API_DEADLINE_SECONDS", 10.0),
+            max_depth=_int(env, "GRAPH_API_MAX_DEPTH", 10, minimum=1),
+            max_aliases=_int(env, "GRAPH_API_MAX_ALIASES", 30),
+            max_tokens=_int(env, "GRAPH_API_MAX_TOKENS", 5000, minimum=1),
+            max_body_bytes=_int(env, "GRAPH_API_MAX_BODY_BYTES", 100_000, minimum=1),
+            max_cost=_int(env, "GRAPH_API_MAX_COST", 50_000, minimum=1),
+            introspection=_bool(env, "GRAPH_API_INTROSPECTION", True),
+            graphiql=_bool(env, "GRAPH_API_GRAPHIQL", True),
             naive=_bool(env, "GRAPH_API_NAIVE", False),
             demo_students=_int(env, "GRAPH_API_DEMO_STUDENTS", 500),
             demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from graph_api import demo
 from graph_api.app import create_app
 from graph_api.graph.context import Context, Services
-from graph_api.graph.schema import schema
+from graph_api.graph.schema import build_schema
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.client import Dynamo
@@ -111,6 +111,7 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
 
     async def run() -> Result:
         context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")
+        schema = build_schema(services.settings)
         result = await schema.execute(query, variable_values=variables, context_value=context)
         errors = [e.formatted for e in result.errors or []]
         return Result(result.data, errors, result.extensions or {}, context)

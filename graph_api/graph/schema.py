@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import strawberry
@@ -11,9 +12,12 @@ from strawberry.types import ExecutionContext, ExecutionResult
 
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.errors import format_error, log_unexpected, request_id_of
+from graph_api.graph.limits import limit_extensions
 from graph_api.graph.mutation import Mutation
 from graph_api.graph.query import Query
+from graph_api.settings import Settings
 
+DEFAULTS = Settings(cursor_secret=b"")
 CACHE_SIZE = 256
 
 
@@ -33,19 +37,21 @@ class GraphSchema(strawberry.Schema):
         return result
 
 
-def build_schema(**kwargs: Any) -> GraphSchema:
+@cache
+def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
+    """The schema with the limits `settings` ask for; one per distinct settings."""
     return GraphSchema(
         query=Query,
         mutation=Mutation,
         # Classes and factories, not instances: each request gets its own extension objects
         # (ParserCache and ValidationCache share their LRU caches at module level).
         extensions=[
+            *limit_extensions(settings),
             lambda: ParserCache(maxsize=CACHE_SIZE),
             lambda: ValidationCache(maxsize=CACHE_SIZE),
             DynamoDBAccounting,
         ],
-        **kwargs,
     )
 
 
-schema = build_schema()
+schema = build_schema()  # the default limits: for export-schema and tools
