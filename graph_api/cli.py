@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from graph_api import demo
+from graph_api import demo, logs
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
 from graph_api.store.client import Dynamo
@@ -50,6 +50,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from graph_api.app import create_app
     from graph_api.graph.context import Services
+    from graph_api.hosting import announce
 
     settings = dataclasses.replace(
         settings, host=args.host or settings.host, port=args.port or settings.port
@@ -57,11 +58,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     server = None
     if settings.backend == "embedded":
         settings, server = start_embedded(settings)
-        log.info("embedded backend: moto with %d demo students", settings.demo_students)
-    else:
-        log.info("remote backend: table %s (serve writes nothing by itself)", settings.table)
-    if not settings.cursor_secret_configured:
-        log.warning("GRAPH_API_CURSOR_SECRET is not set: cursors last only as long as this process")
+    announce(settings)
     services = Services.create(settings)
     print(f"GraphiQL: http://{settings.host}:{settings.port}/graphql", flush=True)
     try:
@@ -70,6 +67,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level.lower(),
+            log_config=None,  # keep the logging that logs.configure set up
         )
     finally:
         services.close()
@@ -190,9 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        logging.basicConfig(
-            level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
+        logs.configure(settings.log_level, settings.log_format)
         return int(args.run(settings, args))
     except SettingsError as error:
         print(f"graph-api: {error}", file=sys.stderr)

@@ -38,3 +38,9 @@ class Unavailable(ApiError):
     """DynamoDB did not answer in time or kept throttling after our retries."""
 
     code = "UNAVAILABLE"
+
+
+class Unauthenticated(ApiError):
+    """A write (or, when reads are private, any operation) without a valid bearer token."""
+
+    code = "UNAUTHENTICATED"

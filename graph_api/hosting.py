@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from starlette.applications import Starlette
 
+from graph_api import logs
 from graph_api.app import create_app
 from graph_api.graph.context import Services
 from graph_api.settings import Settings, SettingsError
@@ -29,17 +30,27 @@ def remote_settings(environ: Mapping[str, str] | None = None) -> Settings:
     return settings
 
 
-def services_for(settings: Settings) -> Services:
-    """The process's services, with the warnings an operator should see in the logs."""
-    # A no-op where the host already logs (Lambda's runtime has a root handler); the level
-    # goes on our own logger, since Lambda leaves the root at WARNING.
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log.setLevel(settings.log_level)
+def announce(settings: Settings) -> None:
+    """What an operator should see in the log when a server starts, one line each."""
+    if settings.backend == "embedded":
+        log.info("embedded backend: moto with %d demo students", settings.demo_students)
+    else:
+        log.info("remote backend: table %s (the server writes nothing by itself)", settings.table)
     if not settings.cursor_secret_configured:
         log.warning(
             "GRAPH_API_CURSOR_SECRET is not set: cursors break across processes and restarts"
         )
-    log.info("remote backend: table %s", settings.table)
+    if settings.jwks_url or settings.jwt_secret:
+        reads = "reads too" if settings.auth_reads else "reads are public"
+        log.info("auth: mutations need a bearer token from %s; %s", settings.jwt_issuer, reads)
+    else:
+        log.warning("auth: none configured, anyone may write (set GRAPH_API_JWKS_URL)")
+
+
+def services_for(settings: Settings) -> Services:
+    """The process's services, with logging set up and the startup notes logged."""
+    logs.configure(settings.log_level, settings.log_format)
+    announce(settings)
     return Services.create(settings)
 
 

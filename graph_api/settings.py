@@ -6,7 +6,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Backend = Literal["embedded", "remote"]
 
@@ -51,6 +51,13 @@ class Settings:
     max_cost: int = 50_000
     introspection: bool = True
     graphiql: bool = True
+    # Auth for writes: a JWKS URL (OIDC) or an HS256 secret; issuer and audience required.
+    jwks_url: str = ""
+    jwt_secret: str = field(default="", repr=False)
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    auth_reads: bool = False
+    log_format: str = "text"
     naive: bool = False
     demo_students: int = 500
     demo_seed: int = 7
@@ -83,6 +90,13 @@ class Settings:
             max_cost=_int(env, "GRAPH_API_MAX_COST", 50_000, minimum=1),
             introspection=_bool(env, "GRAPH_API_INTROSPECTION", True),
             graphiql=_bool(env, "GRAPH_API_GRAPHIQL", True),
+            **_auth(env),
+            log_format=_choice(
+                env,
+                "GRAPH_API_LOG_FORMAT",
+                ("text", "json"),
+                "text" if backend == "embedded" else "json",
+            ),
             naive=_bool(env, "GRAPH_API_NAIVE", False),
             demo_students=_int(env, "GRAPH_API_DEMO_STUDENTS", 500),
             demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),
@@ -114,6 +128,35 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not value > 0:
         raise SettingsError(f"{name} must be more than 0")
     return value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = env.get(name, "").strip().lower() or default
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}")
+    return value
+
+
+def _auth(env: Mapping[str, str]) -> dict[str, Any]:
+    jwks_url = env.get("GRAPH_API_JWKS_URL", "").strip()
+    secret = env.get("GRAPH_API_JWT_SECRET", "")
+    issuer = env.get("GRAPH_API_JWT_ISSUER", "").strip()
+    audience = env.get("GRAPH_API_JWT_AUDIENCE", "").strip()
+    if jwks_url and secret:
+        raise SettingsError("set GRAPH_API_JWKS_URL or GRAPH_API_JWT_SECRET, not both")
+    if (jwks_url or secret) and not (issuer and audience):
+        raise SettingsError(
+            "auth needs GRAPH_API_JWT_ISSUER and GRAPH_API_JWT_AUDIENCE (tokens must match both)"
+        )
+    if secret and len(secret.encode()) < 32:
+        raise SettingsError("GRAPH_API_JWT_SECRET must be at least 32 bytes (HS256)")
+    return {
+        "jwks_url": jwks_url,
+        "jwt_secret": secret,
+        "jwt_issuer": issuer,
+        "jwt_audience": audience,
+        "auth_reads": _bool(env, "GRAPH_API_AUTH_READS", False),
+    }
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

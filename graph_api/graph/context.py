@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strawberry.types import Info as StrawberryInfo
 
+from graph_api.auth import Authenticator, AuthResult
 from graph_api.cursors import Cursors
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
@@ -22,10 +23,13 @@ class Services:
     settings: Settings
     dynamo: Dynamo
     cursors: Cursors
+    auth: Authenticator
 
     @classmethod
     def create(cls, settings: Settings) -> Services:
-        return cls(settings, Dynamo(settings), Cursors(settings.cursor_secret))
+        return cls(
+            settings, Dynamo(settings), Cursors(settings.cursor_secret), Authenticator(settings)
+        )
 
     def close(self) -> None:
         self.dynamo.close()
@@ -38,9 +42,10 @@ class Context:
     ledger: Ledger
     table: Table
     loaders: Loaders
+    auth: AuthResult = field(default_factory=AuthResult)
 
     @classmethod
-    def create(cls, services: Services, request_id: str) -> Context:
+    def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
         settings = services.settings
         ledger = Ledger()
         table = Table(
@@ -50,7 +55,8 @@ class Context:
             max_in_flight=settings.max_concurrency,
             deadline=time.monotonic() + settings.deadline_seconds,
         )
-        return cls(request_id, services, ledger, table, Loaders(table, naive=settings.naive))
+        loaders = Loaders(table, naive=settings.naive)
+        return cls(request_id, services, ledger, table, loaders, auth or AuthResult())
 
     @property
     def cursors(self) -> Cursors:

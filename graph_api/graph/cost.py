@@ -133,7 +133,7 @@ class CostLimit(SchemaExtension):
             self.requested = operation_cost(
                 context.schema._schema, document, context.operation_name, context.variables
             )
-            if self.requested > self.limit:
+            if self.requested > self.limit and context.result is None:
                 # A result set before execution makes Strawberry skip executing.
                 context.result = ExecutionResult(
                     data=None,

@@ -10,6 +10,7 @@ from graphql import GraphQLError
 from strawberry.extensions import ParserCache, ValidationCache
 from strawberry.types import ExecutionContext, ExecutionResult
 
+from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.errors import format_error, log_unexpected, request_id_of
 from graph_api.graph.limits import limit_extensions
@@ -46,6 +47,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
         # Classes and factories, not instances: each request gets its own extension objects
         # (ParserCache and ValidationCache share their LRU caches at module level).
         extensions=[
+            RequireAuth,
             *limit_extensions(settings),
             lambda: ParserCache(maxsize=CACHE_SIZE),
             lambda: ValidationCache(maxsize=CACHE_SIZE),

@@ -1,0 +1,55 @@
+"""Logging: one JSON object a line in production, readable text in development.
+
+Every record carries the id of the request it was logged for (`request_id`), set by the
+HTTP middleware, so a masked INTERNAL_SERVER_ERROR can be found in the log by its id.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import time
+from typing import Any
+
+request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "graph_api_request_id", default=None
+)
+
+
+class RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get() or "-"  # read by the formatters
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if (rid := getattr(record, "request_id", "-")) != "-":
+            entry["request_id"] = rid
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+TEXT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
+
+
+def configure(level: str, fmt: str) -> None:
+    """Route every logger (ours, uvicorn's, botocore's) through one handler on stderr."""
+    handler = logging.StreamHandler()
+    handler.addFilter(RequestIdFilter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers = []
+        logging.getLogger(name).propagate = True

@@ -1,0 +1,108 @@
+"""ASGI middleware: request ids on every response, and a cap on request bodies."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from graph_api import logs
+
+REQUEST_ID_HEADER = b"x-request-id"
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+class RequestIdMiddleware:
+    """Gives every request an id (the client's, when it sent a sane one) and echoes it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = dict(scope["headers"]).get(REQUEST_ID_HEADER, b"").decode("latin-1")
+        request_id = sent if _SANE_REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        token = logs.request_id.set(request_id)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers", []) if h[0] != REQUEST_ID_HEADER]
+                message["headers"] = [*headers, (REQUEST_ID_HEADER, request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            logs.request_id.reset(token)
+
+
+class BodySizeLimit:
+    """Refuses request bodies over `limit` bytes with 413 and a coded GraphQL error,
+    whether the client declared the length or streamed the body."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        # Read the body up to the limit, then replay it to the app.
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            {
+                "errors": [
+                    {
+                        "message": f"request body over the limit of {self.limit} bytes",
+                        "extensions": {"code": "BAD_USER_INPUT", "limit": self.limit},
+                    }
+                ]
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
