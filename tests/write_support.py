@@ -1,0 +1,314 @@
+"""Helpers for the write-path tests: build a graph through mutations, read the table raw,
+and ask the integrity checker whether the table is consistent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from conftest import Result, execute, make_settings
+
+from graph_api.check import check_table
+from graph_api.graph.context import Context, Services
+from graph_api.graph.schema import schema
+from graph_api.store import codec, table
+from graph_api.store.codec import Item
+
+STUDENT_FIELDS = "id name email version home { country state city street }"
+
+
+@contextlib.contextmanager
+def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
+    """Services over a new empty table (for fixtures wider than one test)."""
+    services = Services.create(make_settings(endpoint, **settings))
+    table.create(services.dynamo, services.settings.table)
+    try:
+        yield services
+    finally:
+        services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+        services.close()
+
+
+def run(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
+    return execute(services, query, variables)
+
+
+def ok(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:
+    """Run an operation that must succeed; return its data."""
+    result = execute(services, query, variables)
+    assert result.errors == [], result.errors
+    return result.data
+
+
+def requests(result: Result) -> int:
+    return result.extensions["dynamodb"]["requests"]  # type: ignore[no-any-return]
+
+
+def scan(services: Services) -> list[Item]:
+    """Every item of the test's table (a Scan: for tests only), sorted by key."""
+    items: list[Item] = []
+    params: dict[str, Any] = {"TableName": services.settings.table, "ConsistentRead": True}
+    while True:
+        response = services.dynamo.call_sync("Scan", params, None)
+        items.extend(codec.decode(w) for w in response.get("Items", []))
+        last = response.get("LastEvaluatedKey")
+        if not last:
+            return sorted(items, key=lambda i: (i["PK"], i["SK"]))
+        params["ExclusiveStartKey"] = last
+
+
+def get_item(services: Services, pk: str, sk: str) -> Item | None:
+    response = services.dynamo.call_sync(
+        "GetItem",
+        {
+            "TableName": services.settings.table,
+            "Key": codec.encode({"PK": pk, "SK": sk}),
+            "ConsistentRead": True,
+        },
+        None,
+    )
+    wire = response.get("Item")
+    return codec.decode(wire) if wire else None
+
+
+def of_type(items: list[Item], type_: str) -> list[Item]:
+    return [i for i in items if i.get("type") == type_]
+
+
+def assert_clean(services: Services) -> None:
+    """The integrity checker finds nothing wrong with the table."""
+    findings = check_table(services.dynamo, services.settings.table)
+    assert findings == [], "\n".join(f"{f.kind}: {f.message}" for f in findings)
+
+
+# -- building the graph through mutations ---------------------------------------------------
+
+
+def create_student(
+    services: Services,
+    name: str = "Ada",
+    email: str | None = None,
+    id: str | None = None,
+    home: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    input_: dict[str, Any] = {"name": name, "email": email or f"{(id or name).lower()}@ex.org"}
+    if id is not None:
+        input_["id"] = id
+    if home is not None:
+        input_["home"] = home
+    data = ok(
+        services,
+        f"mutation($i: CreateStudentInput!) {{ createStudent(input: $i) {{ {STUDENT_FIELDS} }} }}",
+        {"i": input_},
+    )
+    return data["createStudent"]  # type: ignore[no-any-return]
+
+
+def create_teacher(services: Services, id: str, name: str | None = None) -> dict[str, Any]:
+    data = ok(
+        services,
+        "mutation($i: CreateTeacherInput!) { createTeacher(input: $i) { id name version } }",
+        {"i": {"id": id, "name": name or f"Teacher {id}"}},
+    )
+    return data["createTeacher"]  # type: ignore[no-any-return]
+
+
+def create_class(
+    services: Services, id: str, teacher_id: str, subject: str | None = None
+) -> dict[str, Any]:
+    data = ok(
+        services,
+        """mutation($i: CreateClassInput!) {
+          createClass(input: $i) { id subject studentCount version teacher { id name } }
+        }""",
+        {"i": {"id": id, "teacherId": teacher_id, "subject": subject or f"Subject {id}"}},
+    )
+    return data["createClass"]  # type: ignore[no-any-return]
+
+
+def create_sport(
+    services: Services, id: str, name: str | None = None, coach: str | None = None
+) -> dict[str, Any]:
+    data = ok(
+        services,
+        """mutation($i: CreateSportInput!) {
+          createSport(input: $i) { id name coach studentCount version }
+        }""",
+        {"i": {"id": id, "name": name or f"Sport {id}", "coach": coach}},
+    )
+    return data["createSport"]  # type: ignore[no-any-return]
+
+
+def enroll(services: Services, student_id: str, class_id: str) -> Result:
+    return execute(
+        services,
+        """mutation($s: ID!, $c: ID!) {
+          enrollStudent(studentId: $s, classId: $c) { id studentCount }
+        }""",
+        {"s": student_id, "c": class_id},
+    )
+
+
+def unenroll(services: Services, student_id: str, class_id: str) -> Result:
+    return execute(
+        services,
+        """mutation($s: ID!, $c: ID!) {
+          unenrollStudent(studentId: $s, classId: $c) { id studentCount }
+        }""",
+        {"s": student_id, "c": class_id},
+    )
+
+
+def join(services: Services, student_id: str, sport_id: str) -> Result:
+    return execute(
+        services,
+        """mutation($s: ID!, $p: ID!) {
+          joinSport(studentId: $s, sportId: $p) { id studentCount }
+        }""",
+        {"s": student_id, "p": sport_id},
+    )
+
+
+def leave(services: Services, student_id: str, sport_id: str) -> Result:
+    return execute(
+        services,
+        """mutation($s: ID!, $p: ID!) {
+          leaveSport(studentId: $s, sportId: $p) { id studentCount }
+        }""",
+        {"s": student_id, "p": sport_id},
+    )
+
+
+# -- reading it back --------------------------------------------------------------------------
+
+
+def all_pages(services: Services, query: str, path: list[str], **variables: Any) -> list[Any]:
+    """Every node of a connection at `path`, paging with `first: 100` / `after`."""
+    nodes: list[Any] = []
+    after = None
+    while True:
+        data = ok(services, query, {**variables, "after": after})
+        for step in path:
+            data = data[step]
+        nodes += [edge["node"] for edge in data["edges"]]
+        if not data["pageInfo"]["hasNextPage"]:
+            return nodes
+        after = data["pageInfo"]["endCursor"]
+
+
+def class_students(services: Services, class_id: str) -> list[dict[str, Any]]:
+    return all_pages(
+        services,
+        """query($id: ID!, $after: String) { class(id: $id) {
+          students(first: 100, after: $after) {
+            edges { node { id name } } pageInfo { hasNextPage endCursor }
+          } } }""",
+        ["class", "students"],
+        id=class_id,
+    )
+
+
+def sport_students(services: Services, sport_id: str) -> list[dict[str, Any]]:
+    return all_pages(
+        services,
+        """query($id: ID!, $after: String) { sport(id: $id) {
+          students(first: 100, after: $after) {
+            edges { node { id name } } pageInfo { hasNextPage endCursor }
+          } } }""",
+        ["sport", "students"],
+        id=sport_id,
+    )
+
+
+def student_classes(services: Services, student_id: str) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($id: ID!) { student(id: $id) { classes(first: 100) {
+          edges { node { id subject teacher { id name } } } } } }""",
+        {"id": student_id},
+    )
+    return [e["node"] for e in data["student"]["classes"]["edges"]]
+
+
+def student_sports(services: Services, student_id: str) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($id: ID!) { student(id: $id) { sports(first: 100) {
+          edges { node { id name } } } } }""",
+        {"id": student_id},
+    )
+    return [e["node"] for e in data["student"]["sports"]["edges"]]
+
+
+def teacher_classes(services: Services, teacher_id: str) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($id: ID!) { teacher(id: $id) { classes(first: 100) {
+          edges { node { id subject teacher { id name } } } } } }""",
+        {"id": teacher_id},
+    )
+    return [e["node"] for e in data["teacher"]["classes"]["edges"]]
+
+
+def catalog(services: Services, field: str) -> list[str]:
+    data = ok(services, f"{{ {field}(first: 100) {{ edges {{ node {{ id }} }} }} }}")
+    return [e["node"]["id"] for e in data[field]["edges"]]
+
+
+def by_location(
+    services: Services, country: str, state: str | None = None, city: str | None = None
+) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($c: String!, $s: String, $t: String) {
+          studentsByLocation(country: $c, state: $s, city: $t, first: 100) {
+            edges { node { id name } } } }""",
+        {"c": country, "s": state, "t": city},
+    )
+    return [e["node"] for e in data["studentsByLocation"]["edges"]]
+
+
+# -- many operations at once --------------------------------------------------------------
+
+
+async def execute_async(
+    services: Services, query: str, variables: dict[str, Any] | None = None
+) -> Result:
+    """`conftest.execute` inside a running event loop: its own request context."""
+    context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")
+    result = await schema.execute(query, variable_values=variables, context_value=context)
+    errors = [e.formatted for e in result.errors or []]
+    return Result(result.data, errors, result.extensions or {}, context)
+
+
+def execute_concurrently(
+    services: Services,
+    operations: Sequence[tuple[str, dict[str, Any] | None]],
+    *,
+    in_flight: int = 16,
+) -> list[Result]:
+    """Run the (query, variables) operations at once on one event loop, at most `in_flight`
+    at a time (so that none waits past its request deadline); results in the same order."""
+
+    async def run_all() -> list[Result]:
+        slots = asyncio.Semaphore(in_flight)
+
+        async def one(query: str, variables: dict[str, Any] | None) -> Result:
+            async with slots:
+                return await execute_async(services, query, variables)
+
+        return list(await asyncio.gather(*(one(q, v) for q, v in operations)))
+
+    return asyncio.run(run_all())
+
+
+def all_ok(results: Sequence[Result]) -> None:
+    errors = [e for r in results for e in r.errors]
+    assert errors == [], errors[:3]
+
+
+CREATE_STUDENT_MIN = "mutation($i: CreateStudentInput!) { createStudent(input: $i) { id } }"
+ENROLL_MIN = "mutation($s: ID!, $c: ID!) { enrollStudent(studentId: $s, classId: $c) { id } }"
