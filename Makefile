@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-dynamodb-local dynamodb-local load lint bench schema clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt web/graphiql/package-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m tools.graphiql_assets  # GraphiQL's bundles from npm, served by the API
 	@touch $(STAMP)
 
 run: $(STAMP)  ## serve the API on the embedded backend with demo data
@@ -58,5 +59,17 @@ lambda-package: $(STAMP)  ## graph_api and its dependencies for Lambda (python3.
 		--target $(LAMBDA_DIR) --platform manylinux2014_x86_64 --implementation cp \
 		--python-version 3.11 --only-binary=:all: "$$(ls deploy/build/graph_api-*.whl)[lambda]"
 
+.PHONY: graphiql http-audit e2e
+
+graphiql: $(STAMP)  ## re-copy GraphiQL's assets (web/graphiql, npm) into graph_api/static/graphiql
+	$(BIN)/python -m tools.graphiql_assets
+
+http-audit: $(STAMP)  ## graphql-http's GraphQL-over-HTTP audit of a served API: 0 errors, 0 warnings
+	$(BIN)/python -m tools.http_audit
+
+e2e: $(STAMP)  ## GraphiQL in headless Chromium (Debian's chromium); screenshot in test-output/
+	$(BIN)/pytest tests/test_graphiql_e2e.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info .cache
+	rm -rf graph_api/static/graphiql test-output web/graphiql/node_modules tests/*/node_modules

@@ -1,0 +1,236 @@
+"""GraphQL over HTTP: media types and statuses (graph_api.graphql_http and the view).
+
+`application/graphql-response+json` answers a request error (nothing executed) with a 4xx
+and no `data`; `application/json`, the default, keeps 200. Both keep coded errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import make_settings
+from graphql import GraphQLError
+from starlette.testclient import TestClient
+from strawberry.types import ExecutionResult
+
+from graph_api.app import create_app
+from graph_api.graph.context import Services
+from graph_api.graphql_http import (
+    GRAPHQL_RESPONSE_JSON,
+    JSON,
+    is_request_error,
+    response_media_type,
+    status_for,
+)
+
+GRJ = {"Accept": GRAPHQL_RESPONSE_JSON}
+LEGACY = {"Accept": JSON}
+QUERY = '{ student(id: "stu-0001") { id name } }'
+# Depth 9 (the limit is 10), but 100 + 100·100 + 100·100·100 over the cost limit.
+TOO_COSTLY = (
+    "{ teachers(first: 100) { edges { node { classes(first: 100) { edges { node {"
+    " students(first: 100) { edges { cursor } } } } } } } } }"
+)
+
+
+def media_type(response: Any) -> str:
+    return str(response.headers["content-type"]).split(";")[0]
+
+
+def codes(body: dict[str, Any]) -> list[str]:
+    return [e["extensions"]["code"] for e in body["errors"]]
+
+
+# -- negotiation ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (None, JSON),  # the spec's default for a client that says nothing
+        ("", JSON),
+        ("*/*", JSON),
+        ("application/*", JSON),
+        ("application/json", JSON),
+        ("text/html", JSON),  # acceptable to neither: answer in the default, not 406
+        (GRAPHQL_RESPONSE_JSON, GRAPHQL_RESPONSE_JSON),
+        (f"{GRAPHQL_RESPONSE_JSON}, application/json;q=0.9", GRAPHQL_RESPONSE_JSON),
+        (f"application/json, {GRAPHQL_RESPONSE_JSON}", GRAPHQL_RESPONSE_JSON),
+        (f"{GRAPHQL_RESPONSE_JSON};q=0.5, application/json", JSON),
+        (f"{GRAPHQL_RESPONSE_JSON};q=0, */*", JSON),
+        (f"*/*;q=0.8, {GRAPHQL_RESPONSE_JSON}", GRAPHQL_RESPONSE_JSON),
+        (f"  {GRAPHQL_RESPONSE_JSON.upper()} ; charset=utf-8", GRAPHQL_RESPONSE_JSON),
+        (f"{GRAPHQL_RESPONSE_JSON};q=oops, application/json", JSON),
+    ],
+)
+def test_response_media_type_follows_accept(accept: str | None, expected: str) -> None:
+    assert response_media_type(accept) == expected
+
+
+def test_a_field_error_is_not_a_request_error() -> None:
+    located = GraphQLError("boom", path=["teachers"], extensions={"code": "UNAVAILABLE"})
+    assert not is_request_error(ExecutionResult(data=None, errors=[located]))
+    assert is_request_error(ExecutionResult(data=None, errors=[GraphQLError("Syntax Error")]))
+    assert not is_request_error(ExecutionResult(data={"x": 1}, errors=None))
+    # data: null from a non-null root field that failed is still a 2xx (spec: "data" entry).
+    field_error = {"data": None, "errors": [{"message": "boom", "path": ["teachers"]}]}
+    assert status_for(field_error, GRAPHQL_RESPONSE_JSON) == 200
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("BAD_USER_INPUT", 400), ("UNAUTHENTICATED", 401), ("INTERNAL_SERVER_ERROR", 500)],
+)
+def test_request_error_status_follows_its_code(code: str, status: int) -> None:
+    body = {"errors": [{"message": "no", "extensions": {"code": code}}]}
+    assert status_for(body, GRAPHQL_RESPONSE_JSON) == status
+    assert status_for(body, JSON) == 200
+
+
+# -- over HTTP --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [({}, JSON), ({"Accept": "*/*"}, JSON), (LEGACY, JSON), (GRJ, GRAPHQL_RESPONSE_JSON)],
+)
+def test_success_is_200_in_the_negotiated_type(
+    client: TestClient, headers: dict[str, str], expected: str
+) -> None:
+    response = client.post("/graphql", json={"query": QUERY}, headers=headers)
+    assert response.status_code == 200
+    assert media_type(response) == expected
+    assert response.json()["data"]["student"]["id"] == "stu-0001"
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "code"),
+    [
+        pytest.param("{ student(id: ", None, "BAD_USER_INPUT", id="parse"),
+        pytest.param("{ nope }", None, "BAD_USER_INPUT", id="validation"),
+        pytest.param(
+            "query($id: ID!) { student(id: $id) { id } }",
+            {"id": None},
+            "BAD_USER_INPUT",
+            id="variables",
+        ),
+        pytest.param(TOO_COSTLY, None, "QUERY_TOO_COSTLY", id="cost"),
+    ],
+)
+def test_request_errors_are_400_without_data_in_graphql_response_json(
+    client: TestClient, query: str, variables: dict[str, Any] | None, code: str
+) -> None:
+    payload = {"query": query, "variables": variables}
+    response = client.post("/graphql", json=payload, headers=GRJ)
+    assert response.status_code == 400
+    assert media_type(response) == GRAPHQL_RESPONSE_JSON
+    body = response.json()
+    assert "data" not in body
+    assert codes(body) == [code]
+
+    legacy = client.post("/graphql", json=payload, headers=LEGACY)
+    assert legacy.status_code == 200
+    assert media_type(legacy) == JSON
+    assert "data" not in legacy.json()
+    assert codes(legacy.json()) == [code]
+
+
+def test_execution_errors_with_data_stay_200(client: TestClient) -> None:
+    response = client.post("/graphql", json={"query": '{ student(id: "a#b") { id } }'}, headers=GRJ)
+    assert response.status_code == 200
+    assert media_type(response) == GRAPHQL_RESPONSE_JSON
+    body = response.json()
+    assert body["data"] == {"student": None}
+    assert codes(body) == ["BAD_USER_INPUT"]
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type"),
+    [
+        pytest.param(b'{"variables": {}}', "application/json", id="no-query"),
+        pytest.param(b'{ "not json', "application/json", id="bad-json"),
+        pytest.param(b"", "application/json", id="no-body"),
+        pytest.param(
+            b'{"query": "{ __typename }", "variables": "x"}',
+            "application/json",
+            id="variables-not-a-map",
+        ),
+        pytest.param(b'{"query": 7}', "application/json", id="query-not-a-string"),
+        pytest.param(b'{"query": "{ __typename }"}', "text/plain", id="content-type"),
+    ],
+)
+@pytest.mark.parametrize("accept", [GRAPHQL_RESPONSE_JSON, JSON])
+def test_malformed_requests_are_400_with_a_coded_error(
+    client: TestClient, content: bytes, content_type: str, accept: str
+) -> None:
+    response = client.post(
+        "/graphql", content=content, headers={"Content-Type": content_type, "Accept": accept}
+    )
+    assert response.status_code == 400
+    assert media_type(response) == accept
+    body = response.json()
+    assert "data" not in body
+    assert codes(body) == ["BAD_REQUEST"]
+    assert body["errors"][0]["message"]
+
+
+@pytest.fixture
+def write_client(empty_services: Services) -> Iterator[TestClient]:
+    with TestClient(create_app(empty_services)) as test_client:
+        yield test_client
+
+
+def test_get_never_runs_a_mutation(write_client: TestClient) -> None:
+    mutation = (
+        'mutation { createStudent(input: {name: "Via Get", email: "get@example.org",'
+        ' home: {country: "Getland", state: "G", city: "G"}}) { id } }'
+    )
+    response = write_client.get("/graphql", params={"query": mutation}, headers=GRJ)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert media_type(response) == GRAPHQL_RESPONSE_JSON
+    assert codes(response.json()) == ["BAD_REQUEST"]
+
+    check = write_client.post(
+        "/graphql",
+        json={"query": '{ studentsByLocation(country: "Getland") { edges { cursor } } }'},
+    )
+    assert check.json()["data"]["studentsByLocation"]["edges"] == []
+
+
+def test_get_runs_queries_in_the_negotiated_type(client: TestClient) -> None:
+    response = client.get("/graphql", params={"query": QUERY}, headers=GRJ)
+    assert response.status_code == 200
+    assert media_type(response) == GRAPHQL_RESPONSE_JSON
+    assert response.json()["data"]["student"]["id"] == "stu-0001"
+
+
+@pytest.fixture
+def auth_client(endpoint: str, services: Services) -> Iterator[TestClient]:
+    # The shared read table, with auth on; the refused mutation names no student anyway.
+    settings = make_settings(
+        endpoint,
+        table="test-read",
+        jwt_secret="s" * 32,
+        jwt_issuer="https://issuer.example",
+        jwt_audience="graph-api",
+    )
+    with_auth = Services.create(settings)
+    with TestClient(create_app(with_auth)) as test_client:
+        yield test_client
+    with_auth.close()
+
+
+def test_unauthenticated_request_error_is_401_in_graphql_response_json(
+    auth_client: TestClient,
+) -> None:
+    mutation = {"query": 'mutation { deleteStudent(id: "stu-9999") }'}
+    response = auth_client.post("/graphql", json=mutation, headers=GRJ)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert codes(response.json()) == ["UNAUTHENTICATED"]
+    legacy = auth_client.post("/graphql", json=mutation, headers=LEGACY)
+    assert legacy.status_code == 200
+    assert codes(legacy.json()) == ["UNAUTHENTICATED"]

@@ -1,0 +1,75 @@
+"""`graph-api serve` on a free loopback port, on the embedded backend with a small demo
+school: for the tools and tests that need the real server (the HTTP audit, the browser
+test). Stopped on exit; nothing outside 127.0.0.1 is touched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tools.dynamodb_local import free_port
+
+STARTUP_SECONDS = 60
+
+
+def _wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"graph-api serve exited with {process.returncode} before answering")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"graph-api serve did not answer on {url} in {STARTUP_SECONDS} s")
+
+
+@contextmanager
+def serving(students: int = 20, **env: str) -> Iterator[str]:
+    """Run the API; yields its base URL, e.g. http://127.0.0.1:PORT."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    environment = {
+        **os.environ,
+        "GRAPH_API_BACKEND": "embedded",
+        "GRAPH_API_DEMO_STUDENTS": str(students),
+        "GRAPH_API_LOG_LEVEL": "WARNING",
+        **env,
+    }
+    command = [sys.executable, "-m", "graph_api.cli", "serve", "--host", "127.0.0.1"]
+    # The server's log stays out of the caller's output, unless the server fails to start.
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [*command, "--port", str(port)], env=environment, stdout=log, stderr=log
+        )
+        try:
+            try:
+                _wait_until_healthy(url, process)
+            except RuntimeError as error:
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-4000:]
+                raise RuntimeError(f"{error}\n{tail}") from None
+            yield url
+        finally:
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
