@@ -113,12 +113,6 @@ def test_teacher_rename_reaches_more_copies_than_one_transaction_holds(school: S
     assert_clean(school)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="propagation.py promises that `updateX` again resumes copies a failed follow-up "
-    "chunk left behind, but update_teacher computes no change when the name already is the "
-    "new one (the head committed), so it propagates nothing and the copies stay stale",
-)
 def test_renaming_again_resumes_copies_a_failed_chunk_left_behind(
     school: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,11 +134,6 @@ def test_renaming_again_resumes_copies_a_failed_chunk_left_behind(
     assert_clean(school)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="follow-up copy chunks are unconditional SETs (only `exists`): a rename's chunks "
-    "that run after a later rename committed overwrite its copies with the older name",
-)
 def test_a_later_rename_wins_over_an_earlier_ones_late_chunks(
     school: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,12 +159,6 @@ def test_a_later_rename_wins_over_an_earlier_ones_late_chunks(
     assert_clean(school)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="propagation.write puts the teacher and every class's teacherName copy in the "
-    "first transaction and raises ValueError when they exceed 100 actions: renaming a "
-    "teacher of 100 classes or more is INTERNAL_SERVER_ERROR",
-)
 def test_rename_of_a_teacher_with_a_hundred_classes(empty_services: Services) -> None:
     svc = empty_services
     create_teacher(svc, "t1", "Grace")

@@ -211,21 +211,30 @@ async def transact(table: Table, actions: Sequence[Action], token: str | None = 
         raise failure from None
 
 
-async def transact_each(table: Table, actions: Sequence[Action], token: str) -> None:
-    """Apply independent actions 100 a transaction, skipping those whose condition fails.
+async def transact_each(
+    table: Table, owner: Key, claim: tuple[str, str], actions: Sequence[Action], token: str
+) -> bool:
+    """Apply follow-up actions 100 a transaction while `owner` still holds `claim`.
 
-    For copy updates that follow a node write: each is idempotent (SET to the node's value),
-    and one whose item vanished meanwhile (conditioned on `exists`) is simply dropped.
+    Each transaction checks the claim first: False when a later write took it over (its own
+    copies win; ours stop). An action conditioned on `exists` whose item vanished is dropped;
+    one whose guard is STALE makes the whole write read again.
     """
+    attribute, value = claim
     pending = list(actions)
-    chunk_no = 0
+    attempt = 0
     while pending:
-        chunk, pending = pending[:MAX_ACTIONS], pending[MAX_ACTIONS:]
-        while chunk:
-            try:
-                await _apply(table, chunk, f"{token[:28]}-{chunk_no}")
-                break
-            except _Failed as failed:
-                chunk = chunk[: failed.index] + chunk[failed.index + 1 :]
-                chunk_no += 1  # a different set of actions needs a token of its own
-        chunk_no += 1
+        chunk = pending[: MAX_ACTIONS - 1]
+        guard = check(owner, ("eq", attribute, value))
+        try:
+            await _apply(table, [guard, *chunk], f"{token[:28]}-{attempt}")
+        except _Failed as failed:
+            if failed.index == 0:
+                return False
+            if isinstance(chunk[failed.index - 1].on_fail, Stale):
+                raise Stale() from None
+            del pending[failed.index - 1]
+        else:
+            del pending[: len(chunk)]
+        attempt += 1  # another set of actions needs a token of its own
+    return True

@@ -54,15 +54,15 @@ async def update_class(
     async def attempt() -> str:
         klass = await reads.node(Kind.CLASS, id_)
         expect_version(klass, expected)
-        changes: dict[str, Any] = {}
-        if subject is not None and subject != klass["subject"]:
+        changes: dict[str, Any] = {}  # sent fields are propagated even when unchanged
+        if subject is not None:
             changes["subject"] = subject
         moving = teacher_id is not None and teacher_id != klass["teacherId"]
         head: list[Action] = []
-        if moving:
-            assert teacher_id is not None
+        if teacher_id is not None:
             teacher = await reads.node(Kind.TEACHER, teacher_id, field="teacherId")
             changes.update(teacherId=teacher["id"], teacherName=teacher["name"])
+        if moving:
             old_edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, id_)
             head += [
                 delete(old_edge),
@@ -75,14 +75,12 @@ async def update_class(
                 *_join_teacher(teacher, {**klass, **changes}),
             ]
         copies = await propagation.class_copies(reads, klass, changes, teaching=not moving)
-        node = update(
+        write = propagation.NodeWrite(
             key_of(klass),
-            ("eq", "version", klass["version"]),
-            *copies.fences,
-            assign={**changes, "version": klass["version"] + 1},
-            on_fail=STALE,
+            (("eq", "version", klass["version"]), *copies.fences),
+            {**changes, "version": klass["version"] + 1},
         )
-        await propagation.write(table, [node, *head], copies)
+        await propagation.write(table, write, head, copies)
         return id_
 
     return await retrying(table, attempt)

@@ -1,11 +1,16 @@
 """Renames reach every denormalized copy (see the copy table in schema/table.md).
 
-A node's write is planned as `head` (the node itself, with its guards) plus `Copies`:
-`nodes`, copies on other nodes that must change with it (a class's `teacherName`), and
-`edges`, copies on edge items. Everything goes in one transaction when it fits. When it does
-not, the head and the node copies go first (so every later enrolment copies the new
-values: enrolments condition on the class's copied fields), then the edge copies follow in
-idempotent chunks; a retry (or `updateX` again) resumes them.
+A node's write is a `NodeWrite` (the node's own update, with its guards), a few more head
+actions, and `Copies`: units of copy updates, each unit in order (a class's own
+`teacherName` before the enrolments that copy it from the class). Everything goes in one
+transaction when it fits. When it does not:
+
+- the head commits first, claiming the node's copies with a token (`propagation`);
+- the copies follow in chunks, each guarded by "the token is still ours": a later write of
+  the node takes the claim over, and the older chunks stop instead of overwriting newer
+  copies;
+- the claim is released at the end. A write that fails half-way is resumed by sending it
+  again: fields that are sent are propagated even when the node already has their value.
 
 Every plan carries fences: conditions that the edge counts we saw are still the counts, so
 an edge written between our read of the edges and our write makes us read again.
@@ -13,13 +18,15 @@ an edge written between our read of the edges and our write makes us read again.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from graph_api import keys
+from graph_api.errors import Conflict
 from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING
-from graph_api.keys import Kind
+from graph_api.keys import Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
@@ -35,12 +42,32 @@ from graph_api.store.transactions import (
 )
 from graph_api.writes.base import EXISTS, Reads, key_of
 
+CLAIM = "propagation"  # the token of the write whose copies are still being applied
+
 
 @dataclass
 class Copies:
-    nodes: list[Action] = field(default_factory=list)
-    edges: list[Action] = field(default_factory=list)
+    units: list[list[Action]] = field(default_factory=list)
     fences: list[Clause] = field(default_factory=list)
+
+    def actions(self) -> list[Action]:
+        return [action for unit in self.units for action in unit]
+
+
+@dataclass(frozen=True)
+class NodeWrite:
+    """The update of the node whose fields are copied: guarded by what we read."""
+
+    key: Key
+    clauses: tuple[Clause, ...]
+    assign: Mapping[str, Any]
+
+    def action(self, claim: str | None) -> Action:
+        if claim is None:  # applied whole: no claim, and any older one is void
+            return update(
+                self.key, *self.clauses, assign=self.assign, remove=[CLAIM], on_fail=STALE
+            )
+        return update(self.key, *self.clauses, assign={**self.assign, CLAIM: claim}, on_fail=STALE)
 
 
 def _changed(copies: Mapping[str, str], changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -61,7 +88,7 @@ async def student_copies(reads: Reads, student: Item, changes: Mapping[str, Any]
     edges = [i for i in owned if i["type"] in (ENROLMENT.name, MEMBERSHIP.name)]
     homes = [i for i in owned if i["type"] == "home"]
     return Copies(
-        edges=_set_all(edges + homes, assign),
+        units=[_set_all(edges + homes, assign)],
         fences=[("eq", ENROLMENT.owner_count, len(edges))],
     )
 
@@ -80,7 +107,7 @@ async def class_copies(
     if teaching:
         edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, klass["id"])
         actions.append(update(edge, EXISTS, assign=_changed(TEACHING.target_copies, changes)))
-    return Copies(edges=actions, fences=[("eq", "studentCount", len(enrolments))])
+    return Copies(units=[actions], fences=[("eq", "studentCount", len(enrolments))])
 
 
 async def sport_copies(reads: Reads, sport: Item, changes: Mapping[str, Any]) -> Copies:
@@ -90,7 +117,7 @@ async def sport_copies(reads: Reads, sport: Item, changes: Mapping[str, Any]) ->
     members = await reads.inverse(Kind.SPORT, sport["id"], Kind.STUDENT)
     if len(members) != sport["studentCount"]:
         raise Stale()
-    return Copies(edges=_set_all(members, assign), fences=[("eq", "studentCount", len(members))])
+    return Copies(units=[_set_all(members, assign)], fences=[("eq", "studentCount", len(members))])
 
 
 async def teacher_copies(reads: Reads, teacher: Item, changes: Mapping[str, Any]) -> Copies:
@@ -101,26 +128,30 @@ async def teacher_copies(reads: Reads, teacher: Item, changes: Mapping[str, Any]
     copies = Copies(fences=[("eq", TEACHING.owner_count, len(class_ids))])
     for klass in await reads.nodes(Kind.CLASS, class_ids):
         inner = await class_copies(reads, klass, {"teacherName": changes["name"]})
-        copies.nodes.append(
-            update(
-                key_of(klass),
-                EXISTS,
-                *inner.fences,
-                assign={"teacherName": changes["name"]},
-                on_fail=STALE,
-            )
+        # The class first: enrolments from then on copy the new name from it.
+        own = update(
+            key_of(klass),
+            EXISTS,
+            *inner.fences,
+            assign={"teacherName": changes["name"]},
+            on_fail=STALE,
         )
-        copies.edges += inner.edges
+        copies.units.append([own, *inner.actions()])
     return copies
 
 
-async def write(table: Table, head: Sequence[Action], copies: Copies) -> None:
+async def write(table: Table, node: NodeWrite, head: Sequence[Action], copies: Copies) -> None:
     """Apply a node write and its copies: atomically when they fit one transaction."""
-    first = [*head, *copies.nodes]
-    room = MAX_ACTIONS - len(first)
-    if room < 0:
-        raise ValueError(f"{len(first)} node writes do not fit one transaction")
+    rest = copies.actions()
+    if 1 + len(head) + len(rest) <= MAX_ACTIONS:
+        await transact(table, [node.action(claim=None), *head, *rest])
+        return
     token = new_token()
-    await transact(table, first + copies.edges[:room], token)
-    if len(copies.edges) > room:
-        await transact_each(table, copies.edges[room:], token)
+    first = [node.action(claim=token), *head]
+    room = MAX_ACTIONS - len(first)
+    await transact(table, first + rest[:room], token)
+    if await transact_each(table, node.key, (CLAIM, token), rest[room:], token):
+        # Done and still ours: release the claim (a newer write may have taken it since).
+        release = update(node.key, ("eq", CLAIM, token), remove=[CLAIM])
+        with contextlib.suppress(Conflict):
+            await transact(table, [release])

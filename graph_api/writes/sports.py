@@ -8,7 +8,7 @@ from graph_api import ids, items, keys
 from graph_api.errors import AlreadyExists, Conflict
 from graph_api.keys import Kind
 from graph_api.store.table import Table
-from graph_api.store.transactions import STALE, delete, put, transact, update
+from graph_api.store.transactions import delete, put, transact
 from graph_api.writes import propagation
 from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
 
@@ -30,20 +30,18 @@ async def update_sport(
     async def attempt() -> str:
         node = await reads.node(Kind.SPORT, id_)
         expect_version(node, expected)
-        changes: dict[str, Any] = {}
-        if name is not None and name != node["name"]:
+        changes: dict[str, Any] = {}  # sent fields are propagated even when unchanged
+        if name is not None:
             changes["name"] = name
-        if coach is not UNSET and coach != node.get("coach"):
+        if coach is not UNSET:
             changes["coach"] = coach
         copies = await propagation.sport_copies(reads, node, changes)
-        head = update(
+        write = propagation.NodeWrite(
             key_of(node),
-            ("eq", "version", node["version"]),
-            *copies.fences,
-            assign={**changes, "version": node["version"] + 1},
-            on_fail=STALE,
+            (("eq", "version", node["version"]), *copies.fences),
+            {**changes, "version": node["version"] + 1},
         )
-        await propagation.write(table, [head], copies)
+        await propagation.write(table, write, [], copies)
         return id_
 
     return await retrying(table, attempt)

@@ -56,33 +56,22 @@ async def update_student(
     async def attempt() -> str:
         node = await reads.node(Kind.STUDENT, id_)
         expect_version(node, expected)
-        changes = {}
-        if name is not None and name != node["name"]:
-            changes["name"] = name
-        if email is not None and email != node["email"]:
-            changes["email"] = email
+        # Sent fields are written and propagated even when unchanged: sending an update
+        # again completes copies an interrupted one left behind.
+        changes = {k: v for k, v in (("name", name), ("email", email)) if v is not None}
         copies = await propagation.student_copies(reads, node, changes)
-        head = [
-            update(
-                key_of(node),
-                ("eq", "version", node["version"]),
-                *copies.fences,
-                assign={**changes, "version": node["version"] + 1},
-                on_fail=STALE,
-            )
-        ]
-        if "email" in changes and keys.normalize_email(email or "") != keys.normalize_email(
-            node["email"]
-        ):
+        write = propagation.NodeWrite(
+            key_of(node),
+            (("eq", "version", node["version"]), *copies.fences),
+            {**changes, "version": node["version"] + 1},
+        )
+        head: list[Action] = []
+        if email is not None and keys.normalize_email(email) != keys.normalize_email(node["email"]):
             head += [
                 _release_guard(node["email"], id_),
-                put(
-                    items.email_guard({**node, **changes}),
-                    NOT_EXISTS,
-                    on_fail=_taken(changes["email"]),
-                ),
+                put(items.email_guard({**node, **changes}), NOT_EXISTS, on_fail=_taken(email)),
             ]
-        await propagation.write(table, head, copies)
+        await propagation.write(table, write, head, copies)
         return id_
 
     return await retrying(table, attempt)

@@ -6,7 +6,7 @@ from graph_api import ids, items, keys
 from graph_api.errors import AlreadyExists, Conflict
 from graph_api.keys import Kind
 from graph_api.store.table import Table
-from graph_api.store.transactions import STALE, delete, put, transact, update
+from graph_api.store.transactions import delete, put, transact
 from graph_api.writes import propagation
 from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
 
@@ -24,16 +24,14 @@ async def update_teacher(table: Table, id_: str, name: str | None, expected: int
     async def attempt() -> str:
         node = await reads.node(Kind.TEACHER, id_)
         expect_version(node, expected)
-        changes = {"name": name} if name is not None and name != node["name"] else {}
+        changes = {"name": name} if name is not None else {}  # sent: propagated (resumes)
         copies = await propagation.teacher_copies(reads, node, changes)
-        head = update(
+        write = propagation.NodeWrite(
             key_of(node),
-            ("eq", "version", node["version"]),
-            *copies.fences,
-            assign={**changes, "version": node["version"] + 1},
-            on_fail=STALE,
+            (("eq", "version", node["version"]), *copies.fences),
+            {**changes, "version": node["version"] + 1},
         )
-        await propagation.write(table, [head], copies)
+        await propagation.write(table, write, [], copies)
         return id_
 
     return await retrying(table, attempt)
