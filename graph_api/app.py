@@ -56,6 +56,16 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     # -- GraphQL over HTTP (graph_api.graphql_http) ------------------------------------------
 
+    def parse_json(self, data: str | bytes) -> Any:
+        """A request's JSON: anything but an object (or a batch's list) is a 400, never a 500."""
+        try:
+            value = self.decode_json(data)
+        except (ValueError, RecursionError) as error:  # bad JSON or UTF-8, absurd nesting
+            raise HTTPException(400, "Unable to parse request body as JSON") from error
+        if not isinstance(value, dict | list):
+            raise HTTPException(400, "The request must be a JSON object")
+        return value
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)

@@ -266,11 +266,6 @@ def test_only_the_named_operation_is_costed(client: TestClient) -> None:
     assert body["extensions"]["cost"]["requested"] == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cost.py ignores variable defaults: `$f: Int = 100` left out is costed as the "
-    "default first (20) while execution uses 100",
-)
 def test_a_variable_default_for_first_is_honoured_by_the_cost(client_with: MakeClient) -> None:
     # Executing with `$f` left out uses its default of 100, so that is what it may cost.
     client = client_with(max_cost=30_302)
@@ -282,11 +277,6 @@ def test_a_variable_default_for_first_is_honoured_by_the_cost(client_with: MakeC
     assert_refused(body, "QUERY_TOO_COSTLY")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cost.py counts only Python ints for `first`: an integral float variable "
-    "(100.0), which GraphQL coerces to Int 100, is costed as the default 20",
-)
 def test_an_integral_float_variable_first_is_costed_as_its_value(
     client_with: MakeClient,
 ) -> None:
@@ -296,11 +286,6 @@ def test_an_integral_float_variable_first_is_costed_as_its_value(
     assert_refused(body, "QUERY_TOO_COSTLY")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cost.py reads a list variable raw: a single id sent for `ids: [ID!]!` "
-    "(which GraphQL coerces to a list of one) counts 0 ids",
-)
 def test_a_single_id_variable_counts_as_one_id(client: TestClient) -> None:
     body = post(client, NESTED, {"ids": "stu-0001", "c": 2, "s": 3})
     assert "errors" not in body

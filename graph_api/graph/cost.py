@@ -26,6 +26,7 @@ from graphql import (
     get_named_type,
     value_from_ast,
 )
+from graphql.execution.values import get_variable_values
 from graphql.language import DocumentNode
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionResult
@@ -116,7 +117,13 @@ def operation_cost(
     root = schema.get_root_type(operation.operation)
     if root is None:
         return 0
-    return _Walk(schema, document, variables or {}).cost(root, operation.selection_set, 1)
+    # The values execution will use: defaults applied, `100.0` as 100, one id as a list.
+    coerced = get_variable_values(
+        schema, operation.variable_definitions or (), dict(variables or {})
+    )
+    if isinstance(coerced, list):
+        return 0  # execution reports the bad variables
+    return _Walk(schema, document, coerced.coerced).cost(root, operation.selection_set, 1)
 
 
 class CostLimit(SchemaExtension):
