@@ -7,12 +7,22 @@ characters), so ids created later sort later, in catalogs and in edges.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_lock = threading.Lock()
+_last = 0  # the last id made by this process, as a number
 
 
 def new_id(now_ms: int | None = None) -> str:
+    """A new id; within one millisecond, ids of this process still increase (ULID's
+    monotonic mode: the random part of the last id plus one)."""
+    global _last
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = (ms << 80) | secrets.randbits(80)
+    with _lock:
+        value = (ms << 80) | secrets.randbits(80)
+        if value >> 80 <= _last >> 80:
+            value = _last + 1
+        _last = value
     return "".join(_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))

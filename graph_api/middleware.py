@@ -9,6 +9,7 @@ import uuid
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_api import logs
+from graph_api.graphql_http import response_media_type
 
 REQUEST_ID_HEADER = b"x-request-id"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -53,9 +54,11 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        media_type = response_media_type(headers.get(b"accept", b"").decode("latin-1") or None)
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
+            await self._refuse(send, media_type)
             return
         # Read the body up to the limit, then replay it to the app.
         chunks: list[bytes] = []
@@ -68,7 +71,7 @@ class BodySizeLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                await self._refuse(send)
+                await self._refuse(send, media_type)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
@@ -84,7 +87,7 @@ class BodySizeLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, media_type: str) -> None:
         body = json.dumps(
             {
                 "errors": [
@@ -100,7 +103,7 @@ class BodySizeLimit:
                 "type": "http.response.start",
                 "status": 413,
                 "headers": [
-                    (b"content-type", b"application/json"),
+                    (b"content-type", media_type.encode()),
                     (b"content-length", str(len(body)).encode()),
                 ],
             }

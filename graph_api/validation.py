@@ -40,6 +40,10 @@ def place_filter(value: str, field: str) -> str:
 
 def email(value: str, field: str = "email") -> str:
     trimmed = value.strip()
-    if len(trimmed) > MAX_EMAIL or not _EMAIL.fullmatch(trimmed):
+    if (
+        len(trimmed) > MAX_EMAIL
+        or not _EMAIL.fullmatch(trimmed)
+        or any(unicodedata.category(c) == "Cc" for c in trimmed)
+    ):
         raise BadUserInput(f"{field} must be an email address like name@example.org", field=field)
     return trimmed
