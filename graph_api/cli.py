@@ -113,16 +113,20 @@ def cmd_check(settings: Settings, _: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def _write_out(text: str, output: str | None) -> int:
+    """Write to the file named by `-o`, or to stdout for none or `-`."""
+    if output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        with open(output, "w", encoding="utf-8") as out:
+            out.write(text)
+    return 0
+
+
 def cmd_export_schema(_: Settings, args: argparse.Namespace) -> int:
     from graph_api.graph.schema import schema
 
-    sdl = schema.as_str() + "\n"
-    if args.output in (None, "-"):
-        sys.stdout.write(sdl)
-    else:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(sdl)
-    return 0
+    return _write_out(schema.as_str() + "\n", args.output)
 
 
 def cmd_schema_check(_: Settings, args: argparse.Namespace) -> int:
@@ -144,13 +148,7 @@ def cmd_schema_check(_: Settings, args: argparse.Namespace) -> int:
 def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
     from graph_api import workbench
 
-    text = workbench.dumps(workbench.model(args.table))
-    if args.output in (None, "-"):
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(text)
-    return 0
+    return _write_out(workbench.dumps(workbench.model(args.table)), args.output)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ from graph_api.keys import PK, SK, Key, Kind, Range
 from graph_api.store.codec import Item
 from graph_api.store.retry import MAX_ATTEMPTS
 from graph_api.store.table import Table
-from graph_api.store.transactions import Clause, Stale
+from graph_api.store.transactions import Clause, Stale, delete, transact
 
 T = TypeVar("T")
 
@@ -83,3 +83,14 @@ async def retrying(table: Table, attempt: Callable[[], Awaitable[T]]) -> T:
         except Stale:
             continue
     raise Unavailable("the graph kept changing under this write; nothing was written, try again")
+
+
+async def delete_if_unlinked(table: Table, kind: Kind, id_: str, counter: str, busy: str) -> str:
+    """Delete a node whose `counter` of edges is zero, else CONFLICT saying `busy`
+    (formatted with the count) so the client knows what to remove first."""
+    node = await Reads(table).node(kind, id_)
+    conflict = Conflict(busy.format(count=node.get(counter, 0)), id=id_)
+    if node.get(counter, 0):
+        raise conflict
+    await transact(table, [delete(key_of(node), ("zero_or_missing", counter), on_fail=conflict)])
+    return id_

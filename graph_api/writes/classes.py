@@ -75,11 +75,7 @@ async def update_class(
                 *_join_teacher(teacher, {**klass, **changes}),
             ]
         copies = await propagation.class_copies(reads, klass, changes, teaching=not moving)
-        write = propagation.NodeWrite(
-            key_of(klass),
-            (("eq", "version", klass["version"]), *copies.fences),
-            {**changes, "version": klass["version"] + 1},
-        )
+        write = propagation.NodeWrite.versioned(klass, changes, copies)
         await propagation.write(table, write, head, copies)
         return id_
 

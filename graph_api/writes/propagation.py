@@ -62,6 +62,16 @@ class NodeWrite:
     clauses: tuple[Clause, ...]
     assign: Mapping[str, Any]
 
+    @classmethod
+    def versioned(cls, node: Item, changes: Mapping[str, Any], copies: Copies) -> NodeWrite:
+        """`changes` and a version bump, if the node is still the version we read and its
+        edges still number what the copies were planned from."""
+        return cls(
+            key_of(node),
+            (("eq", "version", node["version"]), *copies.fences),
+            {**changes, "version": node["version"] + 1},
+        )
+
     def action(self, claim: str | None) -> Action:
         if claim is None:  # applied whole: no claim, and any older one is void
             return update(

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from graph_api import ids, items, keys
-from graph_api.errors import AlreadyExists, Conflict
+from graph_api.errors import AlreadyExists
 from graph_api.keys import Kind
 from graph_api.store.table import Table
-from graph_api.store.transactions import delete, put, transact
+from graph_api.store.transactions import put, transact
 from graph_api.writes import propagation
-from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
+from graph_api.writes.base import NOT_EXISTS, Reads, delete_if_unlinked, expect_version, retrying
 
 UNSET: Any = object()  # "leave as is", distinct from None ("clear")
 
@@ -36,11 +36,7 @@ async def update_sport(
         if coach is not UNSET:
             changes["coach"] = coach
         copies = await propagation.sport_copies(reads, node, changes)
-        write = propagation.NodeWrite(
-            key_of(node),
-            (("eq", "version", node["version"]), *copies.fences),
-            {**changes, "version": node["version"] + 1},
-        )
+        write = propagation.NodeWrite.versioned(node, changes, copies)
         await propagation.write(table, write, [], copies)
         return id_
 
@@ -48,13 +44,5 @@ async def update_sport(
 
 
 async def delete_sport(table: Table, id_: str) -> str:
-    node = await Reads(table).node(Kind.SPORT, id_)
-    busy = Conflict(
-        f"sport {id_} still has {node.get('studentCount', 0)} student(s):"
-        " they must leave it first (leaveSport)",
-        id=id_,
-    )
-    if node.get("studentCount", 0):
-        raise busy
-    await transact(table, [delete(key_of(node), ("zero_or_missing", "studentCount"), on_fail=busy)])
-    return id_
+    busy = f"sport {id_} still has {{count}} student(s): they must leave it first (leaveSport)"
+    return await delete_if_unlinked(table, Kind.SPORT, id_, "studentCount", busy)

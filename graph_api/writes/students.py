@@ -60,11 +60,7 @@ async def update_student(
         # again completes copies an interrupted one left behind.
         changes = {k: v for k, v in (("name", name), ("email", email)) if v is not None}
         copies = await propagation.student_copies(reads, node, changes)
-        write = propagation.NodeWrite(
-            key_of(node),
-            (("eq", "version", node["version"]), *copies.fences),
-            {**changes, "version": node["version"] + 1},
-        )
+        write = propagation.NodeWrite.versioned(node, changes, copies)
         head: list[Action] = []
         if email is not None and keys.normalize_email(email) != keys.normalize_email(node["email"]):
             head += [

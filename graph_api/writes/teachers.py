@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from graph_api import ids, items, keys
-from graph_api.errors import AlreadyExists, Conflict
+from graph_api.errors import AlreadyExists
 from graph_api.keys import Kind
 from graph_api.store.table import Table
-from graph_api.store.transactions import delete, put, transact
+from graph_api.store.transactions import put, transact
 from graph_api.writes import propagation
-from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
+from graph_api.writes.base import NOT_EXISTS, Reads, delete_if_unlinked, expect_version, retrying
 
 
 async def create(table: Table, id_: str | None, name: str) -> str:
@@ -26,11 +26,7 @@ async def update_teacher(table: Table, id_: str, name: str | None, expected: int
         expect_version(node, expected)
         changes = {"name": name} if name is not None else {}  # sent: propagated (resumes)
         copies = await propagation.teacher_copies(reads, node, changes)
-        write = propagation.NodeWrite(
-            key_of(node),
-            (("eq", "version", node["version"]), *copies.fences),
-            {**changes, "version": node["version"] + 1},
-        )
+        write = propagation.NodeWrite.versioned(node, changes, copies)
         await propagation.write(table, write, [], copies)
         return id_
 
@@ -38,13 +34,8 @@ async def update_teacher(table: Table, id_: str, name: str | None, expected: int
 
 
 async def delete_teacher(table: Table, id_: str) -> str:
-    node = await Reads(table).node(Kind.TEACHER, id_)
-    busy = Conflict(
-        f"teacher {id_} still teaches {node.get('classCount', 0)} class(es):"
-        " delete them or give them another teacher first",
-        id=id_,
+    busy = (
+        f"teacher {id_} still teaches {{count}} class(es):"
+        " delete them or give them another teacher first"
     )
-    if node.get("classCount", 0):
-        raise busy
-    await transact(table, [delete(key_of(node), ("zero_or_missing", "classCount"), on_fail=busy)])
-    return id_
+    return await delete_if_unlinked(table, Kind.TEACHER, id_, "classCount", busy)
