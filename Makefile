@@ -34,7 +34,7 @@ lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/mypy
 
 bench: $(STAMP)  ## DynamoDB requests and latency per query, batched vs naive
-	$(BIN)/python bench/bench.py
+	$(BIN)/python -m tools.bench
 
 schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 	$(BIN)/graph-api export-schema -o schema/schema.graphql

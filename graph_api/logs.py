@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import sys
 import time
 from typing import Any
 
@@ -42,9 +43,26 @@ class JsonFormatter(logging.Formatter):
 TEXT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time (test runners swap it), unless
+    given a stream of its own with `setStream`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._chosen: Any = None  # forget the stderr of the moment __init__ stored
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr if self._chosen is None else self._chosen
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        self._chosen = value
+
+
 def configure(level: str, fmt: str) -> None:
     """Route every logger (ours, uvicorn's, botocore's) through one handler on stderr."""
-    handler = logging.StreamHandler()
+    handler = StderrHandler()
     handler.addFilter(RequestIdFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
     root = logging.getLogger()

@@ -71,11 +71,11 @@ class Dynamo:
         workers = max(4, settings.max_concurrency)
         config = Config(
             region_name=settings.region,
-            # Deliberate: botocore's standard mode makes 2 attempts (one quick jittered retry,
-            # and its retry quota stops retries when DynamoDB fails broadly). Table.call
-            # retries on top, at most MAX_ATTEMPTS times and never past the request's
-            # deadline: at most 16 HTTP attempts for one logical call.
-            retries={"mode": "standard", "total_max_attempts": 2},
+            # Deliberate: botocore does not retry (1 attempt). Its backoff sleeps on the
+            # worker thread for up to seconds and cannot see the request's deadline; our
+            # one retry layer (Table.call, store/retry.py) backs off 25 ms → 1 s with full
+            # jitter, at most MAX_ATTEMPTS times, and never past the deadline.
+            retries={"mode": "standard", "total_max_attempts": 1},
             max_pool_connections=workers,
             connect_timeout=2,
             read_timeout=5,

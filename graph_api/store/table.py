@@ -94,8 +94,8 @@ class Table:
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
         """One DynamoDB call for this request: bounded in flight, retried, within the deadline.
 
-        botocore retries once itself (client.py); when DynamoDB still throttles or does not
-        answer, we back off and retry, up to MAX_ATTEMPTS and never past the deadline.
+        When DynamoDB throttles, drops the connection or times out, we back off and retry
+        (botocore itself does not, see client.py), up to MAX_ATTEMPTS, never past the deadline.
         """
         for attempt in range(MAX_ATTEMPTS):
             if attempt:

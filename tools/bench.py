@@ -1,9 +1,10 @@
 """`make bench`: DynamoDB requests and HTTP latency per query, batched beside naive.
 
-Seeds a fresh table (DynamoDB Local or any endpoint in AWS_ENDPOINT_URL_DYNAMODB; otherwise
-an embedded moto), serves the API twice on loopback ports, once with the loaders and once in
-naive mode (one GetItem/Query per parent, no batching, no cache), and prints a Markdown table.
-moto's Query time grows with the table's size, so prefer DynamoDB Local for latency figures.
+Seeds a fresh table (on the endpoint in AWS_ENDPOINT_URL_DYNAMODB if set; else on a
+DynamoDB Local it starts, or with `--backend moto` an embedded moto), serves the API twice
+on loopback ports, once with the loaders and once in naive mode (one GetItem/Query per
+parent, no batching, no cache), and prints Markdown tables, a write mix included. moto's
+Query time grows with the table's size, so latency figures come from DynamoDB Local.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -28,6 +30,7 @@ from graph_api.graph.context import Services
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.embedded import EmbeddedDynamoDB
+from tools import dynamodb_local
 
 QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "student by id": (
@@ -147,15 +150,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=500)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--backend", choices=("dynamodb-local", "moto"), default="dynamodb-local")
     args = parser.parse_args()
 
-    embedded = None
+    stop: Callable[[], None] = lambda: None  # noqa: E731
     settings = Settings.from_env()
     settings = dataclasses.replace(settings, table=f"bench-{uuid.uuid4().hex[:8]}")
-    if not os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):
-        embedded = EmbeddedDynamoDB()
-        settings = dataclasses.replace(settings, backend="embedded", endpoint_url=embedded.start())
-    backend = "moto (embedded)" if embedded else os.environ["AWS_ENDPOINT_URL_DYNAMODB"]
+    backend = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB", "")
+    if not backend:
+        # A backend of our own, reached with throwaway credentials (Settings.endpoint_url).
+        if args.backend == "moto":
+            embedded = EmbeddedDynamoDB()
+            endpoint, stop, backend = embedded.start(), embedded.stop, "moto (embedded)"
+        else:
+            local = dynamodb_local.start()
+            endpoint, stop, backend = local.endpoint, local.stop, "DynamoDB Local"
+        settings = dataclasses.replace(settings, backend="remote", endpoint_url=endpoint)
 
     batched = Services.create(settings)
     naive = Services.create(dataclasses.replace(settings, naive=True))
@@ -186,8 +196,7 @@ def main() -> None:
         batched.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         batched.close()
         naive.close()
-        if embedded:
-            embedded.stop()
+        stop()
 
 
 if __name__ == "__main__":
