@@ -74,4 +74,6 @@ class Authenticator:
             )
         except (jwt.PyJWTError, jwt.PyJWKClientError) as error:
             raise Unauthenticated(f"invalid token: {error}") from None
+        except ValueError as error:  # PyJWT lets some malformed JWKS answers through
+            raise Unauthenticated(f"the signing keys could not be read: {error}") from None
         return claims

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 
@@ -10,6 +11,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_api import logs
 from graph_api.graphql_http import response_media_type
+
+log = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = b"x-request-id"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -30,14 +33,44 @@ class RequestIdMiddleware:
         scope.setdefault("state", {})["request_id"] = request_id
         token = logs.request_id.set(request_id)
 
+        started = False
+
         async def send_with_id(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = [h for h in message.get("headers", []) if h[0] != REQUEST_ID_HEADER]
                 message["headers"] = [*headers, (REQUEST_ID_HEADER, request_id.encode())]
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            # Whatever escaped the app still gets a coded answer that names the request.
+            log.exception("unexpected error outside GraphQL execution")
+            if started:
+                raise
+            body = json.dumps(
+                {
+                    "errors": [
+                        {
+                            "message": f"Internal server error (request id {request_id})",
+                            "extensions": {
+                                "code": "INTERNAL_SERVER_ERROR",
+                                "requestId": request_id,
+                            },
+                        }
+                    ]
+                }
+            ).encode()
+            await send_with_id(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send_with_id({"type": "http.response.body", "body": body})
         finally:
             logs.request_id.reset(token)
 

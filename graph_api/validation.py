@@ -6,10 +6,14 @@ import re
 import unicodedata
 
 from graph_api.errors import BadUserInput
+from graph_api.keys import normalize_place
 
 MAX_NAME = 200
 MAX_PLACE = 100
 MAX_EMAIL = 254
+# A place's key part (case-folded, escaped UTF-8) must leave room in GSI1's 1,024-byte sort
+# key for the state, the city and the student: 100 characters can fold to 1,200 bytes.
+MAX_PLACE_KEY_BYTES = 300
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 
 
@@ -28,13 +32,19 @@ def name(value: str, field: str = "name") -> str:
 
 
 def place(value: str, field: str) -> str:
-    return text(value, field, MAX_PLACE)
+    return _fits_a_key(text(value, field, MAX_PLACE), field)
 
 
 def place_filter(value: str, field: str) -> str:
     """A place to search by: any blanks (tabs, newlines too) fold away in the key."""
     if not 1 <= len(value.strip()) <= MAX_PLACE:
         raise BadUserInput(f"{field} must be 1-{MAX_PLACE} characters", field=field)
+    return _fits_a_key(value, field)
+
+
+def _fits_a_key(value: str, field: str) -> str:
+    if len(normalize_place(value).encode()) > MAX_PLACE_KEY_BYTES:
+        raise BadUserInput(f"{field} is too long once written as a key", field=field)
     return value
 
 

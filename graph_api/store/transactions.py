@@ -40,6 +40,14 @@ class Stale(Exception):
 STALE = Stale()  # a marker for `on_fail`; a fresh `Stale` is raised each time
 
 
+class Gone(Stale):
+    """A copy's item vanished (or changed hands): read again, or in follow-up chunks,
+    where the node's own write has committed, simply skip it."""
+
+
+GONE = Gone()
+
+
 @dataclass
 class _Expression:
     names: dict[str, str] = field(default_factory=dict)
@@ -217,8 +225,8 @@ async def transact_each(
     """Apply follow-up actions 100 a transaction while `owner` still holds `claim`.
 
     Each transaction checks the claim first: False when a later write took it over (its own
-    copies win; ours stop). An action conditioned on `exists` whose item vanished is dropped;
-    one whose guard is STALE makes the whole write read again.
+    copies win; ours stop). An action marked GONE whose condition fails is dropped; one
+    marked STALE raises Stale, for the caller to plan again.
     """
     attribute, value = claim
     pending = list(actions)
@@ -231,7 +239,8 @@ async def transact_each(
         except _Failed as failed:
             if failed.index == 0:
                 return False
-            if isinstance(chunk[failed.index - 1].on_fail, Stale):
+            failure = chunk[failed.index - 1].on_fail
+            if isinstance(failure, Stale) and not isinstance(failure, Gone):
                 raise Stale() from None
             del pending[failed.index - 1]
         else:

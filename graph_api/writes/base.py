@@ -73,9 +73,14 @@ def expect_version(node: Item, expected: int | None) -> None:
         )
 
 
+# Writes that lose a race read again; under contention (a hot class) that can take a while,
+# so the request's deadline, not a small count, is what ends it.
+MAX_WRITE_ATTEMPTS = 3 * MAX_ATTEMPTS
+
+
 async def retrying(table: Table, attempt: Callable[[], Awaitable[T]]) -> T:
     """Run a read-then-write attempt until its guards hold (others wrote meanwhile)."""
-    for n in range(MAX_ATTEMPTS):
+    for n in range(MAX_WRITE_ATTEMPTS):
         if n:
             await table.pause(n)
         try:

@@ -10,7 +10,7 @@ from graph_api.items import TEACHING
 from graph_api.keys import Kind
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
-from graph_api.store.transactions import STALE, Action, delete, put, transact, update
+from graph_api.store.transactions import STALE, Action, check, delete, put, transact, update
 from graph_api.writes import propagation
 from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
 
@@ -62,6 +62,8 @@ async def update_class(
         if teacher_id is not None:
             teacher = await reads.node(Kind.TEACHER, teacher_id, field="teacherId")
             changes.update(teacherId=teacher["id"], teacherName=teacher["name"])
+            if not moving:  # the name we copy must still be the teacher's when we write
+                head.append(check(key_of(teacher), ("eq", "name", teacher["name"]), on_fail=STALE))
         if moving:
             old_edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, id_)
             head += [
@@ -74,9 +76,10 @@ async def update_class(
                 ),
                 *_join_teacher(teacher, {**klass, **changes}),
             ]
-        copies = await propagation.class_copies(reads, klass, changes, teaching=not moving)
+        copies = await propagation.plan(reads, Kind.CLASS, klass, changes, moving=moving)
         write = propagation.NodeWrite.versioned(klass, changes, copies)
-        await propagation.write(table, write, head, copies)
+        replan = propagation.replan(reads, Kind.CLASS, id_)
+        await propagation.write(table, write, head, copies, replan)
         return id_
 
     return await retrying(table, attempt)

@@ -19,17 +19,19 @@ an edge written between our read of the edges and our write makes us read again.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from graph_api import keys
-from graph_api.errors import Conflict
+from graph_api.errors import Conflict, Unavailable
 from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING
 from graph_api.keys import Key, Kind
 from graph_api.store.codec import Item
+from graph_api.store.retry import MAX_ATTEMPTS
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
+    GONE,
     MAX_ACTIONS,
     STALE,
     Action,
@@ -72,96 +74,186 @@ class NodeWrite:
             {**changes, "version": node["version"] + 1},
         )
 
-    def action(self, claim: str | None) -> Action:
-        if claim is None:  # applied whole: no claim, and any older one is void
+    def action(self, claim: str | None, copies: bool) -> Action:
+        if claim is not None:
             return update(
-                self.key, *self.clauses, assign=self.assign, remove=[CLAIM], on_fail=STALE
+                self.key, *self.clauses, assign={**self.assign, CLAIM: claim}, on_fail=STALE
             )
-        return update(self.key, *self.clauses, assign={**self.assign, CLAIM: claim}, on_fail=STALE)
+        # Applied whole. A write that copies takes over any older claim: it has just written
+        # every copy from the node's state; one that copies nothing leaves a claim alone.
+        remove = [CLAIM] if copies else []
+        return update(self.key, *self.clauses, assign=self.assign, remove=remove, on_fail=STALE)
 
 
-def _changed(copies: Mapping[str, str], changes: Mapping[str, Any]) -> dict[str, Any]:
-    """Edge attribute -> new value, for the copied node attributes that change."""
-    return {attr: changes[src] for attr, src in copies.items() if src in changes}
+# The node fields that edges (or other nodes) copy, by the kind of node they belong to.
+COPIED: dict[Kind, frozenset[str]] = {
+    Kind.STUDENT: frozenset(ENROLMENT.owner_copies.values()),
+    Kind.CLASS: frozenset(ENROLMENT.target_copies.values()),
+    Kind.SPORT: frozenset(MEMBERSHIP.target_copies.values()),
+    Kind.TEACHER: frozenset({"name"}),  # into its classes' teacherName, and on from there
+}
 
 
-def _set_all(items: Sequence[Item], assign: Mapping[str, Any]) -> list[Action]:
-    # Conditioned on `exists`: a copy must never resurrect an edge deleted meanwhile.
-    return [update(key_of(item), EXISTS, assign=assign) for item in items]
+def copies_needed(kind: Kind, sent: Mapping[str, Any]) -> bool:
+    return not COPIED[kind].isdisjoint(sent)
 
 
-async def student_copies(reads: Reads, student: Item, changes: Mapping[str, Any]) -> Copies:
-    assign = _changed(ENROLMENT.owner_copies, changes)  # memberships and homes copy the same
-    if not assign:
-        return Copies()
+def _assign(copies: Mapping[str, str], node: Mapping[str, Any]) -> dict[str, Any]:
+    """Edge attribute -> the node's value, for every field the edge copies."""
+    return {attr: node[src] for attr, src in copies.items()}
+
+
+def _set_all(
+    items: Sequence[Item], assign: Mapping[str, Any], guard: Sequence[Clause] = ()
+) -> list[Action]:
+    # Conditioned on `exists`: a copy never resurrects an edge deleted meanwhile (in a
+    # follow-up chunk it is dropped; in one transaction the write reads again).
+    return [update(key_of(item), EXISTS, *guard, assign=assign, on_fail=GONE) for item in items]
+
+
+async def copies_for(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> Copies:
+    """Every copy of `node`'s copied fields, set to `node`'s values (its state after the
+    write): a write that claims the copies leaves none behind, whoever started them."""
+    if kind is Kind.STUDENT:
+        return await _student_copies(reads, node)
+    if kind is Kind.CLASS:
+        return await _class_copies(reads, node)
+    if kind is Kind.SPORT:
+        return await _sport_copies(reads, node)
+    return await _teacher_copies(reads, node)
+
+
+async def _student_copies(reads: Reads, student: Mapping[str, Any]) -> Copies:
     owned = await reads.partition(Kind.STUDENT, student["id"])
     edges = [i for i in owned if i["type"] in (ENROLMENT.name, MEMBERSHIP.name)]
     homes = [i for i in owned if i["type"] == "home"]
+    assign = _assign(ENROLMENT.owner_copies, student)  # memberships and homes copy the same
     return Copies(
         units=[_set_all(edges + homes, assign)],
         fences=[("eq", ENROLMENT.owner_count, len(edges))],
     )
 
 
-async def class_copies(
-    reads: Reads, klass: Item, changes: Mapping[str, Any], *, teaching: bool = True
+async def _class_copies(
+    reads: Reads, klass: Mapping[str, Any], guard: Sequence[Clause] = (), teaching: bool = True
 ) -> Copies:
-    """Copies of a class's fields; `teaching=False` when the caller replaces that edge."""
-    assign = _changed(ENROLMENT.target_copies, changes)
-    if not assign:
-        return Copies()
+    """`teaching=False` when the caller replaces the class's teaching edge itself."""
     enrolments = await reads.inverse(Kind.CLASS, klass["id"], Kind.STUDENT)
     if len(enrolments) != klass["studentCount"]:
         raise Stale()  # GSI1 has not caught up with the count yet: read again shortly
-    actions = _set_all(enrolments, assign)
+    actions = _set_all(enrolments, _assign(ENROLMENT.target_copies, klass), guard)
     if teaching:
         edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, klass["id"])
-        actions.append(update(edge, EXISTS, assign=_changed(TEACHING.target_copies, changes)))
+        assign = _assign(TEACHING.target_copies, klass)
+        actions.append(update(edge, EXISTS, *guard, assign=assign, on_fail=GONE))
     return Copies(units=[actions], fences=[("eq", "studentCount", len(enrolments))])
 
 
-async def sport_copies(reads: Reads, sport: Item, changes: Mapping[str, Any]) -> Copies:
-    assign = _changed(MEMBERSHIP.target_copies, changes)
-    if not assign:
-        return Copies()
+async def _sport_copies(reads: Reads, sport: Mapping[str, Any]) -> Copies:
     members = await reads.inverse(Kind.SPORT, sport["id"], Kind.STUDENT)
     if len(members) != sport["studentCount"]:
         raise Stale()
+    assign = _assign(MEMBERSHIP.target_copies, sport)
     return Copies(units=[_set_all(members, assign)], fences=[("eq", "studentCount", len(members))])
 
 
-async def teacher_copies(reads: Reads, teacher: Item, changes: Mapping[str, Any]) -> Copies:
-    if "name" not in changes:
-        return Copies()
+async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any]) -> Copies:
     owned = await reads.partition(Kind.TEACHER, teacher["id"])
     class_ids = [i["classId"] for i in owned if i["type"] == TEACHING.name]
     copies = Copies(fences=[("eq", TEACHING.owner_count, len(class_ids))])
+    # Every copy is guarded by "still this teacher's": a class moved away meanwhile keeps
+    # the copies its move wrote.
+    ours: Clause = ("eq", "teacherId", teacher["id"])
     for klass in await reads.nodes(Kind.CLASS, class_ids):
-        inner = await class_copies(reads, klass, {"teacherName": changes["name"]})
+        renamed = {**klass, "teacherName": teacher["name"]}
+        inner = await _class_copies(reads, renamed, guard=[ours])
         # The class first: enrolments from then on copy the new name from it.
         own = update(
             key_of(klass),
-            EXISTS,
+            ours,
             *inner.fences,
-            assign={"teacherName": changes["name"]},
+            assign={"teacherName": teacher["name"]},
             on_fail=STALE,
         )
         copies.units.append([own, *inner.actions()])
     return copies
 
 
-async def write(table: Table, node: NodeWrite, head: Sequence[Action], copies: Copies) -> None:
-    """Apply a node write and its copies: atomically when they fit one transaction."""
+async def plan(
+    reads: Reads,
+    kind: Kind,
+    node: Item,
+    changes: Mapping[str, Any],
+    *,
+    moving: bool = False,
+) -> Copies:
+    """The copies a write of `changes` to `node` must bring along: none if it sends no
+    copied field; else every copy of the node's state after the write. `moving`: a class
+    changing teacher, whose write replaces the teaching edge itself."""
+    if not copies_needed(kind, changes):
+        return Copies()
+    state = {**node, **changes}
+    if moving:
+        return await _class_copies(reads, state, teaching=False)
+    return await copies_for(reads, kind, state)
+
+
+Replan = Callable[[], Awaitable[Copies]]
+
+
+def replan(reads: Reads, kind: Kind, id_: str) -> Replan:
+    """Plans a node's copies again from the node as it is now (for `write`)."""
+
+    async def again() -> Copies:
+        return await copies_for(reads, kind, await reads.node(kind, id_))
+
+    return again
+
+
+async def write(
+    table: Table, node: NodeWrite, head: Sequence[Action], copies: Copies, replan: Replan
+) -> None:
+    """Apply a node write and its copies: atomically when they fit one transaction.
+
+    Otherwise the head claims the copies and they follow in chunks; when one finds the graph
+    changed under it, `replan` reads the node and its edges again and the copies continue
+    from there under a new claim (the node's own write has committed: it is not redone).
+    """
     rest = copies.actions()
     if 1 + len(head) + len(rest) <= MAX_ACTIONS:
-        await transact(table, [node.action(claim=None), *head, *rest])
+        await transact(table, [node.action(None, bool(rest)), *head, *rest])
         return
     token = new_token()
-    first = [node.action(claim=token), *head]
+    first = [node.action(token, True), *head]
     room = MAX_ACTIONS - len(first)
     await transact(table, first + rest[:room], token)
-    if await transact_each(table, node.key, (CLAIM, token), rest[room:], token):
-        # Done and still ours: release the claim (a newer write may have taken it since).
-        release = update(node.key, ("eq", CLAIM, token), remove=[CLAIM])
-        with contextlib.suppress(Conflict):
-            await transact(table, [release])
+    pending = rest[room:]
+    attempt = 0
+    while True:
+        try:
+            if await transact_each(table, node.key, (CLAIM, token), pending, token):
+                # Done and still ours: release the claim (a newer write may hold it since).
+                release = update(node.key, ("eq", CLAIM, token), remove=[CLAIM])
+                with contextlib.suppress(Conflict):
+                    await transact(table, [release])
+            return
+        except Stale:
+            pass
+        while True:  # plan the copies again from the node as it is now, and claim them
+            attempt += 1
+            if attempt > MAX_ATTEMPTS:
+                raise Unavailable(
+                    "the update was saved but not all its copies: send it again to finish them"
+                )
+            await table.pause(attempt)
+            try:
+                copies = await replan()
+                token = new_token()
+                claim = update(
+                    node.key, EXISTS, *copies.fences, assign={CLAIM: token}, on_fail=STALE
+                )
+                await transact(table, [claim], token)
+            except Stale:
+                continue
+            pending = copies.actions()
+            break

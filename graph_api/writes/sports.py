@@ -35,9 +35,10 @@ async def update_sport(
             changes["name"] = name
         if coach is not UNSET:
             changes["coach"] = coach
-        copies = await propagation.sport_copies(reads, node, changes)
+        copies = await propagation.plan(reads, Kind.SPORT, node, changes)
         write = propagation.NodeWrite.versioned(node, changes, copies)
-        await propagation.write(table, write, [], copies)
+        replan = propagation.replan(reads, Kind.SPORT, id_)
+        await propagation.write(table, write, [], copies, replan)
         return id_
 
     return await retrying(table, attempt)

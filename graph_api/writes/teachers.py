@@ -25,9 +25,10 @@ async def update_teacher(table: Table, id_: str, name: str | None, expected: int
         node = await reads.node(Kind.TEACHER, id_)
         expect_version(node, expected)
         changes = {"name": name} if name is not None else {}  # sent: propagated (resumes)
-        copies = await propagation.teacher_copies(reads, node, changes)
+        copies = await propagation.plan(reads, Kind.TEACHER, node, changes)
         write = propagation.NodeWrite.versioned(node, changes, copies)
-        await propagation.write(table, write, [], copies)
+        replan = propagation.replan(reads, Kind.TEACHER, id_)
+        await propagation.write(table, write, [], copies, replan)
         return id_
 
     return await retrying(table, attempt)

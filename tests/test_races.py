@@ -1,0 +1,223 @@
+"""Writes that race a rename whose copies take several transactions, and other faults a
+review found: each ends with every copy current and `graph-api check` clean."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import jwt
+import pytest
+from starlette.testclient import TestClient
+from write_support import assert_clean, fresh_services, of_type, ok, run, scan
+
+from graph_api import items
+from graph_api.app import create_app
+from graph_api.graph.context import Services
+from graph_api.items import ENROLMENT, MEMBERSHIP
+from graph_api.store import table
+from graph_api.store.codec import Item
+from graph_api.store.table import Table
+from graph_api.writes import classes, edges, propagation, sports
+
+Hook = Callable[[], Awaitable[Any]]
+
+
+def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Item]]) -> None:
+    """Write nodes and edges directly, with their counts, as the mutations would leave them."""
+    out = list(nodes)
+    for edge_type, owner, target in links:
+        out.append(edge_type.item(owner, target))
+        owner[edge_type.owner_count] = owner.get(edge_type.owner_count, 0) + 1
+        if edge_type.target_count:
+            target[edge_type.target_count] = target.get(edge_type.target_count, 0) + 1
+    out += [items.email_guard(n) for n in nodes if n["type"] == "student"]
+    table.batch_write(services.dynamo, services.settings.table, out)
+
+
+def students(count: int) -> list[Item]:
+    return [items.student(f"s{n:03d}", f"S{n}", f"s{n}@ex.org") for n in range(count)]
+
+
+@pytest.fixture
+def between_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Hook], None]]:
+    """Runs `hook` once, after a write's first transaction and before its follow-up chunks."""
+
+    def install(hook: Hook) -> None:
+        original = propagation.transact_each
+
+        async def hooked(*args: Any, **kwargs: Any) -> bool:
+            monkeypatch.setattr(propagation, "transact_each", original)
+            await hook()
+            return await original(*args, **kwargs)
+
+        monkeypatch.setattr(propagation, "transact_each", hooked)
+
+    yield install
+
+
+@pytest.fixture
+def svc(endpoint: str) -> Iterator[Services]:
+    with fresh_services(endpoint, deadline_seconds=60.0) as services:
+        yield services
+
+
+def table_of(services: Services) -> Table:
+    return Table(services.dynamo, services.settings.table)
+
+
+def test_a_write_that_copies_nothing_leaves_a_rename_in_flight_alone(
+    svc: Services, between_chunks: Callable[[Hook], None]
+) -> None:
+    sport = items.sport("sp", "Chess", None)
+    members = students(120)
+    seed(svc, [sport, *members], [(MEMBERSHIP, s, sport) for s in members])
+    between_chunks(lambda: sports.update_sport(table_of(svc), "sp", None, "New coach", None))
+    result = run(svc, 'mutation { updateSport(id: "sp", input: {name: "Go"}) { name coach } }')
+    assert result.errors == []
+    assert {e["sportName"] for e in of_type(scan(svc), "membership")} == {"Go"}
+    assert_clean(svc)
+
+
+def test_a_class_moved_during_its_teachers_rename_keeps_its_new_teacher(
+    svc: Services, between_chunks: Callable[[Hook], None]
+) -> None:
+    alice, bob = items.teacher("tA", "Alice"), items.teacher("tB", "Bob")
+    c1, c2 = items.school_class("c1", "Math", alice), items.school_class("c2", "Art", alice)
+    pupils = students(102)
+    links: list[tuple[Any, Item, Item]] = [
+        (items.TEACHING, alice, c1),
+        (items.TEACHING, alice, c2),
+        *((ENROLMENT, s, c1) for s in pupils[:100]),
+        *((ENROLMENT, s, c2) for s in pupils[100:]),
+    ]
+    seed(svc, [alice, bob, c1, c2, *pupils], links)
+    between_chunks(lambda: classes.update_class(table_of(svc), "c2", None, "tB", None))
+    assert (
+        run(svc, 'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { name } }').errors
+        == []
+    )
+    moved = ok(svc, '{ class(id: "c2") { teacher { id name } } }')["class"]["teacher"]
+    assert moved == {"id": "tB", "name": "Bob"}
+    c2_copies = {e["teacherName"] for e in of_type(scan(svc), "enrolment") if e["classId"] == "c2"}
+    assert c2_copies == {"Bob"}
+    assert_clean(svc)
+
+
+def test_a_chunked_rename_with_expected_version_finishes_when_a_class_changes(
+    svc: Services, between_chunks: Callable[[Hook], None]
+) -> None:
+    alice = items.teacher("tA", "Alice")
+    c1, c2 = items.school_class("c1", "Math", alice), items.school_class("c2", "Art", alice)
+    pupils = students(103)
+    links: list[tuple[Any, Item, Item]] = [
+        (items.TEACHING, alice, c1),
+        (items.TEACHING, alice, c2),
+        *((ENROLMENT, s, c1) for s in pupils[:100]),
+        *((ENROLMENT, s, c2) for s in pupils[100:102]),
+    ]
+    seed(svc, [alice, c1, c2, *pupils], links)
+    # An ordinary enrolment lands in c2 while the rename's follow-up chunks are pending.
+    between_chunks(lambda: edges.link(table_of(svc), ENROLMENT, "s102", "c2"))
+    result = run(
+        svc,
+        'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}, expectedVersion: 1)'
+        " { name version } }",
+    )
+    assert result.errors == []
+    assert result.data["updateTeacher"] == {"name": "Alicia", "version": 2}
+    assert {e["teacherName"] for e in of_type(scan(svc), "enrolment")} == {"Alicia"}
+    assert_clean(svc)
+
+
+def test_setting_a_class_to_its_own_teacher_cannot_undo_a_rename(
+    svc: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = items.teacher("tA", "Alice")
+    klass = items.school_class("c1", "Math", alice)
+    pupil = students(1)
+    seed(
+        svc, [alice, klass, *pupil], [(items.TEACHING, alice, klass), (ENROLMENT, pupil[0], klass)]
+    )
+    original = propagation.plan
+
+    async def rename_lands_after_the_read(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(propagation, "plan", original)
+        rename = 'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { name } }'
+        await asyncio.to_thread(ok, svc, rename)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(propagation, "plan", rename_lands_after_the_read)
+    result = run(svc, 'mutation { updateClass(id: "c1", input: {teacherId: "tA"}) { id } }')
+    assert result.errors == []
+    assert {e["teacherName"] for e in of_type(scan(svc), "enrolment")} == {"Alicia"}
+    assert_clean(svc)
+
+
+def test_places_too_long_for_a_key_are_bad_user_input(svc: Services) -> None:
+    wide = "\U0001d1c0" * 100  # 100 characters that fold to 1,200 bytes of key
+    created = run(
+        svc,
+        'mutation($s: String!) { createStudent(input: {name: "A", email: "a@ex.org",'
+        ' home: {country: "X", state: $s, city: "Y"}}) { id } }',
+        {"s": wide},
+    )
+    assert created.codes == ["BAD_USER_INPUT"]
+    assert created.errors[0]["extensions"]["field"] == "home.state"
+    assert scan(svc) == []
+    searched = run(
+        svc,
+        'query($s: String!) { studentsByLocation(country: "X", state: $s) { edges { cursor } } }',
+        {"s": wide},
+    )
+    assert searched.codes == ["BAD_USER_INPUT"]
+
+
+class _NotJson(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<html>maintenance</html>")
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_a_jwks_that_is_not_json_is_unauthenticated_not_a_500(endpoint: str) -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), _NotJson)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    jwks = f"http://127.0.0.1:{server.server_port}/jwks.json"
+    try:
+        with fresh_services(endpoint, jwks_url=jwks, jwt_issuer="iss", jwt_audience="aud") as s:
+            client = TestClient(create_app(s), raise_server_exceptions=False)
+            token = jwt.encode({"sub": "x"}, "k" * 32, algorithm="HS256", headers={"kid": "a"})
+            response = client.post(
+                "/graphql",
+                json={"query": 'mutation { createTeacher(input: {name: "T"}) { id } }'},
+                headers={"authorization": f"Bearer {token}"},
+            )
+            assert response.status_code < 500
+            assert response.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+            assert scan(s) == []
+    finally:
+        server.shutdown()
+
+
+def test_an_error_outside_graphql_is_a_coded_500_with_the_request_id(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(services.auth, "authenticate", broken)
+    client = TestClient(create_app(services), raise_server_exceptions=False)
+    response = client.post("/graphql", json={"query": "{ __typename }"})
+    assert response.status_code == 500
+    request_id = response.headers["x-request-id"]
+    error = response.json()["errors"][0]
+    assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR", "requestId": request_id}
+    assert "secret" not in response.text
