@@ -37,7 +37,7 @@ def scan(
     dynamo: Dynamo, table: str, progress: Callable[[int], None] | None = None
 ) -> Iterator[Item]:
     """Every item of the table, page by page."""
-    params: dict[str, Any] = {"TableName": table}
+    params: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
     seen = 0
     while True:
         page = dynamo.call_sync("Scan", params, None)
