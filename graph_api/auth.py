@@ -28,6 +28,8 @@ class AuthResult:
 
     principal: Principal | None = None
     problem: str | None = None
+    # The token could not be checked (the JWKS did not answer): not the client's fault.
+    unavailable: bool = False
 
 
 class Authenticator:
@@ -48,6 +50,10 @@ class Authenticator:
             claims = await self._verify(authorization)
         except Unauthenticated as error:
             return AuthResult(problem=error.message)
+        except jwt.PyJWKClientConnectionError as error:
+            return AuthResult(
+                problem=f"the signing keys could not be fetched: {error}", unavailable=True
+            )
         return AuthResult(principal=Principal(str(claims.get("sub", "")), claims))
 
     async def _verify(self, authorization: str) -> dict[str, Any]:
@@ -72,6 +78,8 @@ class Authenticator:
                 options={"require": ["exp", "iss", "aud"]},
                 leeway=30,
             )
+        except jwt.PyJWKClientConnectionError:
+            raise  # the issuer is unreachable: not the token's fault (authenticate says so)
         except (jwt.PyJWTError, jwt.PyJWKClientError) as error:
             raise Unauthenticated(f"invalid token: {error}") from None
         except ValueError as error:  # PyJWT lets some malformed JWKS answers through

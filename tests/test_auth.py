@@ -326,13 +326,15 @@ def test_jwks_refuses_tokens_it_did_not_sign(
     assert scan(services) == []
 
 
-def test_unreachable_jwks_is_unauthenticated_not_an_error(
+def test_unreachable_jwks_is_unavailable_and_writes_nothing(
     make_app: Callable[..., App], keys: dict[str, rsa.RSAPrivateKey]
 ) -> None:
+    # The issuer not answering is the server's trouble, not a bad token: UNAVAILABLE (503).
     with http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler) as closed:
         port = closed.server_port  # bound then closed: nothing listens there afterwards
     client, services = make_app(jwks_url=f"http://127.0.0.1:{port}/jwks.json", **JWKS_AUTH)
-    assert_unauthenticated(post(client, CREATE, bearer(rs256(keys["good"]))))
+    body = post(client, CREATE, bearer(rs256(keys["good"])))
+    assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAVAILABLE"]
     assert scan(services) == []
 
 

@@ -10,7 +10,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from graph_api.errors import Unauthenticated
+from graph_api.errors import Unauthenticated, Unavailable
 from graph_api.graph.context import Context
 
 
@@ -23,12 +23,14 @@ class RequireAuth(SchemaExtension):
             if (writes or context.services.settings.auth_reads) and context.auth.principal is None:
                 reason = context.auth.problem or "no token was sent"
                 what = "mutations need" if writes else "this API needs"
+                # A JWKS that does not answer is ours to fix, not the client's token.
+                code = Unavailable.code if context.auth.unavailable else Unauthenticated.code
                 execution.result = ExecutionResult(
                     data=None,
                     errors=[
                         GraphQLError(
                             f"{what} 'Authorization: Bearer <JWT>': {reason}",
-                            extensions={"code": Unauthenticated.code},
+                            extensions={"code": code},
                         )
                     ],
                 )
