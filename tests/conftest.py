@@ -20,7 +20,6 @@ from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.settings import Settings
 from graph_api.store import table
-from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.embedded import EmbeddedDynamoDB
 
@@ -128,7 +127,3 @@ def gql(services: Services) -> Any:
 def client(services: Services) -> Iterator[TestClient]:
     with TestClient(create_app(services)) as test_client:
         yield test_client
-
-
-def with_dynamo(services: Services) -> Dynamo:
-    return services.dynamo
