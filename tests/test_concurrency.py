@@ -31,7 +31,7 @@ from write_support import (
 )
 
 from graph_api.graph.context import Services
-from graph_api.writes import classes, students
+from graph_api.writes import classes, propagation, students
 
 STUDENTS = 25
 FAILURES_EXPECTED = {"ALREADY_EXISTS", "NOT_FOUND"}
@@ -163,9 +163,11 @@ def interleave(
     """Before `module`'s next transaction, run `query` (once); returns its results."""
     original: Transact = module.transact
     intruders: list[Any] = []
+    started: list[bool] = []  # set first: the intruder's own transactions pass straight on
 
     async def transact_after_intruder(*args: Any, **kwargs: Any) -> None:
-        if not intruders:
+        if not started:
+            started.append(True)
             intruders.append(await execute_async(services, query, variables))
         await original(*args, **kwargs)
 
@@ -258,4 +260,37 @@ def test_interleave_helper_really_interleaves(
     assert result.data == {"setHome": {"version": 3, "name": "Ada L"}}
     operations = [c.operation for c in result.context.ledger.calls]
     assert operations.count("TransactWriteItems") == 2  # the first one failed its guard
+    assert_clean(svc)
+
+
+# A class's enrolments copy fields of two nodes: `subject` from the class, `teacherName` from
+# the teacher (through the class). Each rename must leave the other's copies alone.
+RENAME_TEACHER = 'mutation { updateTeacher(id: "t1", input: {name: "Grace H"}) { name } }'
+CHANGE_SUBJECT = 'mutation { updateClass(id: "c1", input: {subject: "Physics"}) { subject } }'
+
+
+@pytest.mark.parametrize(
+    ("writer", "intruder"),
+    [(CHANGE_SUBJECT, RENAME_TEACHER), (RENAME_TEACHER, CHANGE_SUBJECT)],
+    ids=["teacher renamed during a subject change", "subject changed during a teacher rename"],
+)
+def test_a_class_and_its_teacher_renamed_at_once_leave_both_copies_current(
+    empty_services: Services, monkeypatch: pytest.MonkeyPatch, writer: str, intruder: str
+) -> None:
+    svc = empty_services
+    create_teacher(svc, "t1", "Grace")
+    create_class(svc, "c1", "t1", "Math")
+    create_student(svc, "Ada", id="s1")
+    ok(svc, ENROLL_MIN, {"s": "s1", "c": "c1"})
+    intruders = interleave(monkeypatch, propagation, svc, intruder, {})
+    result = run(svc, writer)
+    monkeypatch.undo()
+
+    assert intruders[0].errors == [] and result.errors == []
+    current = {"id": "c1", "subject": "Physics", "teacher": {"id": "t1", "name": "Grace H"}}
+    assert student_classes(svc, "s1") == [current]
+    assert teacher_classes(svc, "t1") == [current]
+    assert ok(svc, 'query { class(id: "c1") { id subject teacher { id name } } }') == {
+        "class": current
+    }
     assert_clean(svc)

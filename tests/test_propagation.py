@@ -140,11 +140,11 @@ def test_a_later_rename_wins_over_an_earlier_ones_late_chunks(
     original = propagation.transact_each
     later: list[Any] = []
 
-    async def later_rename_first(*args: Any, **kwargs: Any) -> None:
+    async def later_rename_first(*args: Any, **kwargs: Any) -> bool:
         if not later:  # the first rename has committed its head; a second one runs now
             later.append(None)  # (before awaiting: the second rename comes through here too)
             later[0] = await execute_async(school, RENAME, {"n": "Admiral Hopper"})
-        await original(*args, **kwargs)
+        return await original(*args, **kwargs)
 
     monkeypatch.setattr(propagation, "transact_each", later_rename_first)
     first = run(school, RENAME, {"n": "Grace Hopper"})

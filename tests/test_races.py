@@ -21,7 +21,7 @@ from graph_api.items import ENROLMENT, MEMBERSHIP
 from graph_api.store import table
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
-from graph_api.writes import classes, edges, propagation, sports
+from graph_api.writes import classes, edges, propagation, sports, teachers
 
 Hook = Callable[[], Awaitable[Any]]
 
@@ -154,6 +154,35 @@ def test_setting_a_class_to_its_own_teacher_cannot_undo_a_rename(
     result = run(svc, 'mutation { updateClass(id: "c1", input: {teacherId: "tA"}) { id } }')
     assert result.errors == []
     assert {e["teacherName"] for e in of_type(scan(svc), "enrolment")} == {"Alicia"}
+    assert_clean(svc)
+
+
+@pytest.mark.parametrize("renamed_first", ["subject", "teacher"])
+def test_a_class_and_its_teacher_renamed_at_once_leave_every_copy_current(
+    svc: Services, between_chunks: Callable[[Hook], None], renamed_first: str
+) -> None:
+    """Enrolments copy the subject from the class and the teacher's name through it: a
+    rename of either, landing between the other's chunks, must survive in every copy."""
+    alice = items.teacher("tA", "Alice")
+    klass = items.school_class("c1", "Math", alice)
+    pupils = students(120)
+    links: list[tuple[Any, Item, Item]] = [
+        (items.TEACHING, alice, klass),
+        *((ENROLMENT, s, klass) for s in pupils),
+    ]
+    seed(svc, [alice, klass, *pupils], links)
+    change_subject = 'mutation { updateClass(id: "c1", input: {subject: "Physics"}) { id } }'
+    rename_teacher = 'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { id } }'
+    if renamed_first == "subject":
+        between_chunks(lambda: teachers.update_teacher(table_of(svc), "tA", "Alicia", None))
+        assert run(svc, change_subject).errors == []
+    else:
+        between_chunks(lambda: classes.update_class(table_of(svc), "c1", "Physics", None, None))
+        assert run(svc, rename_teacher).errors == []
+    copies = {(e["subject"], e["teacherName"]) for e in of_type(scan(svc), "enrolment")}
+    assert copies == {("Physics", "Alicia")}
+    (teaching,) = of_type(scan(svc), "teaching")
+    assert (teaching["subject"], teaching["teacherName"]) == ("Physics", "Alicia")
     assert_clean(svc)
 
 

@@ -220,22 +220,20 @@ async def transact(table: Table, actions: Sequence[Action], token: str | None = 
 
 
 async def transact_each(
-    table: Table, owner: Key, claim: tuple[str, str], actions: Sequence[Action], token: str
+    table: Table, owner: Key, guard: Sequence[Clause], actions: Sequence[Action], token: str
 ) -> bool:
-    """Apply follow-up actions 100 a transaction while `owner` still holds `claim`.
+    """Apply follow-up actions 100 a transaction while `owner` still satisfies `guard`.
 
-    Each transaction checks the claim first: False when a later write took it over (its own
-    copies win; ours stop). An action marked GONE whose condition fails is dropped; one
-    marked STALE raises Stale, for the caller to plan again.
+    Each transaction checks the guard first: False when it fails (the caller finds out why).
+    An action marked GONE whose condition fails is dropped; one marked STALE raises Stale,
+    for the caller to plan again.
     """
-    attribute, value = claim
     pending = list(actions)
     attempt = 0
     while pending:
         chunk = pending[: MAX_ACTIONS - 1]
-        guard = check(owner, ("eq", attribute, value))
         try:
-            await _apply(table, [guard, *chunk], f"{token[:28]}-{attempt}")
+            await _apply(table, [check(owner, *guard), *chunk], f"{token[:28]}-{attempt}")
         except _Failed as failed:
             if failed.index == 0:
                 return False

@@ -13,13 +13,18 @@ transaction when it fits. When it does not:
   again: fields that are sent are propagated even when the node already has their value.
 
 Every plan carries fences: conditions that the edge counts we saw are still the counts, so
-an edge written between our read of the edges and our write makes us read again.
+an edge written between our read of the edges and our write makes us read again. And it
+names its `source`, the node's copied fields as the copies carry them: a class's
+`teacherName` changes with its teacher, not with the class's version, so every transaction
+that writes a class's copies checks that the class still holds the values written.
+A teacher's rename writes only `teacherName` into its classes' edges, never the subject it
+happened to read.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,10 +55,15 @@ CLAIM = "propagation"  # the token of the write whose copies are still being app
 @dataclass
 class Copies:
     units: list[list[Action]] = field(default_factory=list)
-    fences: list[Clause] = field(default_factory=list)
+    fences: list[Clause] = field(default_factory=list)  # the edge counts the plan saw
+    source: dict[str, Any] = field(default_factory=dict)  # node field -> value copied
 
     def actions(self) -> list[Action]:
         return [action for unit in self.units for action in unit]
+
+    def holds(self, skip: Collection[str] = ()) -> list[Clause]:
+        """The node still has the values the copies carry (fields in `skip` excepted)."""
+        return [("eq", f, value) for f, value in sorted(self.source.items()) if f not in skip]
 
 
 @dataclass(frozen=True)
@@ -66,11 +76,12 @@ class NodeWrite:
 
     @classmethod
     def versioned(cls, node: Item, changes: Mapping[str, Any], copies: Copies) -> NodeWrite:
-        """`changes` and a version bump, if the node is still the version we read and its
-        edges still number what the copies were planned from."""
+        """`changes` and a version bump, if the node is still the version we read, its
+        edges still number what the copies were planned from, and the fields it does not
+        change still hold what the copies copy."""
         return cls(
             key_of(node),
-            (("eq", "version", node["version"]), *copies.fences),
+            (("eq", "version", node["version"]), *copies.fences, *copies.holds(skip=changes)),
             {**changes, "version": node["version"] + 1},
         )
 
@@ -103,6 +114,10 @@ def _assign(copies: Mapping[str, str], node: Mapping[str, Any]) -> dict[str, Any
     return {attr: node[src] for attr, src in copies.items()}
 
 
+def _source(copies: Mapping[str, str], node: Mapping[str, Any]) -> dict[str, Any]:
+    return {src: node[src] for src in copies.values()}
+
+
 def _set_all(
     items: Sequence[Item], assign: Mapping[str, Any], guard: Sequence[Clause] = ()
 ) -> list[Action]:
@@ -131,22 +146,33 @@ async def _student_copies(reads: Reads, student: Mapping[str, Any]) -> Copies:
     return Copies(
         units=[_set_all(edges + homes, assign)],
         fences=[("eq", ENROLMENT.owner_count, len(edges))],
+        source=_source(ENROLMENT.owner_copies, student),
     )
 
 
 async def _class_copies(
-    reads: Reads, klass: Mapping[str, Any], guard: Sequence[Clause] = (), teaching: bool = True
+    reads: Reads,
+    klass: Mapping[str, Any],
+    guard: Sequence[Clause] = (),
+    teaching: bool = True,
+    only: Collection[str] | None = None,
 ) -> Copies:
-    """`teaching=False` when the caller replaces the class's teaching edge itself."""
+    """`teaching=False` when the caller replaces the class's teaching edge itself; `only`
+    limits the copies to some of the class's fields."""
     enrolments = await reads.inverse(Kind.CLASS, klass["id"], Kind.STUDENT)
     if len(enrolments) != klass["studentCount"]:
         raise Stale()  # GSI1 has not caught up with the count yet: read again shortly
-    actions = _set_all(enrolments, _assign(ENROLMENT.target_copies, klass), guard)
+    copied = {a: src for a, src in ENROLMENT.target_copies.items() if only is None or src in only}
+    actions = _set_all(enrolments, _assign(copied, klass), guard)
     if teaching:
         edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, klass["id"])
-        assign = _assign(TEACHING.target_copies, klass)
-        actions.append(update(edge, EXISTS, *guard, assign=assign, on_fail=GONE))
-    return Copies(units=[actions], fences=[("eq", "studentCount", len(enrolments))])
+        taught = {a: src for a, src in TEACHING.target_copies.items() if src in copied.values()}
+        actions.append(update(edge, EXISTS, *guard, assign=_assign(taught, klass), on_fail=GONE))
+    return Copies(
+        units=[actions],
+        fences=[("eq", "studentCount", len(enrolments))],
+        source=_source(copied, klass),
+    )
 
 
 async def _sport_copies(reads: Reads, sport: Mapping[str, Any]) -> Copies:
@@ -154,19 +180,25 @@ async def _sport_copies(reads: Reads, sport: Mapping[str, Any]) -> Copies:
     if len(members) != sport["studentCount"]:
         raise Stale()
     assign = _assign(MEMBERSHIP.target_copies, sport)
-    return Copies(units=[_set_all(members, assign)], fences=[("eq", "studentCount", len(members))])
+    return Copies(
+        units=[_set_all(members, assign)],
+        fences=[("eq", "studentCount", len(members))],
+        source=_source(MEMBERSHIP.target_copies, sport),
+    )
 
 
 async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any]) -> Copies:
     owned = await reads.partition(Kind.TEACHER, teacher["id"])
     class_ids = [i["classId"] for i in owned if i["type"] == TEACHING.name]
-    copies = Copies(fences=[("eq", TEACHING.owner_count, len(class_ids))])
+    copies = Copies(
+        fences=[("eq", TEACHING.owner_count, len(class_ids))], source={"name": teacher["name"]}
+    )
     # Every copy is guarded by "still this teacher's": a class moved away meanwhile keeps
-    # the copies its move wrote.
+    # the copies its move wrote. Only the name is copied: the subject is the class's to copy.
     ours: Clause = ("eq", "teacherId", teacher["id"])
     for klass in await reads.nodes(Kind.CLASS, class_ids):
         renamed = {**klass, "teacherName": teacher["name"]}
-        inner = await _class_copies(reads, renamed, guard=[ours])
+        inner = await _class_copies(reads, renamed, guard=[ours], only={"teacherName"})
         # The class first: enrolments from then on copy the new name from it.
         own = update(
             key_of(klass),
@@ -231,12 +263,18 @@ async def write(
     attempt = 0
     while True:
         try:
-            if await transact_each(table, node.key, (CLAIM, token), pending, token):
+            guard = [("eq", CLAIM, token), *copies.holds()]
+            if await transact_each(table, node.key, guard, pending, token):
                 # Done and still ours: release the claim (a newer write may hold it since).
                 release = update(node.key, ("eq", CLAIM, token), remove=[CLAIM])
                 with contextlib.suppress(Conflict):
                     await transact(table, [release])
-            return
+                return
+            # The guard failed: a later write took the claim over (its copies win), or a
+            # copied field changed under ours (a class's teacher was renamed): plan again.
+            current = await table.get(node.key, consistent=True)
+            if current is None or current.get(CLAIM) != token:
+                return
         except Stale:
             pass
         while True:  # plan the copies again from the node as it is now, and claim them
@@ -250,7 +288,12 @@ async def write(
                 copies = await replan()
                 token = new_token()
                 claim = update(
-                    node.key, EXISTS, *copies.fences, assign={CLAIM: token}, on_fail=STALE
+                    node.key,
+                    EXISTS,
+                    *copies.fences,
+                    *copies.holds(),
+                    assign={CLAIM: token},
+                    on_fail=STALE,
                 )
                 await transact(table, [claim], token)
             except Stale:
