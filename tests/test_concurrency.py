@@ -7,7 +7,6 @@ requests would), through the shared DynamoDB client and its thread pool.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from write_support import (
     create_class,
     create_student,
     create_teacher,
-    execute_async,
     execute_concurrently,
+    interleave,
     of_type,
     ok,
     run,
@@ -144,35 +143,7 @@ def test_renames_racing_with_enrolments_leave_every_copy_current(
     assert_clean(svc)
 
 
-# -- interleavings forced step by step ------------------------------------------------------
-#
-# A writer reads, then writes one transaction. These tests run another mutation to completion
-# between the two steps, by wrapping the module's `transact` so that the first transaction of
-# the mutation under test waits for the intruding mutation first.
-
-Transact = Callable[..., Awaitable[None]]
-
-
-def interleave(
-    monkeypatch: pytest.MonkeyPatch,
-    module: Any,
-    services: Services,
-    query: str,
-    variables: dict[str, Any],
-) -> list[Any]:
-    """Before `module`'s next transaction, run `query` (once); returns its results."""
-    original: Transact = module.transact
-    intruders: list[Any] = []
-    started: list[bool] = []  # set first: the intruder's own transactions pass straight on
-
-    async def transact_after_intruder(*args: Any, **kwargs: Any) -> None:
-        if not started:
-            started.append(True)
-            intruders.append(await execute_async(services, query, variables))
-        await original(*args, **kwargs)
-
-    monkeypatch.setattr(module, "transact", transact_after_intruder)
-    return intruders
+# -- interleavings forced step by step (see `interleave`) ----------------------------------
 
 
 def test_delete_student_racing_an_email_change_frees_the_new_email(

@@ -12,7 +12,18 @@ from typing import Any
 import jwt
 import pytest
 from starlette.testclient import TestClient
-from write_support import assert_clean, fresh_services, of_type, ok, run, scan
+from write_support import (
+    assert_clean,
+    fresh_services,
+    interleave,
+    of_type,
+    ok,
+    run,
+    scan,
+    sport_students,
+    student_classes,
+    student_sports,
+)
 
 from graph_api import items
 from graph_api.app import create_app
@@ -183,6 +194,84 @@ def test_a_class_and_its_teacher_renamed_at_once_leave_every_copy_current(
     assert copies == {("Physics", "Alicia")}
     (teaching,) = of_type(scan(svc), "teaching")
     assert (teaching["subject"], teaching["teacherName"]) == ("Physics", "Alicia")
+    assert_clean(svc)
+
+
+# -- an edge swapped in before a chunked write's first transaction ---------------------------
+#
+# Chunked writes fence their edges by count. One edge unlinked and another linked between the
+# plan's read and its first transaction leave the count as it was; the new edge copied the old
+# value. The unlinked edge's copy (last in order, so in a follow-up chunk) then fails its
+# condition, and the write must plan again rather than skip it.
+
+
+@pytest.mark.parametrize(
+    ("write", "check"),
+    [
+        (
+            'mutation { updateClass(id: "c1", input: {subject: "Physics"}) { id } }',
+            lambda svc: [c["subject"] for c in student_classes(svc, "s120")] == ["Physics"],
+        ),
+        (
+            'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { id } }',
+            lambda svc: [c["teacher"]["name"] for c in student_classes(svc, "s120")] == ["Alicia"],
+        ),
+    ],
+    ids=["subject change", "teacher rename"],
+)
+def test_a_chunked_class_write_reaches_an_enrolment_swapped_in_before_it(
+    svc: Services, monkeypatch: pytest.MonkeyPatch, write: str, check: Callable[..., bool]
+) -> None:
+    alice = items.teacher("tA", "Alice")
+    klass = items.school_class("c1", "Math", alice)
+    pupils = students(121)  # s120 is not enrolled yet
+    links: list[tuple[Any, Item, Item]] = [
+        (items.TEACHING, alice, klass),
+        *((ENROLMENT, s, klass) for s in pupils[:120]),
+    ]
+    seed(svc, [alice, klass, *pupils], links)
+    swap = """mutation {
+      unenrollStudent(studentId: "s119", classId: "c1") { id }
+      enrollStudent(studentId: "s120", classId: "c1") { id } }"""
+    intruders = interleave(monkeypatch, propagation, svc, swap)
+    result = run(svc, write)
+    monkeypatch.undo()
+    assert intruders[0].errors == [] and result.errors == []
+    assert check(svc)
+    assert_clean(svc)
+
+
+def test_a_chunked_sport_rename_reaches_a_membership_swapped_in_before_it(
+    svc: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sport = items.sport("p1", "Chess", None)
+    members = students(121)
+    seed(svc, [sport, *members], [(MEMBERSHIP, s, sport) for s in members[:120]])
+    swap = """mutation {
+      leaveSport(studentId: "s119", sportId: "p1") { id }
+      joinSport(studentId: "s120", sportId: "p1") { id } }"""
+    intruders = interleave(monkeypatch, propagation, svc, swap)
+    result = run(svc, 'mutation { updateSport(id: "p1", input: {name: "Go"}) { id } }')
+    monkeypatch.undo()
+    assert intruders[0].errors == [] and result.errors == []
+    assert [s["name"] for s in student_sports(svc, "s120")] == ["Go"]
+    assert_clean(svc)
+
+
+def test_a_chunked_student_rename_reaches_a_membership_swapped_in_before_it(
+    svc: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ada = items.student("ada", "Ada", "ada@ex.org")
+    sports_ = [items.sport(f"p{n:03d}", f"Sport {n}", None) for n in range(121)]
+    seed(svc, [ada, *sports_], [(MEMBERSHIP, ada, p) for p in sports_[:120]])
+    swap = """mutation {
+      leaveSport(studentId: "ada", sportId: "p119") { id }
+      joinSport(studentId: "ada", sportId: "p120") { id } }"""
+    intruders = interleave(monkeypatch, propagation, svc, swap)
+    result = run(svc, 'mutation { updateStudent(id: "ada", input: {name: "Ada L"}) { id } }')
+    monkeypatch.undo()
+    assert intruders[0].errors == [] and result.errors == []
+    assert [s["name"] for s in sport_students(svc, "p120")] == ["Ada L"]
     assert_clean(svc)
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
+import pytest
 from conftest import Result, execute, make_settings
 
 from graph_api.check import check_table
@@ -312,3 +313,34 @@ def all_ok(results: Sequence[Result]) -> None:
 
 CREATE_STUDENT_MIN = "mutation($i: CreateStudentInput!) { createStudent(input: $i) { id } }"
 ENROLL_MIN = "mutation($s: ID!, $c: ID!) { enrollStudent(studentId: $s, classId: $c) { id } }"
+
+
+# -- interleavings forced step by step ------------------------------------------------------
+#
+# A writer reads, then writes one transaction. `interleave` runs another mutation to
+# completion between the two steps, by wrapping the module's `transact` so that the first
+# transaction of the mutation under test waits for the intruding mutation first.
+
+Transact = Callable[..., Awaitable[None]]
+
+
+def interleave(
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    services: Services,
+    query: str,
+    variables: dict[str, Any] | None = None,
+) -> list[Result]:
+    """Before `module`'s next transaction, run `query` (once); returns its results."""
+    original: Transact = module.transact
+    intruders: list[Result] = []
+    started: list[bool] = []  # set first: the intruder's own transactions pass straight on
+
+    async def transact_after_intruder(*args: Any, **kwargs: Any) -> None:
+        if not started:
+            started.append(True)
+            intruders.append(await execute_async(services, query, variables))
+        await original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "transact", transact_after_intruder)
+    return intruders

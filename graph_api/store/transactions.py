@@ -40,14 +40,6 @@ class Stale(Exception):
 STALE = Stale()  # a marker for `on_fail`; a fresh `Stale` is raised each time
 
 
-class Gone(Stale):
-    """A copy's item vanished (or changed hands): read again, or in follow-up chunks,
-    where the node's own write has committed, simply skip it."""
-
-
-GONE = Gone()
-
-
 @dataclass
 class _Expression:
     names: dict[str, str] = field(default_factory=dict)
@@ -225,23 +217,16 @@ async def transact_each(
     """Apply follow-up actions 100 a transaction while `owner` still satisfies `guard`.
 
     Each transaction checks the guard first: False when it fails (the caller finds out why).
-    An action marked GONE whose condition fails is dropped; one marked STALE raises Stale,
-    for the caller to plan again.
+    Any other failed condition raises Stale: what the actions were planned from changed
+    (an edge vanished, perhaps with another in its place), for the caller to plan again.
     """
-    pending = list(actions)
-    attempt = 0
-    while pending:
-        chunk = pending[: MAX_ACTIONS - 1]
-        try:
-            await _apply(table, [check(owner, *guard), *chunk], f"{token[:28]}-{attempt}")
+    step = MAX_ACTIONS - 1
+    for n, start in enumerate(range(0, len(actions), step)):
+        chunk = actions[start : start + step]
+        try:  # each chunk is its own transaction, so it needs a token of its own
+            await _apply(table, [check(owner, *guard), *chunk], f"{token[:28]}-{n}")
         except _Failed as failed:
             if failed.index == 0:
                 return False
-            failure = chunk[failed.index - 1].on_fail
-            if isinstance(failure, Stale) and not isinstance(failure, Gone):
-                raise Stale() from None
-            del pending[failed.index - 1]
-        else:
-            del pending[: len(chunk)]
-        attempt += 1  # another set of actions needs a token of its own
+            raise Stale() from None
     return True

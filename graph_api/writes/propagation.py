@@ -13,12 +13,14 @@ transaction when it fits. When it does not:
   again: fields that are sent are propagated even when the node already has their value.
 
 Every plan carries fences: conditions that the edge counts we saw are still the counts, so
-an edge written between our read of the edges and our write makes us read again. And it
-names its `source`, the node's copied fields as the copies carry them: a class's
-`teacherName` changes with its teacher, not with the class's version, so every transaction
-that writes a class's copies checks that the class still holds the values written.
-A teacher's rename writes only `teacherName` into its classes' edges, never the subject it
-happened to read.
+an edge written between our read of the edges and our write makes us read again. A count
+can hide a swap (one edge unlinked, another linked, which copied the old value): the copy
+of the unlinked edge then fails its `exists` condition, in whichever chunk it is, and the
+write reads again. And every plan names its `source`, the node's copied fields as the
+copies carry them: a class's `teacherName` changes with its teacher, not with the class's
+version, so every transaction that writes a class's copies checks that the class still
+holds the values written. A teacher's rename writes only `teacherName` into its classes'
+edges, never the subject it happened to read.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from graph_api.store.codec import Item
 from graph_api.store.retry import MAX_ATTEMPTS
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
-    GONE,
     MAX_ACTIONS,
     STALE,
     Action,
@@ -121,9 +122,10 @@ def _source(copies: Mapping[str, str], node: Mapping[str, Any]) -> dict[str, Any
 def _set_all(
     items: Sequence[Item], assign: Mapping[str, Any], guard: Sequence[Clause] = ()
 ) -> list[Action]:
-    # Conditioned on `exists`: a copy never resurrects an edge deleted meanwhile (in a
-    # follow-up chunk it is dropped; in one transaction the write reads again).
-    return [update(key_of(item), EXISTS, *guard, assign=assign, on_fail=GONE) for item in items]
+    # Conditioned on `exists`: a copy never resurrects an edge deleted meanwhile. A vanished
+    # edge means the edges changed since the plan (its count may hide one linked in its
+    # place, which copied the old value): the write reads again, even in a follow-up chunk.
+    return [update(key_of(item), EXISTS, *guard, assign=assign, on_fail=STALE) for item in items]
 
 
 async def copies_for(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> Copies:
@@ -167,7 +169,7 @@ async def _class_copies(
     if teaching:
         edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, klass["id"])
         taught = {a: src for a, src in TEACHING.target_copies.items() if src in copied.values()}
-        actions.append(update(edge, EXISTS, *guard, assign=_assign(taught, klass), on_fail=GONE))
+        actions.append(update(edge, EXISTS, *guard, assign=_assign(taught, klass), on_fail=STALE))
     return Copies(
         units=[actions],
         fences=[("eq", "studentCount", len(enrolments))],
