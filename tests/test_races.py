@@ -205,6 +205,14 @@ def test_a_class_and_its_teacher_renamed_at_once_leave_every_copy_current(
 # condition, and the write must plan again rather than skip it.
 
 
+def write_after_swap(svc: Services, monkeypatch: pytest.MonkeyPatch, swap: str, write: str) -> None:
+    """Run `write`, with `swap` committed between its read and its first transaction."""
+    intruders = interleave(monkeypatch, propagation, svc, swap)
+    result = run(svc, write)
+    monkeypatch.undo()
+    assert intruders[0].errors == [] and result.errors == []
+
+
 @pytest.mark.parametrize(
     ("write", "check"),
     [
@@ -233,10 +241,7 @@ def test_a_chunked_class_write_reaches_an_enrolment_swapped_in_before_it(
     swap = """mutation {
       unenrollStudent(studentId: "s119", classId: "c1") { id }
       enrollStudent(studentId: "s120", classId: "c1") { id } }"""
-    intruders = interleave(monkeypatch, propagation, svc, swap)
-    result = run(svc, write)
-    monkeypatch.undo()
-    assert intruders[0].errors == [] and result.errors == []
+    write_after_swap(svc, monkeypatch, swap, write)
     assert check(svc)
     assert_clean(svc)
 
@@ -250,10 +255,9 @@ def test_a_chunked_sport_rename_reaches_a_membership_swapped_in_before_it(
     swap = """mutation {
       leaveSport(studentId: "s119", sportId: "p1") { id }
       joinSport(studentId: "s120", sportId: "p1") { id } }"""
-    intruders = interleave(monkeypatch, propagation, svc, swap)
-    result = run(svc, 'mutation { updateSport(id: "p1", input: {name: "Go"}) { id } }')
-    monkeypatch.undo()
-    assert intruders[0].errors == [] and result.errors == []
+    write_after_swap(
+        svc, monkeypatch, swap, 'mutation { updateSport(id: "p1", input: {name: "Go"}) { id } }'
+    )
     assert [s["name"] for s in student_sports(svc, "s120")] == ["Go"]
     assert_clean(svc)
 
@@ -267,10 +271,8 @@ def test_a_chunked_student_rename_reaches_a_membership_swapped_in_before_it(
     swap = """mutation {
       leaveSport(studentId: "ada", sportId: "p119") { id }
       joinSport(studentId: "ada", sportId: "p120") { id } }"""
-    intruders = interleave(monkeypatch, propagation, svc, swap)
-    result = run(svc, 'mutation { updateStudent(id: "ada", input: {name: "Ada L"}) { id } }')
-    monkeypatch.undo()
-    assert intruders[0].errors == [] and result.errors == []
+    rename = 'mutation { updateStudent(id: "ada", input: {name: "Ada L"}) { id } }'
+    write_after_swap(svc, monkeypatch, swap, rename)
     assert [s["name"] for s in sport_students(svc, "p120")] == ["Ada L"]
     assert_clean(svc)
 
