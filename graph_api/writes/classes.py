@@ -76,10 +76,7 @@ async def update_class(
                 ),
                 *_join_teacher(teacher, {**klass, **changes}),
             ]
-        copies = await propagation.plan(reads, Kind.CLASS, klass, changes, moving=moving)
-        write = propagation.NodeWrite.versioned(klass, changes, copies)
-        replan = propagation.replan(reads, Kind.CLASS, id_)
-        await propagation.write(table, write, head, copies, replan)
+        await propagation.update_node(reads, Kind.CLASS, klass, changes, head, moving=moving)
         return id_
 
     return await retrying(table, attempt)

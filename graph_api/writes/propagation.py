@@ -232,6 +232,22 @@ async def plan(
     return await copies_for(reads, kind, state)
 
 
+async def update_node(
+    reads: Reads,
+    kind: Kind,
+    node: Item,
+    changes: Mapping[str, Any],
+    head: Sequence[Action] = (),
+    *,
+    moving: bool = False,
+) -> None:
+    """Write `changes` to `node` (as read; the caller has checked `expectedVersion`), with
+    `head` and every copy the changes need: how each `update*` mutation writes."""
+    copies = await plan(reads, kind, node, changes, moving=moving)
+    write_ = NodeWrite.versioned(node, changes, copies)
+    await write(reads.table, write_, head, copies, replan(reads, kind, node["id"]))
+
+
 Replan = Callable[[], Awaitable[Copies]]
 
 

@@ -35,10 +35,7 @@ async def update_sport(
             changes["name"] = name
         if coach is not UNSET:
             changes["coach"] = coach
-        copies = await propagation.plan(reads, Kind.SPORT, node, changes)
-        write = propagation.NodeWrite.versioned(node, changes, copies)
-        replan = propagation.replan(reads, Kind.SPORT, id_)
-        await propagation.write(table, write, [], copies, replan)
+        await propagation.update_node(reads, Kind.SPORT, node, changes)
         return id_
 
     return await retrying(table, attempt)

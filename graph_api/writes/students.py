@@ -59,17 +59,13 @@ async def update_student(
         # Sent fields are written and propagated even when unchanged: sending an update
         # again completes copies an interrupted one left behind.
         changes = {k: v for k, v in (("name", name), ("email", email)) if v is not None}
-        copies = await propagation.plan(reads, Kind.STUDENT, node, changes)
-        write = propagation.NodeWrite.versioned(node, changes, copies)
         head: list[Action] = []
         if email is not None and keys.normalize_email(email) != keys.normalize_email(node["email"]):
             head += [
                 _release_guard(node["email"], id_),
                 put(items.email_guard({**node, **changes}), NOT_EXISTS, on_fail=_taken(email)),
             ]
-        await propagation.write(
-            table, write, head, copies, propagation.replan(reads, Kind.STUDENT, id_)
-        )
+        await propagation.update_node(reads, Kind.STUDENT, node, changes, head)
         return id_
 
     return await retrying(table, attempt)

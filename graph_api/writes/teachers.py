@@ -25,10 +25,7 @@ async def update_teacher(table: Table, id_: str, name: str | None, expected: int
         node = await reads.node(Kind.TEACHER, id_)
         expect_version(node, expected)
         changes = {"name": name} if name is not None else {}  # sent: propagated (resumes)
-        copies = await propagation.plan(reads, Kind.TEACHER, node, changes)
-        write = propagation.NodeWrite.versioned(node, changes, copies)
-        replan = propagation.replan(reads, Kind.TEACHER, id_)
-        await propagation.write(table, write, [], copies, replan)
+        await propagation.update_node(reads, Kind.TEACHER, node, changes)
         return id_
 
     return await retrying(table, attempt)
