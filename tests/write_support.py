@@ -143,44 +143,28 @@ def create_sport(
     return data["createSport"]  # type: ignore[no-any-return]
 
 
+def _edge_mutation(
+    services: Services, field: str, target: str, student_id: str, target_id: str
+) -> Result:
+    query = f"""mutation($s: ID!, $t: ID!) {{
+      {field}(studentId: $s, {target}: $t) {{ id studentCount }} }}"""
+    return execute(services, query, {"s": student_id, "t": target_id})
+
+
 def enroll(services: Services, student_id: str, class_id: str) -> Result:
-    return execute(
-        services,
-        """mutation($s: ID!, $c: ID!) {
-          enrollStudent(studentId: $s, classId: $c) { id studentCount }
-        }""",
-        {"s": student_id, "c": class_id},
-    )
+    return _edge_mutation(services, "enrollStudent", "classId", student_id, class_id)
 
 
 def unenroll(services: Services, student_id: str, class_id: str) -> Result:
-    return execute(
-        services,
-        """mutation($s: ID!, $c: ID!) {
-          unenrollStudent(studentId: $s, classId: $c) { id studentCount }
-        }""",
-        {"s": student_id, "c": class_id},
-    )
+    return _edge_mutation(services, "unenrollStudent", "classId", student_id, class_id)
 
 
 def join(services: Services, student_id: str, sport_id: str) -> Result:
-    return execute(
-        services,
-        """mutation($s: ID!, $p: ID!) {
-          joinSport(studentId: $s, sportId: $p) { id studentCount }
-        }""",
-        {"s": student_id, "p": sport_id},
-    )
+    return _edge_mutation(services, "joinSport", "sportId", student_id, sport_id)
 
 
 def leave(services: Services, student_id: str, sport_id: str) -> Result:
-    return execute(
-        services,
-        """mutation($s: ID!, $p: ID!) {
-          leaveSport(studentId: $s, sportId: $p) { id studentCount }
-        }""",
-        {"s": student_id, "p": sport_id},
-    )
+    return _edge_mutation(services, "leaveSport", "sportId", student_id, sport_id)
 
 
 # -- reading it back --------------------------------------------------------------------------
