@@ -1,0 +1,183 @@
+"""What the embedded server adds in front of moto's WSGI app, at the wire.
+
+- Isolation: moto applies a transaction action by action, so a reader could see half of
+  one. Writes run alone and reads run together (a readers-writer lock). With moto's costs
+  fixed (`moto_fixes`), a write holds the lock for milliseconds.
+- Idempotency: DynamoDB answers a `TransactWriteItems` resent with the same
+  `ClientRequestToken` within 10 minutes as it answered the first (without writing again),
+  or with `IdempotentParameterMismatchException` if the request differs. moto ignores the
+  token, so a retry after a lost response would apply twice; the server keeps the token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+WRITES = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "CreateTable",
+        "UpdateTable",
+        "DeleteTable",
+        "ExecuteStatement",
+        "BatchExecuteStatement",
+        "ExecuteTransaction",
+        "RestoreTableFromBackup",
+        "RestoreTableToPointInTime",
+        "ImportTable",
+    }
+)
+TOKEN_LIFETIME = 600.0  # seconds DynamoDB keeps a ClientRequestToken
+MAX_TOKENS = 100_000  # a bound on memory, far above what 10 minutes of a demo sends
+
+
+class ReadWriteLock:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            # Writers first: a stream of readers must not starve a waiting write.
+            self._cond.wait_for(lambda: not self._writing and not self._writers_waiting)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            self._cond.wait_for(lambda: not self._writing and not self._readers)
+            self._writers_waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    request: str  # a digest of the request body, to tell a resend from a reuse
+    at: float
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class _Tokens:
+    """Answers to `TransactWriteItems` by `ClientRequestToken`, for 10 minutes."""
+
+    def __init__(self) -> None:
+        self._answers: OrderedDict[str, _Answer] = OrderedDict()
+
+    def get(self, token: str, now: float) -> _Answer | None:
+        self._expire(now)
+        return self._answers.get(token)
+
+    def put(self, token: str, answer: _Answer) -> None:
+        self._answers[token] = answer
+        self._expire(answer.at)
+        while len(self._answers) > MAX_TOKENS:
+            self._answers.popitem(last=False)
+
+    def _expire(self, now: float) -> None:
+        while self._answers:
+            oldest = next(iter(self._answers.values()))
+            if now - oldest.at < TOKEN_LIFETIME:
+                return
+            self._answers.popitem(last=False)
+
+
+def _mismatch() -> tuple[str, list[tuple[str, str]], bytes]:
+    body = json.dumps(
+        {
+            "__type": "com.amazonaws.dynamodb.v20120810#IdempotentParameterMismatchException",
+            "message": "The request uses the same client token as a previous, but non-identical"
+            " request. Do not reuse a client token with different requests, unless the"
+            " requests are identical.",
+        }
+    ).encode()
+    headers = [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(body)))]
+    return "400 Bad Request", headers, body
+
+
+class Serialized:
+    """A WSGI wrapper: writes alone, reads together, transactions idempotent by token."""
+
+    def __init__(self, app: WSGIApp, clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self.lock = ReadWriteLock()
+        self.tokens = _Tokens()
+        self.clock = clock
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        operation = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
+        if operation not in WRITES:
+            with self.lock.read():
+                return list(self.app(environ, start_response))  # the whole answer, locked
+        with self.lock.write():
+            if operation == "TransactWriteItems":
+                return self._transaction(environ, start_response)
+            return list(self.app(environ, start_response))
+
+    def _transaction(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> list[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            token = json.loads(body).get("ClientRequestToken")
+        except ValueError:
+            token = None
+        if not isinstance(token, str):
+            return list(self.app(environ, start_response))
+        digest = hashlib.sha256(body).hexdigest()
+        now = self.clock()
+        previous = self.tokens.get(token, now)
+        if previous is not None:
+            if previous.request != digest:
+                status, headers, answer = _mismatch()
+                start_response(status, headers)
+                return [answer]
+            start_response(previous.status, previous.headers)
+            return [previous.body]
+
+        seen: dict[str, Any] = {}
+
+        def keep(status: str, headers: list[tuple[str, str]], *args: Any) -> Any:
+            seen.update(status=status, headers=list(headers))
+            return start_response(status, headers, *args)
+
+        chunks = list(self.app(environ, keep))
+        if str(seen.get("status", "")).startswith("200"):  # only a committed write repeats
+            self.tokens.put(
+                token, _Answer(digest, now, seen["status"], seen["headers"], b"".join(chunks))
+            )
+        return chunks
