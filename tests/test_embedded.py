@@ -1,0 +1,295 @@
+"""DynamoDB's behaviour that moto lacks and the embedded backend restores (store/embedded/).
+
+Each test states what DynamoDB does; it runs on both backends, so DynamoDB Local shows the
+behaviour is DynamoDB's own and moto shows the embedded backend matches it. Tests that
+pin how (no whole-table copies, no whole-table walks) run on moto only.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+from write_support import (
+    assert_clean,
+    create_class,
+    create_student,
+    create_teacher,
+    enroll,
+    ok,
+    scan,
+)
+
+from graph_api.graph.context import Services
+
+Client = Any
+
+
+@pytest.fixture
+def db(empty_services: Services) -> tuple[Client, str]:
+    return empty_services.dynamo.client, empty_services.settings.table
+
+
+def _key(pk: str, sk: str = "A") -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": sk}}
+
+
+def _count(db: tuple[Client, str], pk: str) -> int:
+    client, name = db
+    item = client.get_item(TableName=name, Key=_key(pk), ConsistentRead=True).get("Item")
+    return int(item["n"]["N"]) if item else 0
+
+
+def _add_one(name: str, pk: str) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": name,
+            "Key": _key(pk),
+            "UpdateExpression": "ADD n :one",
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        }
+    }
+
+
+def test_a_transaction_resent_with_its_token_applies_once(db: tuple[Client, str]) -> None:
+    client, name = db
+    token = uuid.uuid4().hex
+    for _ in range(3):  # a client that never saw the answer sends it again
+        client.transact_write_items(TransactItems=[_add_one(name, "c")], ClientRequestToken=token)
+    assert _count(db, "c") == 1
+    client.transact_write_items(TransactItems=[_add_one(name, "c")], ClientRequestToken="other")
+    assert _count(db, "c") == 2
+
+
+def test_a_token_reused_for_another_request_is_refused(db: tuple[Client, str]) -> None:
+    client, name = db
+    token = uuid.uuid4().hex
+    client.transact_write_items(TransactItems=[_add_one(name, "a")], ClientRequestToken=token)
+    with pytest.raises(ClientError) as refused:
+        client.transact_write_items(TransactItems=[_add_one(name, "b")], ClientRequestToken=token)
+    assert refused.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+    assert (_count(db, "a"), _count(db, "b")) == (1, 0)
+
+
+def test_a_cancelled_transaction_writes_nothing_and_can_be_resent(
+    db: tuple[Client, str],
+) -> None:
+    client, name = db
+    client.put_item(TableName=name, Item={**_key("kept"), "v": {"S": "before"}})
+    actions = [
+        {"Put": {"TableName": name, "Item": {**_key("new"), "v": {"S": "x"}}}},
+        {
+            "Update": {
+                "TableName": name,
+                "Key": _key("kept"),
+                "UpdateExpression": "SET v = :v",
+                "ExpressionAttributeValues": {":v": {"S": "after"}},
+            }
+        },
+        {
+            "ConditionCheck": {
+                "TableName": name,
+                "Key": _key("gate"),
+                "ConditionExpression": "attribute_exists(PK)",
+            }
+        },
+    ]
+    before = client.scan(TableName=name, ConsistentRead=True)["Items"]
+    token = uuid.uuid4().hex
+    with pytest.raises(ClientError) as cancelled:
+        client.transact_write_items(TransactItems=actions, ClientRequestToken=token)
+    reasons = [r["Code"] for r in cancelled.value.response["CancellationReasons"]]
+    assert reasons == ["None", "None", "ConditionalCheckFailed"]
+    assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
+    # A refused transaction is not remembered: once the gate exists, the resend applies.
+    client.put_item(TableName=name, Item=_key("gate"))
+    client.transact_write_items(TransactItems=actions, ClientRequestToken=token)
+    assert client.get_item(TableName=name, Key=_key("kept"))["Item"]["v"] == {"S": "after"}
+
+
+def test_a_transaction_failing_half_way_leaves_every_item_as_it_was(
+    db: tuple[Client, str],
+) -> None:
+    client, name = db
+    client.put_item(TableName=name, Item={**_key("text"), "n": {"S": "not a number"}})
+    client.put_item(TableName=name, Item={**_key("old"), "v": {"S": "old"}})
+    before = client.scan(TableName=name, ConsistentRead=True)["Items"]
+    with pytest.raises(ClientError):
+        client.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": name, "Item": {**_key("old"), "v": {"S": "new"}}}},
+                {"Put": {"TableName": name, "Item": _key("fresh")}},
+                _add_one(name, "text"),  # ADD to a string: refused when applied
+            ]
+        )
+    assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
+
+
+def _gsi(db: tuple[Client, str], partition: str) -> list[tuple[str, str]]:
+    client, name = db
+    items = client.query(
+        TableName=name,
+        IndexName="GSI1",
+        KeyConditionExpression="GSI1PK = :p",
+        ExpressionAttributeValues={":p": {"S": partition}},
+    )["Items"]
+    return [(i["PK"]["S"], i["GSI1SK"]["S"]) for i in items]
+
+
+def test_index_queries_follow_every_kind_of_write(db: tuple[Client, str]) -> None:
+    """Random puts, updates that move an item between index partitions, deletes, batches
+    and cancelled transactions; after each, every index partition lists what it should."""
+    client, name = db
+    rng = random.Random(5)
+    model: dict[str, tuple[str, str] | None] = {}  # PK -> (GSI1PK, GSI1SK), or unindexed
+    partitions = ["g0", "g1", "g2"]
+
+    def indexed(pk: str) -> dict[str, Any]:
+        where = (rng.choice(partitions), f"s{rng.randrange(100):03d}")
+        model[pk] = where
+        return {**_key(pk), "GSI1PK": {"S": where[0]}, "GSI1SK": {"S": where[1]}}
+
+    for step in range(60):
+        pk = f"n{rng.randrange(12)}"
+        kind = rng.choice(["put", "update", "unindex", "delete", "batch", "transact", "cancel"])
+        if kind == "put":
+            client.put_item(TableName=name, Item=indexed(pk))
+        elif kind == "update":
+            item = indexed(pk)
+            client.update_item(
+                TableName=name,
+                Key=_key(pk),
+                UpdateExpression="SET GSI1PK = :p, GSI1SK = :s",
+                ExpressionAttributeValues={":p": item["GSI1PK"], ":s": item["GSI1SK"]},
+            )
+        elif kind == "unindex" and model.get(pk):
+            client.update_item(TableName=name, Key=_key(pk), UpdateExpression="REMOVE GSI1PK")
+            model[pk] = None
+        elif kind == "delete":
+            client.delete_item(TableName=name, Key=_key(pk))
+            model.pop(pk, None)
+        elif kind == "batch":
+            client.batch_write_item(
+                RequestItems={name: [{"PutRequest": {"Item": indexed(f"b{step}")}}]}
+            )
+        elif kind == "transact":
+            client.transact_write_items(
+                TransactItems=[{"Put": {"TableName": name, "Item": indexed(pk)}}]
+            )
+        elif kind == "cancel":
+            saved = model.get(pk)
+            moved = indexed(pk)
+            model[pk] = saved
+            if saved is None:
+                model.pop(pk, None)
+            with pytest.raises(ClientError):
+                client.transact_write_items(
+                    TransactItems=[
+                        {"Put": {"TableName": name, "Item": moved}},
+                        {
+                            "ConditionCheck": {
+                                "TableName": name,
+                                "Key": _key("never"),
+                                "ConditionExpression": "attribute_exists(PK)",
+                            }
+                        },
+                    ]
+                )
+        for partition in partitions:
+            listed = _gsi(db, partition)
+            # In sort-key order; DynamoDB leaves the order of equal sort keys undefined.
+            assert [sk for _, sk in listed] == sorted(sk for _, sk in listed)
+            expected = {(k, v[1]) for k, v in model.items() if v and v[0] == partition}
+            assert set(listed) == expected and len(listed) == len(expected), (step, kind)
+
+
+# -- how: the embedded backend's work does not grow with the table (moto only) -------------
+
+
+@pytest.fixture
+def moto_only(backend: str) -> None:
+    if backend != "moto":
+        pytest.skip("pins how the embedded backend works")
+
+
+@pytest.fixture
+def no_table_walks(moto_only: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    from moto.dynamodb.models.table import Table
+
+    walks: list[str] = []
+
+    def refuse(self: Any, memo: Any = None) -> Any:
+        walks.append("deepcopy")
+        raise AssertionError("a whole table was copied")
+
+    original = Table.all_items
+
+    def counted(self: Any) -> Any:
+        walks.append("all_items")
+        return original(self)
+
+    monkeypatch.setattr(Table, "__deepcopy__", refuse, raising=False)
+    monkeypatch.setattr(Table, "all_items", counted)
+    yield walks
+
+
+def test_writes_and_queries_never_walk_the_whole_table(
+    empty_services: Services, no_table_walks: list[str]
+) -> None:
+    svc = empty_services
+    create_teacher(svc, "t1")
+    create_class(svc, "c1", "t1", subject="Chemistry")
+    for n in range(5):
+        create_student(svc, f"S{n}", f"s{n}@ex.org", id=f"s{n}", home=_home())
+        assert enroll(svc, f"s{n}", "c1").errors == []
+    data = ok(
+        svc,
+        """{ class(id: "c1") { students(first: 3) { edges { node { id } } } }
+             studentsByLocation(country: "Chile", first: 2) { edges { node { id } } } }""",
+    )
+    assert len(data["class"]["students"]["edges"]) == 3
+    assert len(data["studentsByLocation"]["edges"]) == 2
+    assert no_table_walks == []
+
+
+def _home() -> dict[str, str]:
+    return {"country": "Chile", "state": "Maule", "city": "Talca"}
+
+
+# -- end to end: a write whose answer was lost is reported as what happened -----------------
+
+
+def _lose_the_next_answer(services: Services, operation: str) -> list[int]:
+    """After DynamoDB applied the next `operation`, the client sees a read timeout."""
+    lost: list[int] = []
+
+    def handler(**_: Any) -> None:
+        if not lost:
+            lost.append(1)
+            raise ReadTimeoutError(endpoint_url="http://lost-answer")
+
+    services.dynamo.client.meta.events.register(f"after-call.dynamodb.{operation}", handler)
+    return lost
+
+
+def test_writes_whose_answers_were_lost_report_what_happened(empty_services: Services) -> None:
+    svc = empty_services
+    lost = _lose_the_next_answer(svc, "TransactWriteItems")
+    created = create_student(svc, "Ada", "ada@ex.org", id="ada")  # asserts no error
+    assert lost == [1] and created["id"] == "ada"
+    create_teacher(svc, "t1")
+    create_class(svc, "c1", "t1", subject="Chemistry")
+
+    lost.clear()
+    result = enroll(svc, "ada", "c1")
+    assert lost == [1]
+    assert result.errors == []
+    students = [i for i in scan(svc) if i["type"] == "student"]
+    assert [s["id"] for s in students] == ["ada"]
+    data = ok(svc, '{ class(id: "c1") { studentCount } }')
+    assert data["class"]["studentCount"] == 1  # counted once, not twice
+    assert_clean(svc)  # every invariant holds: one enrolment, counted once
