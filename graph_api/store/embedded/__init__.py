@@ -22,11 +22,7 @@ class EmbeddedDynamoDB:
     def __init__(self) -> None:
         # Imported late: only this backend needs moto.
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
+        from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
         from graph_api.store.embedded import moto_fixes
@@ -36,7 +32,9 @@ class EmbeddedDynamoDB:
         class Server(ThreadedMotoServer):
             # ThreadedMotoServer's own entry, with the app wrapped (moto is pinned).
             def _server_entry(self) -> None:
-                app = Serialized(DomainDispatcherApplication(create_backend_app))
+                # DynamoDB's app alone: moto's dispatcher lists its own package on every
+                # request to find which of its services a request is for.
+                app = Serialized(create_backend_app("dynamodb"))
                 self._server = make_server(
                     self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
                 )

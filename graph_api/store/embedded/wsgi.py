@@ -1,8 +1,8 @@
 """What the embedded server adds in front of moto's WSGI app, at the wire.
 
-- Isolation: moto applies a transaction action by action, so a reader could see half of
-  one. Writes run alone and reads run together (a readers-writer lock). With moto's costs
-  fixed (`moto_fixes`), a write holds the lock for milliseconds.
+- Isolation: writes run one at a time (`isolation.writers`); reads run together and are
+  held back (`isolation.tables`) only while a write changes stored items: a single-item
+  write whole, a transaction only for the swap at its end (`moto_fixes`).
 - Idempotency: DynamoDB answers a `TransactWriteItems` resent with the same
   `ClientRequestToken` within 10 minutes as it answered the first (without writing again),
   or with `IdempotentParameterMismatchException` if the request differs. moto ignores the
@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from graph_api.store.embedded import isolation
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -44,41 +44,6 @@ WRITES = frozenset(
 )
 TOKEN_LIFETIME = 600.0  # seconds DynamoDB keeps a ClientRequestToken
 MAX_TOKENS = 100_000  # a bound on memory, far above what 10 minutes of a demo sends
-
-
-class ReadWriteLock:
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writing = False
-        self._writers_waiting = 0
-
-    @contextmanager
-    def read(self) -> Iterator[None]:
-        with self._cond:
-            # Writers first: a stream of readers must not starve a waiting write.
-            self._cond.wait_for(lambda: not self._writing and not self._writers_waiting)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        with self._cond:
-            self._writers_waiting += 1
-            self._cond.wait_for(lambda: not self._writing and not self._readers)
-            self._writers_waiting -= 1
-            self._writing = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writing = False
-                self._cond.notify_all()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,19 +97,19 @@ class Serialized:
 
     def __init__(self, app: WSGIApp, clock: Callable[[], float] = time.monotonic) -> None:
         self.app = app
-        self.lock = ReadWriteLock()
         self.tokens = _Tokens()
         self.clock = clock
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         operation = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
         if operation not in WRITES:
-            with self.lock.read():
+            with isolation.tables.read():
                 return list(self.app(environ, start_response))  # the whole answer, locked
-        with self.lock.write():
-            if operation == "TransactWriteItems":
+        with isolation.writers:
+            if operation == "TransactWriteItems":  # takes `tables` for its swap only
                 return self._transaction(environ, start_response)
-            return list(self.app(environ, start_response))
+            with isolation.tables.write():
+                return list(self.app(environ, start_response))
 
     def _transaction(
         self, environ: dict[str, Any], start_response: Callable[..., Any]

@@ -1,0 +1,196 @@
+"""`make bench-embedded`: the embedded backend as `make run` serves it, measured.
+
+For the demo school (500 students) and one ten times larger, in this one process as
+`graph-api serve` runs (moto and the API together): the README's kinds of mutation, a
+teacher rename that reaches 100 classes, `studentsByLocation(first: 25)` with classes, how
+long reads wait while a rename writes, then mixed traffic (tools/load.py's mix) and the
+process's resident memory after it. Prints Markdown tables; traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import http.client
+import json
+import statistics
+import threading
+import time
+from typing import Any
+
+from graph_api import cli
+from graph_api.graph.context import Services
+from graph_api.settings import Settings
+from tools import load
+from tools.bench import MUTATIONS, measure, measure_writes, post, serve
+
+BY_LOCATION = """{ studentsByLocation(country: "Canada", first: 25) {
+    edges { node { name classes { edges { node { subject teacher { name } } } } } } } }"""
+READ = "query($id: ID!) { student(id: $id) { name home { city } } }"
+RENAME = """mutation($id: ID!, $n: String!) { updateTeacher(id: $id, input: {name: $n}) {
+    name classes(first: 1) { edges { node { teacher { name } } } } } }"""
+WIDE_TEACHER = "tch-wide"
+WIDE_CLASSES = 100
+
+
+@dataclasses.dataclass
+class Figures:
+    students: int
+    seed_seconds: float
+    writes: dict[str, dict[str, float]]
+    by_location: dict[str, float]
+    rename: dict[str, float]
+    reads_during_rename: dict[str, float]
+    soak: dict[str, float]
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def ok(conn: http.client.HTTPConnection, query: str, **variables: Any) -> dict[str, Any]:
+    return post(conn, query, variables)["data"]  # type: ignore[no-any-return]
+
+
+def wide_teacher(port: int) -> None:
+    """A teacher of 100 classes with two students each: a rename writes 300 copies."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    ok(
+        conn,
+        'mutation($t: ID!) { createTeacher(input: {id: $t, name: "Wide"}) { id } }',
+        t=WIDE_TEACHER,
+    )
+    for n in range(WIDE_CLASSES):
+        ok(
+            conn,
+            """mutation($c: ID!, $t: ID!) { createClass(input: {id: $c, teacherId: $t,
+               subject: "Wide"}) { id } }""",
+            c=f"cls-wide-{n:03d}",
+            t=WIDE_TEACHER,
+        )
+        for s in (2 * n + 1, 2 * n + 2):
+            ok(
+                conn,
+                """mutation($s: ID!, $c: ID!) { enrollStudent(studentId: $s, classId: $c)
+                   { studentCount } }""",
+                s=f"stu-{s:04d}",
+                c=f"cls-wide-{n:03d}",
+            )
+    conn.close()
+
+
+def renames_with_readers(port: int, runs: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Rename the wide teacher `runs` times while a reader keeps asking for students."""
+    stop = threading.Event()
+    waits: list[float] = []
+
+    def reader() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            started = time.perf_counter()
+            ok(conn, READ, id=f"stu-{n % 400 + 1:04d}")
+            waits.append((time.perf_counter() - started) * 1000)
+        conn.close()
+
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    times = []
+    for n in range(runs):
+        started = time.perf_counter()
+        data = ok(conn, RENAME, id=WIDE_TEACHER, n=f"Wide {n}")
+        times.append((time.perf_counter() - started) * 1000)
+        assert data["updateTeacher"]["name"] == f"Wide {n}"
+    stop.set()
+    thread.join()
+    conn.close()
+    rename = {"p50": statistics.median(times), "max": max(times)}
+    reads = {"count": len(waits), "p50": statistics.median(waits), "max": max(waits)}
+    return rename, reads
+
+
+def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures:
+    settings = dataclasses.replace(
+        Settings(), demo_students=students, log_level="WARNING", cursor_secret=b"bench"
+    )
+    started = time.perf_counter()
+    settings, server = cli.start_embedded(settings)  # what `make run` does
+    seeded = time.perf_counter() - started
+    services = Services.create(settings)
+    api, port = serve(services)
+    try:
+        writes = measure_writes(port, runs)
+        by_location = measure(port, BY_LOCATION, {}, runs)
+        wide_teacher(port)
+        rename, reads = renames_with_readers(port, max(3, runs // 5))
+        soaked = {"seconds": soak, "rss_before": rss_mb()}
+        if soak:
+            stats = asyncio.run(load.drive(f"http://127.0.0.1:{port}", soak, clients))
+            soaked.update(
+                requests=len(stats.latencies),
+                errors=sum(stats.statuses[s] for s in stats.statuses if s >= 500),
+                internal=stats.codes.get("INTERNAL_SERVER_ERROR", 0),
+            )
+        soaked["rss_after"] = rss_mb()
+    finally:
+        api.should_exit = True
+        services.close()
+        server.stop()  # type: ignore[attr-defined]
+    return Figures(students, seeded, writes, by_location, rename, reads, soaked)
+
+
+def report(all_figures: list[Figures]) -> None:
+    sizes = " | ".join(f"{f.students} students" for f in all_figures)
+    line = "|---|" + "---:|" * len(all_figures)
+    print(f"\n| embedded backend, p50 ms | {sizes} |\n{line}")
+
+    def row(label: str, values: list[float], unit: str = "") -> None:
+        print(f"| {label} | " + " | ".join(f"{v:.1f}{unit}" for v in values) + " |")
+
+    row("seed the demo (s)", [f.seed_seconds for f in all_figures])
+    for name in MUTATIONS:
+        row(name, [f.writes[name]["p50"] for f in all_figures])
+    row(f"rename a teacher of {WIDE_CLASSES} classes", [f.rename["p50"] for f in all_figures])
+    row("  slowest rename", [f.rename["max"] for f in all_figures])
+    row("studentsByLocation(first: 25) + classes", [f.by_location["p50"] for f in all_figures])
+    row("reads during renames, p50", [f.reads_during_rename["p50"] for f in all_figures])
+    row("reads during renames, slowest", [f.reads_during_rename["max"] for f in all_figures])
+    for f in all_figures:
+        s = f.soak
+        print(
+            f"\n{f.students} students: RSS {s['rss_before']:.0f} MB before, "
+            f"{s['rss_after']:.0f} MB after {s['seconds']:.0f} s of mixed traffic "
+            f"({s.get('requests', 0)} requests, {s.get('errors', 0)} 5xx, "
+            f"{s.get('internal', 0)} INTERNAL_SERVER_ERROR)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, nargs="+", default=[500, 5000])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument(
+        "--soak", type=float, default=120, help="seconds of mixed traffic before reading RSS"
+    )
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    figures = []
+    for students in args.students:
+        print(f"measuring {students} students ...", flush=True)
+        figures.append(measure_size(students, args.runs, args.soak, args.clients))
+    report(figures)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump([dataclasses.asdict(f) for f in figures], out, indent=2)
+
+
+if __name__ == "__main__":
+    main()
