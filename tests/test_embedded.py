@@ -293,3 +293,59 @@ def test_writes_whose_answers_were_lost_report_what_happened(empty_services: Ser
     data = ok(svc, '{ class(id: "c1") { studentCount } }')
     assert data["class"]["studentCount"] == 1  # counted once, not twice
     assert_clean(svc)  # every invariant holds: one enrolment, counted once
+
+
+UPDATES: list[tuple[str, dict[str, str], dict[str, Any]]] = [
+    ("SET #a = :s, #b = :n", {"#a": "a", "#b": "b"}, {":s": {"S": "x"}, ":n": {"N": "7"}}),
+    ("SET #a = :m REMOVE #b", {"#a": "a", "#b": "b"}, {":m": {"M": {"k": {"L": [{"N": "1"}]}}}}),
+    ("ADD #c :one SET #a = :s", {"#c": "c", "#a": "a"}, {":one": {"N": "1"}, ":s": {"S": "y"}}),
+    ("ADD #c :minus", {"#c": "c"}, {":minus": {"N": "-3"}}),
+    ("ADD #t :set", {"#t": "t"}, {":set": {"SS": ["p", "q"]}}),
+    (
+        "SET #a = :s, #d = #c + :one",
+        {"#a": "a", "#c": "c", "#d": "d"},
+        {":s": {"S": "z"}, ":one": {"N": "1"}},
+    ),
+    ("REMOVE #a, #c", {"#a": "a", "#c": "c"}, {}),
+]
+
+
+@pytest.mark.parametrize("expression,names,values", UPDATES)
+def test_updates_in_a_transaction_match_single_item_updates(
+    db: tuple[Client, str], expression: str, names: dict[str, str], values: dict[str, Any]
+) -> None:
+    """The same update expression, as UpdateItem and inside TransactWriteItems, on twin
+    items (and on an absent item, which an update creates): the same items result."""
+    client, name = db
+    start = {"a": {"S": "old"}, "b": {"N": "1"}, "c": {"N": "10"}, "t": {"SS": ["p"]}}
+    extra: dict[str, Any] = {"ExpressionAttributeNames": names}
+    if values:
+        extra["ExpressionAttributeValues"] = values
+    for suffix, existing in (("", True), ("-new", False)):
+        if existing:
+            for pk in ("single", "transact"):
+                client.put_item(TableName=name, Item={**_key(pk), **start})
+        try:
+            client.update_item(
+                TableName=name, Key=_key("single" + suffix), UpdateExpression=expression, **extra
+            )
+            refused = False
+        except ClientError:  # e.g. `#c + :one` where c is absent: refused both ways
+            refused = True
+        transaction = {
+            "Update": {
+                "TableName": name,
+                "Key": _key("transact" + suffix),
+                "UpdateExpression": expression,
+                **extra,
+            }
+        }
+        if refused:
+            with pytest.raises(ClientError):
+                client.transact_write_items(TransactItems=[transaction])
+        else:
+            client.transact_write_items(TransactItems=[transaction])
+        single = client.get_item(TableName=name, Key=_key("single" + suffix)).get("Item", {})
+        transacted = client.get_item(TableName=name, Key=_key("transact" + suffix)).get("Item", {})
+        single.pop("PK", None), transacted.pop("PK", None)
+        assert transacted == single
