@@ -23,7 +23,7 @@ from graph_api.store import table
 from graph_api.store.codec import Item
 from graph_api.store.embedded import EmbeddedDynamoDB
 
-DEMO_STUDENTS = 60  # small: moto's Query time grows with the table's size
+DEMO_STUDENTS = 60  # small: seeded once a session on each backend
 
 
 @dataclass
