@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-dynamodb-local dynamodb-local load lint bench schema clean
+.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-embedded schema clean
 
 $(STAMP): pyproject.toml constraints.txt web/graphiql/package-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ lint: $(STAMP)  ## ruff and mypy
 
 bench: $(STAMP)  ## DynamoDB requests and latency per query, batched vs naive
 	$(BIN)/python -m tools.bench
+
+bench-embedded: $(STAMP)  ## the embedded backend as make run serves it (500 and 5,000 students)
+	$(BIN)/python -m tools.bench_embedded
 
 schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 	$(BIN)/graph-api export-schema -o schema/schema.graphql
