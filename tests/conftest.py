@@ -35,7 +35,28 @@ class Result:
 
     @property
     def codes(self) -> list[str]:
+        """The codes of the GraphQL errors (`extensions.code`)."""
         return [e["extensions"]["code"] for e in self.errors]
+
+    @property
+    def user_errors(self) -> list[dict[str, Any]]:
+        """The `userErrors` of every mutation payload in `data`, in document order."""
+        values = self.data.values() if isinstance(self.data, dict) else ()
+        return [
+            error
+            for value in values
+            if isinstance(value, dict)
+            for error in value.get("userErrors") or ()
+        ]
+
+    @property
+    def user_codes(self) -> list[str]:
+        return [e["code"] for e in self.user_errors]
+
+    @property
+    def problems(self) -> list[dict[str, Any]]:
+        """GraphQL errors and user errors: empty when every mutation was written."""
+        return self.errors + self.user_errors
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -33,7 +33,8 @@ ISSUER = "https://issuer.test"
 AUDIENCE = "graph-api"
 AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 
-CREATE = 'mutation { createTeacher(input: {id: "tch-900", name: "Grace"}) { id name } }'
+CREATE = """mutation { createTeacher(input: {id: "tch-900", name: "Grace"}) {
+  teacher { id name } userErrors { code } } }"""
 READ = '{ teacher(id: "tch-900") { id name } }'
 
 
@@ -139,7 +140,9 @@ def test_valid_hs256_token_lets_the_mutation_through(app: App) -> None:
     client, services = app
     body = post(client, CREATE, bearer(hs256()))
     assert "errors" not in body
-    assert body["data"] == {"createTeacher": {"id": "tch-900", "name": "Grace"}}
+    assert body["data"] == {
+        "createTeacher": {"teacher": {"id": "tch-900", "name": "Grace"}, "userErrors": []}
+    }
     assert [i["id"] for i in scan(services) if i.get("type") == "teacher"] == ["tch-900"]
     assert post(client, READ)["data"] == {"teacher": {"id": "tch-900", "name": "Grace"}}
 
@@ -154,8 +157,10 @@ def test_refused_update_and_delete_leave_the_node_as_it_was(app: App) -> None:
     client, services = app
     assert "errors" not in post(client, CREATE, bearer(hs256()))
     before = scan(services)
-    update = 'mutation { updateTeacher(id: "tch-900", input: {name: "Mallory"}) { name } }'
-    delete = 'mutation { deleteTeacher(id: "tch-900") }'
+    update = (
+        'mutation { updateTeacher(id: "tch-900", input: {name: "Mallory"}) { teacher { name } } }'
+    )
+    delete = 'mutation { deleteTeacher(id: "tch-900") { deletedId } }'
     for query in (update, delete):
         assert_unauthenticated(post(client, query))
         assert_unauthenticated(post(client, query, bearer(hs256(OTHER_SECRET))))
@@ -299,7 +304,7 @@ def test_jwks_rs256_token_lets_the_mutation_through(
     client, services = jwks_app
     body = post(client, CREATE, bearer(rs256(keys["good"])))
     assert "errors" not in body
-    assert body["data"]["createTeacher"]["id"] == "tch-900"
+    assert body["data"]["createTeacher"]["teacher"]["id"] == "tch-900"
     assert len(scan(services)) > 0
 
 

@@ -89,11 +89,14 @@ def assert_coded(response: Any, expected: str) -> dict[str, Any]:
     assert_no_traceback(response)
     body: dict[str, Any] = response.json()
     codes = [e.get("extensions", {}).get("code") for e in body.get("errors", [])]
+    # A mutation's client errors are user errors in its payload (no path: its root field).
+    payloads = (body.get("data") or {}).values()
+    codes += [e["code"] for p in payloads if isinstance(p, dict) for e in p.get("userErrors", [])]
     assert codes, body
     assert set(codes) <= CODES, body
     assert expected in codes, body
     # Refused before DynamoDB, unless a parent had to be read first or NOT_FOUND had to look.
-    root_only = all(len(e.get("path") or []) <= 1 for e in body["errors"])
+    root_only = all(len(e.get("path") or []) <= 1 for e in body.get("errors", []))
     if expected != "NOT_FOUND" and root_only:
         assert body.get("extensions", {}).get("dynamodb", {}).get("requests", 0) == 0, body
     return body
@@ -129,7 +132,8 @@ FORGED_CURSORS = {
     "huge": "A" * 50_000 + "." + "B" * 20,
 }
 GOOD_INPUT = '{name: "Eve", email: "eve@example.org"}'
-CREATE_STUDENT = "mutation($i: CreateStudentInput!) { createStudent(input: $i) { id } }"
+CREATE_STUDENT = """mutation($i: CreateStudentInput!) {
+  createStudent(input: $i) { student { id } userErrors { code } } }"""
 
 
 def create(**fields: Any) -> dict[str, Any]:
@@ -306,64 +310,79 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, bool, str]] = {
     "unknown input field": (CREATE_STUDENT, create(admin=True), True, "BAD_USER_INPUT"),
     "input is a string": (CREATE_STUDENT, {"i": "Eve"}, True, "BAD_USER_INPUT"),
     "teacher name of 201": (
-        'mutation { createTeacher(input: {name: "%s"}) { id } }' % ("t" * 201),
+        'mutation { createTeacher(input: {name: "%s"}) { teacher { id } userErrors { code } } }'
+        % ("t" * 201),
         None,
         True,
         "BAD_USER_INPUT",
     ),
     "update with a bad email": (
-        'mutation { updateStudent(id: "stu-0001", input: {email: "nope"}) { id } }',
+        'mutation { updateStudent(id: "stu-0001", input: {email: "nope"})'
+        " { student { id } userErrors { code } } }",
         None,
         True,
         "BAD_USER_INPUT",
     ),
     "update a forged id": (
-        'mutation { updateStudent(id: "STUDENT#stu-0001", input: {name: "x"}) { id } }',
+        'mutation { updateStudent(id: "STUDENT#stu-0001", input: {name: "x"})'
+        " { userErrors { code } } }",
         None,
         True,
         "BAD_USER_INPUT",
     ),
-    "delete with /": ('mutation { deleteStudent(id: "stu/0001") }', None, True, "BAD_USER_INPUT"),
+    "delete with /": (
+        'mutation { deleteStudent(id: "stu/0001") { deletedId userErrors { code } } }',
+        None,
+        True,
+        "BAD_USER_INPUT",
+    ),
     "enroll with #": (
-        'mutation { enrollStudent(studentId: "stu-0001", classId: "cls#001") { id } }',
+        'mutation { enrollStudent(studentId: "stu-0001", classId: "cls#001")'
+        " { userErrors { code } } }",
         None,
         True,
         "BAD_USER_INPUT",
     ),
     "set a long home": (
         'mutation { setHome(studentId: "stu-0001", home: {country: "%s", state: "s", city: "c"})'
-        " { id } }" % ("c" * 101),
+        " { student { id } userErrors { code } } }" % ("c" * 101),
         None,
         True,
         "BAD_USER_INPUT",
     ),
     "delete a missing student": (
-        'mutation { deleteStudent(id: "stu-9999") }',
+        'mutation { deleteStudent(id: "stu-9999") { deletedId userErrors { code } } }',
         None,
         True,
         "NOT_FOUND",
     ),
     "enroll a missing student": (
-        'mutation { enrollStudent(studentId: "stu-9999", classId: "cls-001") { id } }',
+        'mutation { enrollStudent(studentId: "stu-9999", classId: "cls-001")'
+        " { userErrors { code } } }",
         None,
         True,
         "NOT_FOUND",
     ),
     "unenroll from a missing class": (
-        'mutation { unenrollStudent(studentId: "stu-0001", classId: "cls-999") { id } }',
+        'mutation { unenrollStudent(studentId: "stu-0001", classId: "cls-999")'
+        " { userErrors { code } } }",
         None,
         True,
         "NOT_FOUND",
     ),
     "class of a missing teacher": (
-        'mutation { createClass(input: {subject: "x", teacherId: "tch-999"}) { id } }',
+        'mutation { createClass(input: {subject: "x", teacherId: "tch-999"})'
+        " { userErrors { code } } }",
         None,
         True,
         "NOT_FOUND",
     ),
     "1000 aliased writes": (
         "mutation { "
-        + " ".join(f'a{i}: createTeacher(input: {{name: "T{i}"}}) {{ id }}' for i in range(1000))
+        + " ".join(
+            f'a{i}: createTeacher(input: {{name: "T{i}"}}) {{ teacher {{ id }} }}'
+            for i in range(1000)
+        )
         + " }",
         None,
         True,
@@ -371,28 +390,31 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, bool, str]] = {
     ),
     "31 aliased writes": (
         "mutation { "
-        + " ".join(f'a{i}: createTeacher(input: {{name: "T{i}"}}) {{ id }}' for i in range(31))
+        + " ".join(
+            f'a{i}: createTeacher(input: {{name: "T{i}"}}) {{ teacher {{ id }} }}'
+            for i in range(31)
+        )
         + " }",
         None,
         True,
         "BAD_USER_INPUT",
     ),
     "write depth 50": (
-        f"mutation {{ createStudent(input: {GOOD_INPUT}) {{ {deep(50)} }} }}",
+        f"mutation {{ createStudent(input: {GOOD_INPUT}) {{ student {{ {deep(50)} }} }} }}",
         None,
         True,
         "BAD_USER_INPUT",
     ),
     "costly write": (
         f"mutation {{ createStudent(input: {GOOD_INPUT}) "
-        + "{ classes(first: 100) { edges { node { students(first: 100) { edges { node {"
-        " classes(first: 100) { edges { cursor } } } } } } } } } }",
+        + "{ student { classes(first: 100) { edges { node { students(first: 100) { edges {"
+        " node { classes(first: 100) { edges { cursor } } } } } } } } } } }",
         None,
         True,
         "QUERY_TOO_COSTLY",
     ),
     "write with a fragment cycle": (
-        f"mutation {{ createStudent(input: {GOOD_INPUT}) {{ ...A }} }}"
+        f"mutation {{ createStudent(input: {GOOD_INPUT}) {{ student {{ ...A }} }} }}"
         " fragment A on Student { ...B } fragment B on Student { ...A }",
         None,
         True,
@@ -401,7 +423,7 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, bool, str]] = {
     # writes without a (valid) token
     "write without a token": (CREATE_STUDENT, create(), False, "UNAUTHENTICATED"),
     "delete without a token": (
-        'mutation { deleteStudent(id: "stu-0001") }',
+        'mutation { deleteStudent(id: "stu-0001") { deletedId } }',
         None,
         False,
         "UNAUTHENTICATED",
@@ -431,7 +453,7 @@ def test_hostile_operation_gets_a_coded_error_and_changes_nothing(
 def test_write_with_a_bad_token_is_unauthenticated(h: Hostile, authorization: str) -> None:
     response = h.client.post(
         "/graphql",
-        json={"query": 'mutation { deleteTeacher(id: "tch-001") }'},
+        json={"query": 'mutation { deleteTeacher(id: "tch-001") { deletedId } }'},
         headers={"Authorization": authorization},
     )
     assert_coded(response, "UNAUTHENTICATED")
@@ -536,7 +558,7 @@ def test_get_with_deeply_nested_variables_is_a_4xx(h: Hostile) -> None:
 def test_mutation_over_get_is_refused(h: Hostile) -> None:
     response = h.client.get(
         "/graphql",
-        params={"query": 'mutation { deleteStudent(id: "stu-0001") }'},
+        params={"query": 'mutation { deleteStudent(id: "stu-0001") { deletedId } }'},
         headers=h.token,
     )
     assert 400 <= response.status_code < 500

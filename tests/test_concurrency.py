@@ -13,6 +13,7 @@ import pytest
 from write_support import (
     CREATE_STUDENT_MIN,
     ENROLL_MIN,
+    USER_ERRORS,
     all_ok,
     assert_clean,
     class_students,
@@ -34,10 +35,10 @@ from graph_api.writes import classes, propagation, students
 
 STUDENTS = 25
 FAILURES_EXPECTED = {"ALREADY_EXISTS", "NOT_FOUND"}
-ENROLL = """mutation($s: ID!, $c: ID!) {
-  enrollStudent(studentId: $s, classId: $c) { studentCount } }"""
-UNENROLL = """mutation($s: ID!, $c: ID!) {
-  unenrollStudent(studentId: $s, classId: $c) { studentCount } }"""
+ENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  enrollStudent(studentId: $s, classId: $c) {{ class {{ studentCount }} {USER_ERRORS} }} }}"""
+UNENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  unenrollStudent(studentId: $s, classId: $c) {{ class {{ studentCount }} {USER_ERRORS} }} }}"""
 CLASS_COUNT = 'query { class(id: "c1") { studentCount } }'
 
 
@@ -61,14 +62,15 @@ def enroll_unenroll_storm(svc: Services, *, students: int, steps: tuple[str, ...
     results = execute_concurrently(svc, operations, in_flight=len(operations))
 
     # Some fail, legitimately: enrolled already, or not (yet) enrolled. Nothing else.
-    codes = [code for r in results for code in r.codes]
-    assert set(codes) <= FAILURES_EXPECTED, [e for r in results for e in r.errors][:3]
-    succeeded = [(op, r) for op, r in zip(operations, results, strict=True) if not r.errors]
+    assert [e for r in results for e in r.errors] == []
+    codes = [code for r in results for code in r.user_codes]
+    assert set(codes) <= FAILURES_EXPECTED, [e for r in results for e in r.user_errors][:3]
+    succeeded = [(op, r) for op, r in zip(operations, results, strict=True) if not r.user_errors]
     enrolled = sum(1 for (query, _), _ in succeeded if query is ENROLL)
     unenrolled = len(succeeded) - enrolled
     for _, result in succeeded:
         (answer,) = result.data.values()
-        assert 0 <= answer["studentCount"] <= students
+        assert 0 <= answer["class"]["studentCount"] <= students
 
     expected = len(already) + enrolled - unenrolled
     count = ok(svc, CLASS_COUNT)["class"]["studentCount"]
@@ -105,21 +107,27 @@ def test_renames_racing_with_enrolments_leave_every_copy_current(
     ]
     operations += [
         (
-            'mutation($s: String!) { updateClass(id: "c1", input: {subject: $s}) { id } }',
+            f"""mutation($s: String!) {{
+              updateClass(id: "c1", input: {{subject: $s}}) {{ class {{ id }} {USER_ERRORS} }}
+            }}""",
             {"s": f"Math {n}"},
         )
         for n in range(3)
     ]
     operations += [
         (
-            'mutation($n: String!) { updateTeacher(id: "t1", input: {name: $n}) { id } }',
+            f"""mutation($n: String!) {{
+              updateTeacher(id: "t1", input: {{name: $n}}) {{ teacher {{ id }} {USER_ERRORS} }}
+            }}""",
             {"n": f"Grace {n}"},
         )
         for n in range(2)
     ]
     operations += [
         (
-            "mutation($id: ID!, $n: String!) { updateStudent(id: $id, input: {name: $n}) { id } }",
+            f"""mutation($id: ID!, $n: String!) {{
+              updateStudent(id: $id, input: {{name: $n}}) {{ student {{ id }} {USER_ERRORS} }}
+            }}""",
             {"id": _student_id(n), "n": f"Renamed {n}"},
         )
         for n in range(0, 12, 3)
@@ -157,19 +165,24 @@ def test_delete_student_racing_an_email_change_frees_the_new_email(
         monkeypatch,
         students,
         svc,
-        'mutation { updateStudent(id: "s1", input: {email: "new@ex.org"}) { email } }',
+        f"""mutation {{ updateStudent(id: "s1", input: {{email: "new@ex.org"}}) {{
+          student {{ email }} {USER_ERRORS} }} }}""",
         {},
     )
-    result = run(svc, 'mutation { deleteStudent(id: "s1") }')
-    assert intruders[0].errors == []
+    result = run(svc, 'mutation { deleteStudent(id: "s1") { deletedId } }')
+    assert intruders[0].problems == []
     monkeypatch.undo()
 
-    assert result.errors == [] and result.data == {"deleteStudent": "s1"}
+    assert result.errors == [] and result.data == {"deleteStudent": {"deletedId": "s1"}}
     assert ok(svc, 'query { student(id: "s1") { id } }')["student"] is None
     assert [i for i in scan(svc) if i["type"] == "email"] == []
     for email in ("old@ex.org", "new@ex.org"):  # both addresses are free again
         bob = create_student(svc, "Bob", email)
-        ok(svc, "mutation($id: ID!) { deleteStudent(id: $id) }", {"id": bob["id"]})
+        ok(
+            svc,
+            f"mutation($id: ID!) {{ deleteStudent(id: $id) {{ deletedId {USER_ERRORS} }} }}",
+            {"id": bob["id"]},
+        )
     assert_clean(svc)
 
 
@@ -188,20 +201,22 @@ def test_delete_class_racing_a_teacher_move_unlinks_the_new_teacher(
         monkeypatch,
         classes,
         svc,
-        'mutation { updateClass(id: "c1", input: {teacherId: "t2"}) { id } }',
+        f"""mutation {{ updateClass(id: "c1", input: {{teacherId: "t2"}}) {{
+          class {{ id }} {USER_ERRORS} }} }}""",
         {},
     )
-    result = run(svc, 'mutation { deleteClass(id: "c1") }')
-    assert intruders[0].errors == []
+    result = run(svc, 'mutation { deleteClass(id: "c1") { deletedId } }')
+    assert intruders[0].problems == []
     monkeypatch.undo()
 
-    assert result.errors == [] and result.data == {"deleteClass": "c1"}
+    assert result.errors == [] and result.data == {"deleteClass": {"deletedId": "c1"}}
     assert ok(svc, 'query { class(id: "c1") { id } }')["class"] is None
     assert [c["id"] for c in teacher_classes(svc, "t1")] == ["c2"]
     assert teacher_classes(svc, "t2") == []
     # t1 still teaches c2, so it cannot be deleted; t2 teaches nothing and can.
-    assert run(svc, 'mutation { deleteTeacher(id: "t1") }').codes == ["CONFLICT"]
-    assert ok(svc, 'mutation { deleteTeacher(id: "t2") }') == {"deleteTeacher": "t2"}
+    delete = f"mutation($id: ID!) {{ deleteTeacher(id: $id) {{ deletedId {USER_ERRORS} }} }}"
+    assert run(svc, delete, {"id": "t1"}).user_codes == ["CONFLICT"]
+    assert ok(svc, delete, {"id": "t2"}) == {"deleteTeacher": {"deletedId": "t2", "userErrors": []}}
     assert_clean(svc)
 
 
@@ -216,19 +231,23 @@ def test_interleave_helper_really_interleaves(
         monkeypatch,
         students,
         svc,
-        'mutation { updateStudent(id: "s1", input: {name: "Ada L"}) { version } }',
+        f"""mutation {{ updateStudent(id: "s1", input: {{name: "Ada L"}}) {{
+          student {{ version }} {USER_ERRORS} }} }}""",
         {},
     )
     home = {"country": "UK", "state": "London", "city": "London"}
     result = run(
         svc,
-        'mutation($h: HomeInput) { setHome(studentId: "s1", home: $h) { version name } }',
+        f"""mutation($h: HomeInput) {{ setHome(studentId: "s1", home: $h) {{
+          student {{ version name }} {USER_ERRORS} }} }}""",
         {"h": home},
     )
     monkeypatch.undo()
-    assert intruders[0].data == {"updateStudent": {"version": 2}}
+    assert intruders[0].data == {"updateStudent": {"student": {"version": 2}, "userErrors": []}}
     assert result.errors == []
-    assert result.data == {"setHome": {"version": 3, "name": "Ada L"}}
+    assert result.data == {
+        "setHome": {"student": {"version": 3, "name": "Ada L"}, "userErrors": []}
+    }
     operations = [c.operation for c in result.context.ledger.calls]
     assert operations.count("TransactWriteItems") == 2  # the first one failed its guard
     assert_clean(svc)
@@ -236,8 +255,10 @@ def test_interleave_helper_really_interleaves(
 
 # A class's enrolments copy fields of two nodes: `subject` from the class, `teacherName` from
 # the teacher (through the class). Each rename must leave the other's copies alone.
-RENAME_TEACHER = 'mutation { updateTeacher(id: "t1", input: {name: "Grace H"}) { name } }'
-CHANGE_SUBJECT = 'mutation { updateClass(id: "c1", input: {subject: "Physics"}) { subject } }'
+RENAME_TEACHER = f"""mutation {{ updateTeacher(id: "t1", input: {{name: "Grace H"}}) {{
+  teacher {{ name }} {USER_ERRORS} }} }}"""
+CHANGE_SUBJECT = f"""mutation {{ updateClass(id: "c1", input: {{subject: "Physics"}}) {{
+  class {{ subject }} {USER_ERRORS} }} }}"""
 
 
 @pytest.mark.parametrize(
@@ -257,7 +278,7 @@ def test_a_class_and_its_teacher_renamed_at_once_leave_both_copies_current(
     result = run(svc, writer)
     monkeypatch.undo()
 
-    assert intruders[0].errors == [] and result.errors == []
+    assert intruders[0].problems == [] and result.problems == []
     current = {"id": "c1", "subject": "Physics", "teacher": {"id": "t1", "name": "Grace H"}}
     assert student_classes(svc, "s1") == [current]
     assert teacher_classes(svc, "t1") == [current]

@@ -185,7 +185,7 @@ def write_client(empty_services: Services) -> Iterator[TestClient]:
 def test_get_never_runs_a_mutation(write_client: TestClient) -> None:
     mutation = (
         'mutation { createStudent(input: {name: "Via Get", email: "get@example.org",'
-        ' home: {country: "Getland", state: "G", city: "G"}}) { id } }'
+        ' home: {country: "Getland", state: "G", city: "G"}}) { student { id } } }'
     )
     response = write_client.get("/graphql", params={"query": mutation}, headers=GRJ)
     assert response.status_code == 405
@@ -226,7 +226,7 @@ def auth_client(endpoint: str, services: Services) -> Iterator[TestClient]:
 def test_unauthenticated_request_error_is_401_in_graphql_response_json(
     auth_client: TestClient,
 ) -> None:
-    mutation = {"query": 'mutation { deleteStudent(id: "stu-9999") }'}
+    mutation = {"query": 'mutation { deleteStudent(id: "stu-9999") { deletedId } }'}
     response = auth_client.post("/graphql", json=mutation, headers=GRJ)
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"

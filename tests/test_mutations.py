@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from graphql import GraphQLNonNull, GraphQLObjectType
 from write_support import (
     STUDENT_FIELDS,
+    USER_ERRORS,
     all_pages,
     assert_clean,
     by_location,
@@ -27,9 +29,11 @@ from write_support import (
     leave,
     of_type,
     ok,
+    payload,
     requests,
     run,
     scan,
+    single_user_error,
     sport_students,
     student_classes,
     student_sports,
@@ -37,40 +41,50 @@ from write_support import (
     unenroll,
 )
 
+from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
+from graph_api.graph.schema import schema
+from graph_api.writes import teachers
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 HOME = {"country": "USA", "state": "CA", "city": "San Diego", "street": "1 Main St"}
 OTHER_HOME = {"country": "Canada", "state": "QC", "city": "Montréal", "street": None}
 
 CREATE_STUDENT = f"""mutation($i: CreateStudentInput!) {{
-  createStudent(input: $i) {{ {STUDENT_FIELDS} }} }}"""
+  createStudent(input: $i) {{ student {{ {STUDENT_FIELDS} }} {USER_ERRORS} }} }}"""
 UPDATE_STUDENT = f"""mutation($id: ID!, $i: UpdateStudentInput!, $v: Int) {{
-  updateStudent(id: $id, input: $i, expectedVersion: $v) {{ {STUDENT_FIELDS} }} }}"""
+  updateStudent(id: $id, input: $i, expectedVersion: $v) {{
+    student {{ {STUDENT_FIELDS} }} {USER_ERRORS} }} }}"""
 SET_HOME = f"""mutation($id: ID!, $h: HomeInput) {{
-  setHome(studentId: $id, home: $h) {{ {STUDENT_FIELDS} }} }}"""
-DELETE_STUDENT = "mutation($id: ID!) { deleteStudent(id: $id) }"
+  setHome(studentId: $id, home: $h) {{ student {{ {STUDENT_FIELDS} }} {USER_ERRORS} }} }}"""
+DELETE_STUDENT = f"mutation($id: ID!) {{ deleteStudent(id: $id) {{ deletedId {USER_ERRORS} }} }}"
 STUDENT = f"query($id: ID!) {{ student(id: $id) {{ {STUDENT_FIELDS} }} }}"
 
-UPDATE_TEACHER = """mutation($id: ID!, $i: UpdateTeacherInput!, $v: Int) {
-  updateTeacher(id: $id, input: $i, expectedVersion: $v) { id name version } }"""
-DELETE_TEACHER = "mutation($id: ID!) { deleteTeacher(id: $id) }"
+CREATE_TEACHER = f"""mutation($i: CreateTeacherInput!) {{
+  createTeacher(input: $i) {{ teacher {{ id }} {USER_ERRORS} }} }}"""
+UPDATE_TEACHER = f"""mutation($id: ID!, $i: UpdateTeacherInput!, $v: Int) {{
+  updateTeacher(id: $id, input: $i, expectedVersion: $v) {{
+    teacher {{ id name version }} {USER_ERRORS} }} }}"""
+DELETE_TEACHER = f"mutation($id: ID!) {{ deleteTeacher(id: $id) {{ deletedId {USER_ERRORS} }} }}"
 TEACHER = "query($id: ID!) { teacher(id: $id) { id name version } }"
 
-CREATE_CLASS = """mutation($i: CreateClassInput!) {
-  createClass(input: $i) { id subject studentCount version teacher { id name } } }"""
-UPDATE_CLASS = """mutation($id: ID!, $i: UpdateClassInput!, $v: Int) {
-  updateClass(id: $id, input: $i, expectedVersion: $v) {
-    id subject studentCount version teacher { id name } } }"""
-DELETE_CLASS = "mutation($id: ID!) { deleteClass(id: $id) }"
-CLASS = "query($id: ID!) { class(id: $id) { id subject studentCount version teacher { id name } } }"
+CLASS_FIELDS = "id subject studentCount version teacher { id name }"
+CREATE_CLASS = f"""mutation($i: CreateClassInput!) {{
+  createClass(input: $i) {{ class {{ {CLASS_FIELDS} }} {USER_ERRORS} }} }}"""
+UPDATE_CLASS = f"""mutation($id: ID!, $i: UpdateClassInput!, $v: Int) {{
+  updateClass(id: $id, input: $i, expectedVersion: $v) {{
+    class {{ {CLASS_FIELDS} }} {USER_ERRORS} }} }}"""
+DELETE_CLASS = f"mutation($id: ID!) {{ deleteClass(id: $id) {{ deletedId {USER_ERRORS} }} }}"
+CLASS = f"query($id: ID!) {{ class(id: $id) {{ {CLASS_FIELDS} }} }}"
 
-CREATE_SPORT = """mutation($i: CreateSportInput!) {
-  createSport(input: $i) { id name coach studentCount version } }"""
-UPDATE_SPORT = """mutation($id: ID!, $i: UpdateSportInput!, $v: Int) {
-  updateSport(id: $id, input: $i, expectedVersion: $v) { id name coach studentCount version } }"""
-DELETE_SPORT = "mutation($id: ID!) { deleteSport(id: $id) }"
-SPORT = "query($id: ID!) { sport(id: $id) { id name coach studentCount version } }"
+SPORT_FIELDS = "id name coach studentCount version"
+CREATE_SPORT = f"""mutation($i: CreateSportInput!) {{
+  createSport(input: $i) {{ sport {{ {SPORT_FIELDS} }} {USER_ERRORS} }} }}"""
+UPDATE_SPORT = f"""mutation($id: ID!, $i: UpdateSportInput!, $v: Int) {{
+  updateSport(id: $id, input: $i, expectedVersion: $v) {{
+    sport {{ {SPORT_FIELDS} }} {USER_ERRORS} }} }}"""
+DELETE_SPORT = f"mutation($id: ID!) {{ deleteSport(id: $id) {{ deletedId {USER_ERRORS} }} }}"
+SPORT = f"query($id: ID!) {{ sport(id: $id) {{ {SPORT_FIELDS} }} }}"
 
 
 @pytest.fixture
@@ -95,8 +109,15 @@ def ids_of(nodes: list[dict[str, Any]]) -> list[str]:
 
 
 def single_error(result: Any, code: str) -> dict[str, Any]:
-    assert result.codes == [code], result.errors
-    return result.errors[0]["extensions"]  # type: ignore[no-any-return]
+    """The one user error of a mutation that wrote nothing; its payload names no node."""
+    error = single_user_error(result, code)
+    (answer,) = result.data.values()
+    assert [v for k, v in answer.items() if k != "userErrors"] == [None] * (len(answer) - 1)
+    return error
+
+
+def deleted(id_: str) -> dict[str, Any]:
+    return {"deletedId": id_, "userErrors": []}
 
 
 # -- createStudent ---------------------------------------------------------------------------
@@ -140,7 +161,7 @@ def test_duplicate_student_id_is_already_exists_and_writes_nothing(svc: Services
         {"i": {"id": "s1", "name": "Bob", "email": "bob@ex.org", "home": HOME}},
     )
     assert single_error(result, "ALREADY_EXISTS")["field"] == "id"
-    assert result.data is None
+    assert payload(result, "createStudent")["student"] is None
     assert scan(svc) == before
     # Bob's address was not reserved by the failed write.
     assert create_student(svc, "Bob", "bob@ex.org", id="s2")["email"] == "bob@ex.org"
@@ -184,7 +205,7 @@ def test_update_student_changes_fields_and_bumps_version_on_every_write(svc: Ser
             **{k: v.strip() for k, v in step.items()},
             "version": expected["version"] + 1,
         }
-        assert data["updateStudent"] == expected
+        assert data["updateStudent"]["student"] == expected
         assert student(svc, "s1") == expected
     assert expected["version"] == 6
     assert_clean(svc)
@@ -197,12 +218,11 @@ def test_update_student_with_stale_expected_version_is_conflict(svc: Services) -
     result = run(
         svc, UPDATE_STUDENT, {"id": "s1", "i": {"name": "Bob", "email": "bob@ex.org"}, "v": 1}
     )
-    extensions = single_error(result, "CONFLICT")
-    assert extensions["version"] == 2
+    assert single_error(result, "CONFLICT")["currentVersion"] == 2
     assert scan(svc) == before
     # The version the conflict reported is the one to send.
     data = ok(svc, UPDATE_STUDENT, {"id": "s1", "i": {"name": "Bob"}, "v": 2})
-    assert data["updateStudent"]["version"] == 3
+    assert data["updateStudent"]["student"]["version"] == 3
     assert_clean(svc)
 
 
@@ -243,7 +263,7 @@ def test_email_change_to_a_taken_address_is_already_exists_and_changes_nothing(
 def test_email_change_in_case_only_keeps_the_address(svc: Services) -> None:
     create_student(svc, "Ada", "ada@ex.org", id="s1")
     data = ok(svc, UPDATE_STUDENT, {"id": "s1", "i": {"email": "ADA@ex.org"}})
-    assert data["updateStudent"]["email"] == "ADA@ex.org"
+    assert data["updateStudent"]["student"]["email"] == "ADA@ex.org"
     result = run(svc, CREATE_STUDENT, {"i": {"name": "Cy", "email": "ada@EX.org"}})
     assert single_error(result, "ALREADY_EXISTS")["field"] == "email"
     assert_clean(svc)
@@ -258,16 +278,16 @@ def test_set_home_sets_replaces_and_clears_and_the_location_index_follows(
     create_student(svc, "Ada", "ada@ex.org", id="s1")
     listed = [{"id": "s1", "name": "Ada"}]
 
-    data = ok(svc, SET_HOME, {"id": "s1", "h": HOME})["setHome"]
+    data = ok(svc, SET_HOME, {"id": "s1", "h": HOME})["setHome"]["student"]
     assert data["home"] == HOME and data["version"] == 2
     assert by_location(svc, "USA", "CA", "San Diego") == listed
 
-    data = ok(svc, SET_HOME, {"id": "s1", "h": OTHER_HOME})["setHome"]
+    data = ok(svc, SET_HOME, {"id": "s1", "h": OTHER_HOME})["setHome"]["student"]
     assert data["home"] == OTHER_HOME and data["version"] == 3
     assert by_location(svc, "USA") == []
     assert by_location(svc, "canada", "qc", "MONTRÉAL") == listed
 
-    data = ok(svc, SET_HOME, {"id": "s1", "h": None})["setHome"]
+    data = ok(svc, SET_HOME, {"id": "s1", "h": None})["setHome"]["student"]
     assert data["home"] is None and data["version"] == 4
     assert by_location(svc, "Canada") == []
     assert student(svc, "s1")["home"] is None  # type: ignore[index]
@@ -292,12 +312,12 @@ def test_delete_student_removes_node_home_guard_and_edges(svc: Services) -> None
     create_student(svc, "Ada", "ada@ex.org", id="s1", home=HOME)
     create_student(svc, "Bob", "bob@ex.org", id="s2", home=HOME)
     for class_id in ("c1", "c2"):
-        assert enroll(svc, "s1", class_id).errors == []
-    assert enroll(svc, "s2", "c1").errors == []
-    assert join(svc, "s1", "p1").errors == []
+        assert enroll(svc, "s1", class_id).problems == []
+    assert enroll(svc, "s2", "c1").problems == []
+    assert join(svc, "s1", "p1").problems == []
 
     data = ok(svc, DELETE_STUDENT, {"id": "s1"})
-    assert data == {"deleteStudent": "s1"}
+    assert data == {"deleteStudent": deleted("s1")}
 
     assert student(svc, "s1") is None
     assert [i for i in scan(svc) if "s1" in (i["PK"], i.get("studentId"))] == []
@@ -316,7 +336,17 @@ def test_delete_student_removes_node_home_guard_and_edges(svc: Services) -> None
 def test_delete_unknown_student_is_not_found(svc: Services) -> None:
     result = run(svc, DELETE_STUDENT, {"id": "nobody"})
     single_error(result, "NOT_FOUND")
-    assert result.data is None
+    assert payload(result, "deleteStudent") == {
+        "deletedId": None,
+        "userErrors": [
+            {
+                "code": "NOT_FOUND",
+                "message": "student nobody does not exist",
+                "field": "id",
+                "currentVersion": None,
+            }
+        ],
+    }
     assert scan(svc) == []
 
 
@@ -326,8 +356,9 @@ def test_delete_unknown_student_is_not_found(svc: Services) -> None:
 def test_create_and_update_teacher(svc: Services) -> None:
     data = ok(
         svc,
-        'mutation { createTeacher(input: {name: " Grace Hopper "}) { id name version } }',
-    )["createTeacher"]
+        f"""mutation {{ createTeacher(input: {{name: " Grace Hopper "}}) {{
+          teacher {{ id name version }} {USER_ERRORS} }} }}""",
+    )["createTeacher"]["teacher"]
     assert ID_RE.fullmatch(data["id"])
     assert data["name"] == "Grace Hopper" and data["version"] == 1
     teacher_id = data["id"]
@@ -335,17 +366,17 @@ def test_create_and_update_teacher(svc: Services) -> None:
     assert catalog(svc, "teachers") == sorted([teacher_id, "t2"])
 
     data = ok(svc, UPDATE_TEACHER, {"id": teacher_id, "i": {"name": "Rear Admiral Hopper"}})
-    assert data["updateTeacher"] == {
+    assert data["updateTeacher"]["teacher"] == {
         "id": teacher_id,
         "name": "Rear Admiral Hopper",
         "version": 2,
     }
     data = ok(svc, UPDATE_TEACHER, {"id": teacher_id, "i": {}, "v": 2})
-    assert data["updateTeacher"]["version"] == 3
+    assert data["updateTeacher"]["teacher"]["version"] == 3
 
     before = scan(svc)
     result = run(svc, UPDATE_TEACHER, {"id": teacher_id, "i": {"name": "X"}, "v": 2})
-    assert single_error(result, "CONFLICT")["version"] == 3
+    assert single_error(result, "CONFLICT")["currentVersion"] == 3
     assert scan(svc) == before
     assert ok(svc, TEACHER, {"id": teacher_id})["teacher"]["name"] == "Rear Admiral Hopper"
     assert_clean(svc)
@@ -356,7 +387,8 @@ def test_duplicate_teacher_id_is_already_exists(svc: Services) -> None:
     before = scan(svc)
     result = run(
         svc,
-        'mutation { createTeacher(input: {id: "t1", name: "Alan"}) { id } }',
+        f"""mutation {{ createTeacher(input: {{id: "t1", name: "Alan"}}) {{
+          teacher {{ id }} {USER_ERRORS} }} }}""",
     )
     assert single_error(result, "ALREADY_EXISTS")["field"] == "id"
     assert scan(svc) == before
@@ -370,14 +402,14 @@ def test_delete_teacher_with_classes_is_conflict_until_they_are_deleted(svc: Ser
     before = scan(svc)
     result = run(svc, DELETE_TEACHER, {"id": "t1"})
     single_error(result, "CONFLICT")
-    message = result.errors[0]["message"]
+    message = result.user_errors[0]["message"]
     assert "2 class" in message and "delete them" in message
     assert scan(svc) == before
 
     ok(svc, DELETE_CLASS, {"id": "c1"})
     single_error(run(svc, DELETE_TEACHER, {"id": "t1"}), "CONFLICT")
     ok(svc, DELETE_CLASS, {"id": "c2"})
-    assert ok(svc, DELETE_TEACHER, {"id": "t1"}) == {"deleteTeacher": "t1"}
+    assert ok(svc, DELETE_TEACHER, {"id": "t1"}) == {"deleteTeacher": deleted("t1")}
     assert ok(svc, TEACHER, {"id": "t1"})["teacher"] is None
     assert catalog(svc, "teachers") == []
     assert scan(svc) == []
@@ -389,7 +421,7 @@ def test_delete_teacher_after_its_class_moved_away(svc: Services) -> None:
     create_teacher(svc, "t2")
     create_class(svc, "c1", "t1")
     ok(svc, UPDATE_CLASS, {"id": "c1", "i": {"teacherId": "t2"}})
-    assert ok(svc, DELETE_TEACHER, {"id": "t1"}) == {"deleteTeacher": "t1"}
+    assert ok(svc, DELETE_TEACHER, {"id": "t1"}) == {"deleteTeacher": deleted("t1")}
     single_error(run(svc, DELETE_TEACHER, {"id": "t2"}), "CONFLICT")
     assert_clean(svc)
 
@@ -411,7 +443,9 @@ def test_create_class_with_unknown_teacher_is_not_found(svc: Services) -> None:
 
 def test_create_class_is_listed_by_its_teacher_and_the_catalog(svc: Services) -> None:
     create_teacher(svc, "t1", "Grace")
-    data = ok(svc, CREATE_CLASS, {"i": {"subject": " Math ", "teacherId": "t1"}})["createClass"]
+    data = ok(svc, CREATE_CLASS, {"i": {"subject": " Math ", "teacherId": "t1"}})["createClass"][
+        "class"
+    ]
     class_id = data["id"]
     assert ID_RE.fullmatch(class_id)
     assert data == {
@@ -427,7 +461,7 @@ def test_create_class_is_listed_by_its_teacher_and_the_catalog(svc: Services) ->
     assert catalog(svc, "classes") == [class_id]
     # The catalog answers `teacher { name }` from the class's copy: one Query, no reads.
     result = run(svc, "{ classes { edges { node { id teacher { id name } } } } }")
-    assert result.errors == []
+    assert result.problems == []
     assert result.data["classes"]["edges"][0]["node"]["teacher"] == {"id": "t1", "name": "Grace"}
     assert requests(result) == 1
     assert ok(svc, TEACHER, {"id": "t1"})["teacher"]["version"] == 1
@@ -454,11 +488,11 @@ def test_class_subject_rename_reaches_every_copy(svc: Services) -> None:
     create_class(svc, "c2", "t1", "Art")
     for n in range(3):
         create_student(svc, f"S{n}", id=f"s{n}")
-        assert enroll(svc, f"s{n}", "c1").errors == []
-        assert enroll(svc, f"s{n}", "c2").errors == []
+        assert enroll(svc, f"s{n}", "c1").problems == []
+        assert enroll(svc, f"s{n}", "c2").problems == []
 
     data = ok(svc, UPDATE_CLASS, {"id": "c1", "i": {"subject": "Mathematics"}, "v": 1})
-    assert data["updateClass"] == {
+    assert data["updateClass"]["class"] == {
         "id": "c1",
         "subject": "Mathematics",
         "studentCount": 3,
@@ -484,7 +518,7 @@ def test_update_class_with_stale_version_is_conflict(svc: Services) -> None:
     ok(svc, UPDATE_CLASS, {"id": "c1", "i": {"subject": "Algebra"}})
     before = scan(svc)
     result = run(svc, UPDATE_CLASS, {"id": "c1", "i": {"subject": "Art"}, "v": 1})
-    assert single_error(result, "CONFLICT")["version"] == 2
+    assert single_error(result, "CONFLICT")["currentVersion"] == 2
     assert scan(svc) == before
     assert_clean(svc)
 
@@ -496,11 +530,11 @@ def test_update_class_teacher_moves_the_class(svc: Services) -> None:
     create_class(svc, "c2", "t1", "Art")
     for n in range(2):
         create_student(svc, f"S{n}", id=f"s{n}")
-        assert enroll(svc, f"s{n}", "c1").errors == []
+        assert enroll(svc, f"s{n}", "c1").problems == []
 
     data = ok(svc, UPDATE_CLASS, {"id": "c1", "i": {"teacherId": "t2"}})
-    assert data["updateClass"]["teacher"] == {"id": "t2", "name": "Alan"}
-    assert data["updateClass"]["version"] == 2
+    assert data["updateClass"]["class"]["teacher"] == {"id": "t2", "name": "Alan"}
+    assert data["updateClass"]["class"]["version"] == 2
     assert ids_of(teacher_classes(svc, "t1")) == ["c2"]
     assert teacher_classes(svc, "t2") == [
         {"id": "c1", "subject": "Math", "teacher": {"id": "t2", "name": "Alan"}}
@@ -517,7 +551,7 @@ def test_update_class_teacher_moves_the_class(svc: Services) -> None:
 
     # Moving and renaming at once.
     data = ok(svc, UPDATE_CLASS, {"id": "c1", "i": {"teacherId": "t1", "subject": "Maths"}})
-    assert data["updateClass"]["teacher"] == {"id": "t1", "name": "Grace"}
+    assert data["updateClass"]["class"]["teacher"] == {"id": "t1", "name": "Grace"}
     assert student_classes(svc, "s0") == [
         {"id": "c1", "subject": "Maths", "teacher": {"id": "t1", "name": "Grace"}}
     ]
@@ -543,20 +577,20 @@ def test_delete_class_with_students_is_conflict_and_an_empty_one_goes(svc: Servi
     create_class(svc, "c1", "t1")
     create_class(svc, "c2", "t1")
     create_student(svc, "Ada", id="s1")
-    assert enroll(svc, "s1", "c1").errors == []
+    assert enroll(svc, "s1", "c1").problems == []
     before = scan(svc)
     result = run(svc, DELETE_CLASS, {"id": "c1"})
     single_error(result, "CONFLICT")
-    assert "unenroll" in result.errors[0]["message"]
+    assert "unenroll" in result.user_errors[0]["message"]
     assert scan(svc) == before
 
-    assert ok(svc, DELETE_CLASS, {"id": "c2"}) == {"deleteClass": "c2"}
+    assert ok(svc, DELETE_CLASS, {"id": "c2"}) == {"deleteClass": deleted("c2")}
     assert class_node(svc, "c2") is None
     assert catalog(svc, "classes") == ["c1"]
     assert ids_of(teacher_classes(svc, "t1")) == ["c1"]
 
-    assert unenroll(svc, "s1", "c1").errors == []
-    assert ok(svc, DELETE_CLASS, {"id": "c1"}) == {"deleteClass": "c1"}
+    assert unenroll(svc, "s1", "c1").problems == []
+    assert ok(svc, DELETE_CLASS, {"id": "c1"}) == {"deleteClass": deleted("c1")}
     assert catalog(svc, "classes") == []
     assert teacher_classes(svc, "t1") == []
     single_error(run(svc, DELETE_CLASS, {"id": "c1"}), "NOT_FOUND")
@@ -567,7 +601,9 @@ def test_delete_class_with_students_is_conflict_and_an_empty_one_goes(svc: Servi
 
 
 def test_create_and_update_sport_coach(svc: Services) -> None:
-    data = ok(svc, CREATE_SPORT, {"i": {"name": " Chess ", "coach": " Kasparov "}})["createSport"]
+    data = ok(svc, CREATE_SPORT, {"i": {"name": " Chess ", "coach": " Kasparov "}})["createSport"][
+        "sport"
+    ]
     sport_id = data["id"]
     assert ID_RE.fullmatch(sport_id)
     assert data == {
@@ -579,17 +615,19 @@ def test_create_and_update_sport_coach(svc: Services) -> None:
     }
     assert catalog(svc, "sports") == [sport_id]
 
-    data = ok(svc, UPDATE_SPORT, {"id": sport_id, "i": {"name": "Go"}})["updateSport"]
+    data = ok(svc, UPDATE_SPORT, {"id": sport_id, "i": {"name": "Go"}})["updateSport"]["sport"]
     assert (data["name"], data["coach"], data["version"]) == ("Go", "Kasparov", 2)
-    data = ok(svc, UPDATE_SPORT, {"id": sport_id, "i": {"coach": None}})["updateSport"]
+    data = ok(svc, UPDATE_SPORT, {"id": sport_id, "i": {"coach": None}})["updateSport"]["sport"]
     assert (data["name"], data["coach"], data["version"]) == ("Go", None, 3)
-    data = ok(svc, UPDATE_SPORT, {"id": sport_id, "i": {"coach": "Lee"}, "v": 3})["updateSport"]
+    data = ok(svc, UPDATE_SPORT, {"id": sport_id, "i": {"coach": "Lee"}, "v": 3})["updateSport"][
+        "sport"
+    ]
     assert (data["name"], data["coach"], data["version"]) == ("Go", "Lee", 4)
     assert sport_node(svc, sport_id) == data
 
     before = scan(svc)
     result = run(svc, UPDATE_SPORT, {"id": sport_id, "i": {"coach": None}, "v": 3})
-    assert single_error(result, "CONFLICT")["version"] == 4
+    assert single_error(result, "CONFLICT")["currentVersion"] == 4
     assert scan(svc) == before
     assert_clean(svc)
 
@@ -599,8 +637,8 @@ def test_sport_rename_reaches_student_sports(svc: Services) -> None:
     create_sport(svc, "p2", "Go")
     for n in range(3):
         create_student(svc, f"S{n}", id=f"s{n}")
-        assert join(svc, f"s{n}", "p1").errors == []
-    assert join(svc, "s0", "p2").errors == []
+        assert join(svc, f"s{n}", "p1").problems == []
+    assert join(svc, "s0", "p2").problems == []
     ok(svc, UPDATE_SPORT, {"id": "p1", "i": {"name": "Speed chess"}})
     for n in range(3):
         names = {s["id"]: s["name"] for s in student_sports(svc, f"s{n}")}
@@ -612,15 +650,15 @@ def test_sport_rename_reaches_student_sports(svc: Services) -> None:
 def test_delete_sport_with_members_is_conflict(svc: Services) -> None:
     create_sport(svc, "p1")
     create_student(svc, "Ada", id="s1")
-    assert join(svc, "s1", "p1").errors == []
+    assert join(svc, "s1", "p1").problems == []
     before = scan(svc)
     result = run(svc, DELETE_SPORT, {"id": "p1"})
     single_error(result, "CONFLICT")
-    assert "leave" in result.errors[0]["message"].lower()
+    assert "leave" in result.user_errors[0]["message"].lower()
     assert scan(svc) == before
 
-    assert leave(svc, "s1", "p1").errors == []
-    assert ok(svc, DELETE_SPORT, {"id": "p1"}) == {"deleteSport": "p1"}
+    assert leave(svc, "s1", "p1").problems == []
+    assert ok(svc, DELETE_SPORT, {"id": "p1"}) == {"deleteSport": deleted("p1")}
     assert sport_node(svc, "p1") is None
     assert catalog(svc, "sports") == []
     single_error(run(svc, DELETE_SPORT, {"id": "p1"}), "NOT_FOUND")
@@ -646,13 +684,17 @@ def test_enroll_and_unenroll_answer_with_the_new_count(svc: Services) -> None:
         create_student(svc, f"S{n}", id=f"s{n}")
     for n in range(3):
         result = enroll(svc, f"s{n}", "c1")
-        assert result.data == {"enrollStudent": {"id": "c1", "studentCount": n + 1}}
+        assert result.data == {
+            "enrollStudent": {"class": {"id": "c1", "studentCount": n + 1}, "userErrors": []}
+        }
     assert ids_of(class_students(svc, "c1")) == ["s0", "s1", "s2"]
     assert student_classes(svc, "s1") == [
         {"id": "c1", "subject": "Math", "teacher": {"id": "t1", "name": "Grace"}}
     ]
     result = unenroll(svc, "s1", "c1")
-    assert result.data == {"unenrollStudent": {"id": "c1", "studentCount": 2}}
+    assert result.data == {
+        "unenrollStudent": {"class": {"id": "c1", "studentCount": 2}, "userErrors": []}
+    }
     assert ids_of(class_students(svc, "c1")) == ["s0", "s2"]
     assert student_classes(svc, "s1") == []
     assert_clean(svc)
@@ -662,7 +704,7 @@ def test_enrolling_twice_is_already_exists_and_counts_once(svc: Services) -> Non
     create_teacher(svc, "t1")
     create_class(svc, "c1", "t1")
     create_student(svc, "Ada", id="s1")
-    assert enroll(svc, "s1", "c1").errors == []
+    assert enroll(svc, "s1", "c1").problems == []
     before = scan(svc)
     result = enroll(svc, "s1", "c1")
     single_error(result, "ALREADY_EXISTS")
@@ -680,7 +722,7 @@ def test_unenrolling_a_student_not_enrolled_is_not_found_and_keeps_the_count(
     create_class(svc, "c2", "t1")
     create_student(svc, "Ada", id="s1")
     create_student(svc, "Bob", id="s2")
-    assert enroll(svc, "s1", "c1").errors == []
+    assert enroll(svc, "s1", "c1").problems == []
     before = scan(svc)
     single_error(unenroll(svc, "s2", "c1"), "NOT_FOUND")  # someone else is enrolled
     single_error(unenroll(svc, "s1", "c2"), "NOT_FOUND")  # an empty class: never below zero
@@ -690,7 +732,9 @@ def test_unenrolling_a_student_not_enrolled_is_not_found_and_keeps_the_count(
     assert class_node(svc, "c1")["studentCount"] == 1  # type: ignore[index]
     assert class_node(svc, "c2")["studentCount"] == 0  # type: ignore[index]
 
-    assert unenroll(svc, "s1", "c1").data == {"unenrollStudent": {"id": "c1", "studentCount": 0}}
+    assert unenroll(svc, "s1", "c1").data == {
+        "unenrollStudent": {"class": {"id": "c1", "studentCount": 0}, "userErrors": []}
+    }
     single_error(unenroll(svc, "s1", "c1"), "NOT_FOUND")
     assert class_node(svc, "c1")["studentCount"] == 0  # type: ignore[index]
     assert_clean(svc)
@@ -718,8 +762,12 @@ def test_join_and_leave_sport(svc: Services) -> None:
     create_sport(svc, "p2", "Go")
     create_student(svc, "Ada", id="s1")
     create_student(svc, "Bob", id="s2")
-    assert join(svc, "s1", "p1").data == {"joinSport": {"id": "p1", "studentCount": 1}}
-    assert join(svc, "s2", "p1").data == {"joinSport": {"id": "p1", "studentCount": 2}}
+    assert join(svc, "s1", "p1").data == {
+        "joinSport": {"sport": {"id": "p1", "studentCount": 1}, "userErrors": []}
+    }
+    assert join(svc, "s2", "p1").data == {
+        "joinSport": {"sport": {"id": "p1", "studentCount": 2}, "userErrors": []}
+    }
     assert student_sports(svc, "s1") == [{"id": "p1", "name": "Chess"}]
     assert ids_of(sport_students(svc, "p1")) == ["s1", "s2"]
 
@@ -729,15 +777,20 @@ def test_join_and_leave_sport(svc: Services) -> None:
     assert scan(svc) == before
     assert sport_node(svc, "p2")["studentCount"] == 0  # type: ignore[index]
 
-    assert join(svc, "s1", "nothing").errors[0]["extensions"] == {
-        "code": "NOT_FOUND",
-        "field": "sportId",
-        "id": "nothing",
-    }
-    assert join(svc, "nobody", "p1").errors[0]["extensions"]["field"] == "studentId"
+    assert join(svc, "s1", "nothing").user_errors == [
+        {
+            "code": "NOT_FOUND",
+            "message": "sport nothing does not exist",
+            "field": "sportId",
+            "currentVersion": None,
+        }
+    ]
+    assert join(svc, "nobody", "p1").user_errors[0]["field"] == "studentId"
     assert scan(svc) == before
 
-    assert leave(svc, "s1", "p1").data == {"leaveSport": {"id": "p1", "studentCount": 1}}
+    assert leave(svc, "s1", "p1").data == {
+        "leaveSport": {"sport": {"id": "p1", "studentCount": 1}, "userErrors": []}
+    }
     assert ids_of(sport_students(svc, "p1")) == ["s2"]
     assert student_sports(svc, "s1") == []
     single_error(leave(svc, "s1", "p1"), "NOT_FOUND")
@@ -752,11 +805,11 @@ def test_student_rename_reaches_every_list_that_shows_the_name(svc: Services) ->
     create_student(svc, "Ada", id="s1", home=HOME)
     create_student(svc, "Bob", id="s2", home=HOME)
     for student_id in ("s1", "s2"):
-        assert enroll(svc, student_id, "c1").errors == []
-        assert join(svc, student_id, "p1").errors == []
+        assert enroll(svc, student_id, "c1").problems == []
+        assert join(svc, student_id, "p1").problems == []
 
     data = ok(svc, UPDATE_STUDENT, {"id": "s1", "i": {"name": "Ada Lovelace"}})
-    assert data["updateStudent"]["version"] == 2
+    assert data["updateStudent"]["student"]["version"] == 2
     expected = [{"id": "s1", "name": "Ada Lovelace"}, {"id": "s2", "name": "Bob"}]
     assert class_students(svc, "c1") == expected
     assert sport_students(svc, "p1") == expected
@@ -770,7 +823,7 @@ def test_student_paging_through_class_students(svc: Services) -> None:
     create_class(svc, "c1", "t1")
     for n in range(5):
         create_student(svc, f"S{n}", id=f"s{n}")
-        assert enroll(svc, f"s{n}", "c1").errors == []
+        assert enroll(svc, f"s{n}", "c1").problems == []
     pages = all_pages(
         svc,
         """query($after: String) { class(id: "c1") { students(first: 2, after: $after) {
@@ -809,7 +862,7 @@ NAME_CASES = [
     (CREATE_STUDENT, {"i": {"name": "{bad}", "email": "x@ex.org"}}, "name"),
     (UPDATE_STUDENT, {"id": "s1", "i": {"name": "{bad}"}}, "name"),
     (
-        "mutation($i: CreateTeacherInput!) { createTeacher(input: $i) { id } }",
+        CREATE_TEACHER,
         {"i": {"name": "{bad}"}},
         "name",
     ),
@@ -843,14 +896,18 @@ PLACE_CASES = [
         (SET_HOME, {"id": "s1", "h": _home_with(part)}, f"home.{part}"),
     )
 ]
-ENROLL = "mutation($s: ID!, $c: ID!) { enrollStudent(studentId: $s, classId: $c) { id } }"
-UNENROLL = "mutation($s: ID!, $c: ID!) { unenrollStudent(studentId: $s, classId: $c) { id } }"
-JOIN = "mutation($s: ID!, $c: ID!) { joinSport(studentId: $s, sportId: $c) { id } }"
-LEAVE = "mutation($s: ID!, $c: ID!) { leaveSport(studentId: $s, sportId: $c) { id } }"
+ENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  enrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
+UNENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  unenrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
+JOIN = f"""mutation($s: ID!, $c: ID!) {{
+  joinSport(studentId: $s, sportId: $c) {{ sport {{ id }} {USER_ERRORS} }} }}"""
+LEAVE = f"""mutation($s: ID!, $c: ID!) {{
+  leaveSport(studentId: $s, sportId: $c) {{ sport {{ id }} {USER_ERRORS} }} }}"""
 ID_CASES = [
     (CREATE_STUDENT, {"i": {"id": "{bad}", "name": "Bob", "email": "bob@ex.org"}}, "id"),
     (
-        "mutation($i: CreateTeacherInput!) { createTeacher(input: $i) { id } }",
+        CREATE_TEACHER,
         {"i": {"id": "{bad}", "name": "T"}},
         "id",
     ),
@@ -915,7 +972,6 @@ def test_invalid_input_is_refused_before_any_request(
 ) -> None:
     before = scan(school)
     result = run(school, document, variables)
-    assert result.data is None
     assert single_error(result, "BAD_USER_INPUT")["field"] == field
     assert requests(result) == 0
     assert scan(school) == before
@@ -938,22 +994,133 @@ def test_mutations_of_one_document_run_in_order_and_each_answers_its_own_write(
     create_class(svc, "c1", "t1")
     create_student(svc, "Ada", id="s1")
     create_student(svc, "Bob", id="s2")
+    count = f"class {{ studentCount }} {USER_ERRORS}"
+    named = f"student {{ name version }} {USER_ERRORS}"
     data = ok(
         svc,
-        """mutation {
-          a: enrollStudent(studentId: "s1", classId: "c1") { studentCount }
-          b: enrollStudent(studentId: "s2", classId: "c1") { studentCount }
-          c: unenrollStudent(studentId: "s1", classId: "c1") { studentCount }
-          d: updateStudent(id: "s2", input: {name: "Bobby"}) { name version }
-          e: updateStudent(id: "s2", input: {name: "Robert"}) { name version }
-        }""",
+        f"""mutation {{
+          a: enrollStudent(studentId: "s1", classId: "c1") {{ {count} }}
+          b: enrollStudent(studentId: "s2", classId: "c1") {{ {count} }}
+          c: unenrollStudent(studentId: "s1", classId: "c1") {{
+            {count} student {{ classes {{ edges {{ node {{ id }} }} }} }} }}
+          d: updateStudent(id: "s2", input: {{name: "Bobby"}}) {{ {named} }}
+          e: updateStudent(id: "s2", input: {{name: "Robert"}}) {{ {named} }}
+        }}""",
     )
     assert data == {
-        "a": {"studentCount": 1},
-        "b": {"studentCount": 2},
-        "c": {"studentCount": 1},
-        "d": {"name": "Bobby", "version": 2},
-        "e": {"name": "Robert", "version": 3},
+        "a": {"class": {"studentCount": 1}, "userErrors": []},
+        "b": {"class": {"studentCount": 2}, "userErrors": []},
+        "c": {
+            "class": {"studentCount": 1},
+            "student": {"classes": {"edges": []}},
+            "userErrors": [],
+        },
+        "d": {"student": {"name": "Bobby", "version": 2}, "userErrors": []},
+        "e": {"student": {"name": "Robert", "version": 3}, "userErrors": []},
     }
     assert class_students(svc, "c1") == [{"id": "s2", "name": "Robert"}]
     assert_clean(svc)
+
+
+def test_a_failed_mutation_keeps_the_results_of_the_others_in_its_document(
+    svc: Services,
+) -> None:
+    """Issue 11 finding 7: the sport created first stays in `data` (it was `data: null`)."""
+    result = run(
+        svc,
+        f"""mutation {{
+          createSport(input: {{id: "p1", name: "Chess"}}) {{ sport {{ id name }} {USER_ERRORS} }}
+          deleteTeacher(id: "unknown") {{ deletedId {USER_ERRORS} }}
+          createTeacher(input: {{id: "t1", name: "Grace"}}) {{ teacher {{ id }} {USER_ERRORS} }}
+        }}""",
+    )
+    assert result.errors == []
+    assert result.data == {
+        "createSport": {"sport": {"id": "p1", "name": "Chess"}, "userErrors": []},
+        "deleteTeacher": {
+            "deletedId": None,
+            "userErrors": [
+                {
+                    "code": "NOT_FOUND",
+                    "message": "teacher unknown does not exist",
+                    "field": "id",
+                    "currentVersion": None,
+                }
+            ],
+        },
+        # Mutations after the failed one still run, in order.
+        "createTeacher": {"teacher": {"id": "t1"}, "userErrors": []},
+    }
+    assert sport_node(svc, "p1") == {
+        "id": "p1",
+        "name": "Chess",
+        "coach": None,
+        "studentCount": 0,
+        "version": 1,
+    }
+    assert catalog(svc, "teachers") == ["t1"]
+    assert_clean(svc)
+
+
+def test_a_stale_expected_version_is_a_user_error_with_the_current_version(
+    svc: Services,
+) -> None:
+    create_teacher(svc, "t1", "Grace")
+    ok(svc, UPDATE_TEACHER, {"id": "t1", "i": {"name": "Grace H"}})
+    result = run(svc, UPDATE_TEACHER, {"id": "t1", "i": {"name": "X"}, "v": 1})
+    assert payload(result, "updateTeacher") == {
+        "teacher": None,
+        "userErrors": [
+            {
+                "code": "CONFLICT",
+                "message": "teacher t1 is at version 2, not 1: read it again and reapply your"
+                " change",
+                "field": "expectedVersion",
+                "currentVersion": 2,
+            }
+        ],
+    }
+    assert result.errors == []
+
+
+def test_an_unavailable_mutation_is_a_graphql_error_that_nulls_only_its_own_field(
+    svc: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the client cannot fix stays a GraphQL error with extensions.code; it nulls its
+    own (nullable) mutation field, and the mutations before it keep their results."""
+
+    async def busy(*_: Any, **__: Any) -> None:
+        raise Unavailable("DynamoDB is busy; try again shortly")
+
+    monkeypatch.setattr(teachers, "transact", busy)
+    result = run(
+        svc,
+        f"""mutation {{
+          createSport(input: {{id: "p1", name: "Chess"}}) {{ sport {{ id }} {USER_ERRORS} }}
+          createTeacher(input: {{id: "t1", name: "Grace"}}) {{ teacher {{ id }} {USER_ERRORS} }}
+        }}""",
+    )
+    assert result.data == {
+        "createSport": {"sport": {"id": "p1"}, "userErrors": []},
+        "createTeacher": None,
+    }
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["path"] == ["createTeacher"]
+    assert result.user_errors == []
+    monkeypatch.undo()
+    assert catalog(svc, "sports") == ["p1"]
+    assert catalog(svc, "teachers") == []
+
+
+def test_every_mutation_answers_a_nullable_payload_with_user_errors() -> None:
+    """The contract a client codes against, for each mutation (new ones included): one
+    failure nulls at most its own field, and client errors come in `userErrors`."""
+    mutation = schema._schema.mutation_type
+    assert mutation is not None
+    for name, field in mutation.fields.items():
+        assert not isinstance(field.type, GraphQLNonNull), name
+        assert isinstance(field.type, GraphQLObjectType), name
+        assert field.type.name == name[0].upper() + name[1:] + "Payload"
+        assert str(field.type.fields["userErrors"].type) == "[UserError!]!", name
+        others = [f for n, f in field.type.fields.items() if n != "userErrors"]
+        assert others and all(not isinstance(f.type, GraphQLNonNull) for f in others), name

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from write_support import (
     CREATE_STUDENT_MIN,
+    USER_ERRORS,
     all_ok,
     assert_clean,
     create_class,
@@ -31,11 +32,12 @@ from graph_api.writes import propagation
 
 STUDENTS = 60
 CLASSES = ("c1", "c2")
-ENROLL_TWICE = """mutation($s: ID!) {
-  a: enrollStudent(studentId: $s, classId: "c1") { id }
-  b: enrollStudent(studentId: $s, classId: "c2") { id } }"""
-RENAME = """mutation($n: String!) {
-  updateTeacher(id: "t1", input: {name: $n}) { id name version } }"""
+ENROLL_TWICE = f"""mutation($s: ID!) {{
+  a: enrollStudent(studentId: $s, classId: "c1") {{ class {{ id }} {USER_ERRORS} }}
+  b: enrollStudent(studentId: $s, classId: "c2") {{ class {{ id }} {USER_ERRORS} }} }}"""
+RENAME = f"""mutation($n: String!) {{
+  updateTeacher(id: "t1", input: {{name: $n}}) {{ teacher {{ id name version }} {USER_ERRORS} }}
+}}"""
 EVERY_COPY = """query($ids: [ID!]!) {
   students(ids: $ids) { id classes(first: 100) { edges { node { id teacher { id name } } } } }
   c1: class(id: "c1") { teacher { name } }
@@ -105,8 +107,13 @@ def transactions(result: Any) -> int:
 def test_teacher_rename_reaches_more_copies_than_one_transaction_holds(school: Services) -> None:
     assert teacher_names_shown(school) == {"Grace"}
     result = run(school, RENAME, {"n": "Grace Hopper"})
-    assert result.errors == []
-    assert result.data == {"updateTeacher": {"id": "t1", "name": "Grace Hopper", "version": 2}}
+    assert result.problems == []
+    assert result.data == {
+        "updateTeacher": {
+            "teacher": {"id": "t1", "name": "Grace Hopper", "version": 2},
+            "userErrors": [],
+        }
+    }
     assert transactions(result) >= 2  # 1 teacher + 2 classes + 122 edges: chunked
     assert teacher_names_shown(school) == {"Grace Hopper"}
     assert set(copies_of_teacher_name(school)) == {"Grace Hopper"}
@@ -123,12 +130,13 @@ def test_renaming_again_resumes_copies_a_failed_chunk_left_behind(
     monkeypatch.setattr(propagation, "transact_each", throttled)
     failed = run(school, RENAME, {"n": "Grace Hopper"})
     assert failed.codes == ["UNAVAILABLE"]
+    assert failed.data == {"updateTeacher": None}
     monkeypatch.undo()
     assert "Grace" in copies_of_teacher_name(school)  # some copies are behind
 
     # The client retries, as the error tells it to.
     result = run(school, RENAME, {"n": "Grace Hopper"})
-    assert result.errors == []
+    assert result.problems == []
     assert set(copies_of_teacher_name(school)) == {"Grace Hopper"}
     assert teacher_names_shown(school) == {"Grace Hopper"}
     assert_clean(school)
@@ -149,8 +157,8 @@ def test_a_later_rename_wins_over_an_earlier_ones_late_chunks(
     monkeypatch.setattr(propagation, "transact_each", later_rename_first)
     first = run(school, RENAME, {"n": "Grace Hopper"})
     monkeypatch.undo()
-    assert first.errors == [] and later[0].errors == []
-    assert later[0].data["updateTeacher"]["version"] == 3
+    assert first.problems == [] and later[0].problems == []
+    assert later[0].data["updateTeacher"]["teacher"]["version"] == 3
 
     assert ok(school, 'query { teacher(id: "t1") { name } }')["teacher"]["name"] == (
         "Admiral Hopper"
@@ -162,12 +170,13 @@ def test_a_later_rename_wins_over_an_earlier_ones_late_chunks(
 def test_rename_of_a_teacher_with_a_hundred_classes(empty_services: Services) -> None:
     svc = empty_services
     create_teacher(svc, "t1", "Grace")
-    create = """mutation($i: CreateClassInput!) { createClass(input: $i) { id } }"""
+    create = f"""mutation($i: CreateClassInput!) {{
+      createClass(input: $i) {{ class {{ id }} {USER_ERRORS} }} }}"""
     inputs = [{"id": f"c{n:03d}", "subject": f"S{n}", "teacherId": "t1"} for n in range(100)]
     all_ok(execute_concurrently(svc, [(create, {"i": i}) for i in inputs]))
     result = run(svc, RENAME, {"n": "Grace Hopper"})
-    assert result.errors == []
-    assert result.data["updateTeacher"]["version"] == 2
+    assert result.problems == []
+    assert result.data["updateTeacher"]["teacher"]["version"] == 2
     classes = of_type(scan(svc), "class")
     assert len(classes) == 100
     assert {c["teacherName"] for c in classes} == {"Grace Hopper"}
@@ -180,18 +189,20 @@ def test_delete_of_a_student_with_more_edges_than_one_transaction_holds(
     """50 memberships: 100 actions to unlink them, plus the node, home and email guard."""
     svc = empty_services
     sports = [f"p{n:02d}" for n in range(50)]
-    create = "mutation($i: CreateSportInput!) { createSport(input: $i) { id } }"
+    create = f"""mutation($i: CreateSportInput!) {{
+      createSport(input: $i) {{ sport {{ id }} {USER_ERRORS} }} }}"""
     all_ok(execute_concurrently(svc, [(create, {"i": {"id": p, "name": p}}) for p in sports]))
     create_student(
         svc, "Ada", "ada@ex.org", id="s1", home={"country": "UK", "state": "L", "city": "L"}
     )
     create_student(svc, "Bob", "bob@ex.org", id="s2")
-    join = "mutation($s: ID!, $p: ID!) { joinSport(studentId: $s, sportId: $p) { id } }"
+    join = f"""mutation($s: ID!, $p: ID!) {{
+      joinSport(studentId: $s, sportId: $p) {{ sport {{ id }} {USER_ERRORS} }} }}"""
     all_ok(execute_concurrently(svc, [(join, {"s": "s1", "p": p}) for p in sports]))
     all_ok(execute_concurrently(svc, [(join, {"s": "s2", "p": p}) for p in sports[:3]]))
 
-    result = run(svc, 'mutation { deleteStudent(id: "s1") }')
-    assert result.errors == [] and result.data == {"deleteStudent": "s1"}
+    result = run(svc, 'mutation { deleteStudent(id: "s1") { deletedId } }')
+    assert result.errors == [] and result.data == {"deleteStudent": {"deletedId": "s1"}}
     assert transactions(result) >= 2
     items = scan(svc)
     assert [i for i in items if "s1" in (i["PK"].split("#")[-1], i.get("studentId"))] == []

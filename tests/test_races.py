@@ -13,6 +13,7 @@ import jwt
 import pytest
 from starlette.testclient import TestClient
 from write_support import (
+    USER_ERRORS,
     assert_clean,
     fresh_services,
     interleave,
@@ -35,6 +36,10 @@ from graph_api.store.table import Table
 from graph_api.writes import classes, edges, propagation, sports, teachers
 
 Hook = Callable[[], Awaitable[Any]]
+RENAME_ALICE = f"""mutation {{ updateTeacher(id: "tA", input: {{name: "Alicia"}}) {{
+  teacher {{ name }} {USER_ERRORS} }} }}"""
+CHANGE_SUBJECT = f"""mutation {{ updateClass(id: "c1", input: {{subject: "Physics"}}) {{
+  class {{ subject }} {USER_ERRORS} }} }}"""
 
 
 def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Item]]) -> None:
@@ -87,8 +92,12 @@ def test_a_write_that_copies_nothing_leaves_a_rename_in_flight_alone(
     members = students(120)
     seed(svc, [sport, *members], [(MEMBERSHIP, s, sport) for s in members])
     between_chunks(lambda: sports.update_sport(table_of(svc), "sp", None, "New coach", None))
-    result = run(svc, 'mutation { updateSport(id: "sp", input: {name: "Go"}) { name coach } }')
-    assert result.errors == []
+    result = run(
+        svc,
+        f"""mutation {{ updateSport(id: "sp", input: {{name: "Go"}}) {{
+          sport {{ name coach }} {USER_ERRORS} }} }}""",
+    )
+    assert result.problems == []
     assert {e["sportName"] for e in of_type(scan(svc), "membership")} == {"Go"}
     assert_clean(svc)
 
@@ -107,10 +116,7 @@ def test_a_class_moved_during_its_teachers_rename_keeps_its_new_teacher(
     ]
     seed(svc, [alice, bob, c1, c2, *pupils], links)
     between_chunks(lambda: classes.update_class(table_of(svc), "c2", None, "tB", None))
-    assert (
-        run(svc, 'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { name } }').errors
-        == []
-    )
+    assert run(svc, RENAME_ALICE).problems == []
     moved = ok(svc, '{ class(id: "c2") { teacher { id name } } }')["class"]["teacher"]
     assert moved == {"id": "tB", "name": "Bob"}
     c2_copies = {e["teacherName"] for e in of_type(scan(svc), "enrolment") if e["classId"] == "c2"}
@@ -135,11 +141,11 @@ def test_a_chunked_rename_with_expected_version_finishes_when_a_class_changes(
     between_chunks(lambda: edges.link(table_of(svc), ENROLMENT, "s102", "c2"))
     result = run(
         svc,
-        'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}, expectedVersion: 1)'
-        " { name version } }",
+        f"""mutation {{ updateTeacher(id: "tA", input: {{name: "Alicia"}}, expectedVersion: 1) {{
+          teacher {{ name version }} {USER_ERRORS} }} }}""",
     )
-    assert result.errors == []
-    assert result.data["updateTeacher"] == {"name": "Alicia", "version": 2}
+    assert result.problems == []
+    assert result.data["updateTeacher"]["teacher"] == {"name": "Alicia", "version": 2}
     assert {e["teacherName"] for e in of_type(scan(svc), "enrolment")} == {"Alicia"}
     assert_clean(svc)
 
@@ -157,13 +163,16 @@ def test_setting_a_class_to_its_own_teacher_cannot_undo_a_rename(
 
     async def rename_lands_after_the_read(*args: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(propagation, "plan", original)
-        rename = 'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { name } }'
-        await asyncio.to_thread(ok, svc, rename)
+        await asyncio.to_thread(ok, svc, RENAME_ALICE)
         return await original(*args, **kwargs)
 
     monkeypatch.setattr(propagation, "plan", rename_lands_after_the_read)
-    result = run(svc, 'mutation { updateClass(id: "c1", input: {teacherId: "tA"}) { id } }')
-    assert result.errors == []
+    result = run(
+        svc,
+        f"""mutation {{ updateClass(id: "c1", input: {{teacherId: "tA"}}) {{
+          class {{ id }} {USER_ERRORS} }} }}""",
+    )
+    assert result.problems == []
     assert {e["teacherName"] for e in of_type(scan(svc), "enrolment")} == {"Alicia"}
     assert_clean(svc)
 
@@ -182,14 +191,12 @@ def test_a_class_and_its_teacher_renamed_at_once_leave_every_copy_current(
         *((ENROLMENT, s, klass) for s in pupils),
     ]
     seed(svc, [alice, klass, *pupils], links)
-    change_subject = 'mutation { updateClass(id: "c1", input: {subject: "Physics"}) { id } }'
-    rename_teacher = 'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { id } }'
     if renamed_first == "subject":
         between_chunks(lambda: teachers.update_teacher(table_of(svc), "tA", "Alicia", None))
-        assert run(svc, change_subject).errors == []
+        assert run(svc, CHANGE_SUBJECT).problems == []
     else:
         between_chunks(lambda: classes.update_class(table_of(svc), "c1", "Physics", None, None))
-        assert run(svc, rename_teacher).errors == []
+        assert run(svc, RENAME_ALICE).problems == []
     copies = {(e["subject"], e["teacherName"]) for e in of_type(scan(svc), "enrolment")}
     assert copies == {("Physics", "Alicia")}
     (teaching,) = of_type(scan(svc), "teaching")
@@ -210,18 +217,18 @@ def write_after_swap(svc: Services, monkeypatch: pytest.MonkeyPatch, swap: str, 
     intruders = interleave(monkeypatch, propagation, svc, swap)
     result = run(svc, write)
     monkeypatch.undo()
-    assert intruders[0].errors == [] and result.errors == []
+    assert intruders[0].problems == [] and result.problems == []
 
 
 @pytest.mark.parametrize(
     ("write", "check"),
     [
         (
-            'mutation { updateClass(id: "c1", input: {subject: "Physics"}) { id } }',
+            CHANGE_SUBJECT,
             lambda svc: [c["subject"] for c in student_classes(svc, "s120")] == ["Physics"],
         ),
         (
-            'mutation { updateTeacher(id: "tA", input: {name: "Alicia"}) { id } }',
+            RENAME_ALICE,
             lambda svc: [c["teacher"]["name"] for c in student_classes(svc, "s120")] == ["Alicia"],
         ),
     ],
@@ -238,9 +245,9 @@ def test_a_chunked_class_write_reaches_an_enrolment_swapped_in_before_it(
         *((ENROLMENT, s, klass) for s in pupils[:120]),
     ]
     seed(svc, [alice, klass, *pupils], links)
-    swap = """mutation {
-      unenrollStudent(studentId: "s119", classId: "c1") { id }
-      enrollStudent(studentId: "s120", classId: "c1") { id } }"""
+    swap = f"""mutation {{
+      unenrollStudent(studentId: "s119", classId: "c1") {{ class {{ id }} {USER_ERRORS} }}
+      enrollStudent(studentId: "s120", classId: "c1") {{ class {{ id }} {USER_ERRORS} }} }}"""
     write_after_swap(svc, monkeypatch, swap, write)
     assert check(svc)
     assert_clean(svc)
@@ -252,12 +259,12 @@ def test_a_chunked_sport_rename_reaches_a_membership_swapped_in_before_it(
     sport = items.sport("p1", "Chess", None)
     members = students(121)
     seed(svc, [sport, *members], [(MEMBERSHIP, s, sport) for s in members[:120]])
-    swap = """mutation {
-      leaveSport(studentId: "s119", sportId: "p1") { id }
-      joinSport(studentId: "s120", sportId: "p1") { id } }"""
-    write_after_swap(
-        svc, monkeypatch, swap, 'mutation { updateSport(id: "p1", input: {name: "Go"}) { id } }'
-    )
+    swap = f"""mutation {{
+      leaveSport(studentId: "s119", sportId: "p1") {{ sport {{ id }} {USER_ERRORS} }}
+      joinSport(studentId: "s120", sportId: "p1") {{ sport {{ id }} {USER_ERRORS} }} }}"""
+    rename = f"""mutation {{ updateSport(id: "p1", input: {{name: "Go"}}) {{
+      sport {{ id }} {USER_ERRORS} }} }}"""
+    write_after_swap(svc, monkeypatch, swap, rename)
     assert [s["name"] for s in student_sports(svc, "s120")] == ["Go"]
     assert_clean(svc)
 
@@ -268,10 +275,11 @@ def test_a_chunked_student_rename_reaches_a_membership_swapped_in_before_it(
     ada = items.student("ada", "Ada", "ada@ex.org")
     sports_ = [items.sport(f"p{n:03d}", f"Sport {n}", None) for n in range(121)]
     seed(svc, [ada, *sports_], [(MEMBERSHIP, ada, p) for p in sports_[:120]])
-    swap = """mutation {
-      leaveSport(studentId: "ada", sportId: "p119") { id }
-      joinSport(studentId: "ada", sportId: "p120") { id } }"""
-    rename = 'mutation { updateStudent(id: "ada", input: {name: "Ada L"}) { id } }'
+    swap = f"""mutation {{
+      leaveSport(studentId: "ada", sportId: "p119") {{ sport {{ id }} {USER_ERRORS} }}
+      joinSport(studentId: "ada", sportId: "p120") {{ sport {{ id }} {USER_ERRORS} }} }}"""
+    rename = f"""mutation {{ updateStudent(id: "ada", input: {{name: "Ada L"}}) {{
+      student {{ id }} {USER_ERRORS} }} }}"""
     write_after_swap(svc, monkeypatch, swap, rename)
     assert [s["name"] for s in sport_students(svc, "p120")] == ["Ada L"]
     assert_clean(svc)
@@ -281,12 +289,13 @@ def test_places_too_long_for_a_key_are_bad_user_input(svc: Services) -> None:
     wide = "\U0001d1c0" * 100  # 100 characters that fold to 1,200 bytes of key
     created = run(
         svc,
-        'mutation($s: String!) { createStudent(input: {name: "A", email: "a@ex.org",'
-        ' home: {country: "X", state: $s, city: "Y"}}) { id } }',
+        f"""mutation($s: String!) {{ createStudent(input: {{name: "A", email: "a@ex.org",
+          home: {{country: "X", state: $s, city: "Y"}}}}) {{ student {{ id }} {USER_ERRORS} }}
+        }}""",
         {"s": wide},
     )
-    assert created.codes == ["BAD_USER_INPUT"]
-    assert created.errors[0]["extensions"]["field"] == "home.state"
+    assert created.errors == [] and created.user_codes == ["BAD_USER_INPUT"]
+    assert created.user_errors[0]["field"] == "home.state"
     assert scan(svc) == []
     searched = run(
         svc,
@@ -317,7 +326,7 @@ def test_a_jwks_that_is_not_json_is_unauthenticated_not_a_500(endpoint: str) -> 
             token = jwt.encode({"sub": "x"}, "k" * 32, algorithm="HS256", headers={"kid": "a"})
             response = client.post(
                 "/graphql",
-                json={"query": 'mutation { createTeacher(input: {name: "T"}) { id } }'},
+                json={"query": 'mutation { createTeacher(input: {name: "T"}) { teacher { id } } }'},
                 headers={"authorization": f"Bearer {token}"},
             )
             assert response.status_code < 500

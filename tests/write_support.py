@@ -19,6 +19,8 @@ from graph_api.store import codec, table
 from graph_api.store.codec import Item
 
 STUDENT_FIELDS = "id name email version home { country state city street }"
+# Every mutation document of the tests selects them: `ok` and `all_ok` check they are empty.
+USER_ERRORS = "userErrors { code message field currentVersion }"
 
 
 @contextlib.contextmanager
@@ -38,10 +40,26 @@ def run(services: Services, query: str, variables: dict[str, Any] | None = None)
 
 
 def ok(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:
-    """Run an operation that must succeed; return its data."""
+    """Run an operation that must succeed (no errors, no user errors); return its data."""
     result = execute(services, query, variables)
-    assert result.errors == [], result.errors
+    assert result.problems == [], result.problems
+    if query.lstrip().startswith("mutation"):
+        payloads = result.data.values()
+        assert all("userErrors" in p for p in payloads), f"select userErrors in {query}"
     return result.data
+
+
+def payload(result: Result, field: str) -> dict[str, Any]:
+    """The payload of the mutation `field` in `result`."""
+    assert isinstance(result.data, dict) and field in result.data, (result.data, result.errors)
+    return result.data[field]  # type: ignore[no-any-return]
+
+
+def single_user_error(result: Result, code: str) -> dict[str, Any]:
+    """The one user error of `result`, of `code`; no GraphQL errors beside it."""
+    assert result.errors == [], result.errors
+    assert result.user_codes == [code], result.user_errors
+    return result.user_errors[0]
 
 
 def requests(result: Result) -> int:
@@ -102,19 +120,21 @@ def create_student(
         input_["home"] = home
     data = ok(
         services,
-        f"mutation($i: CreateStudentInput!) {{ createStudent(input: $i) {{ {STUDENT_FIELDS} }} }}",
+        f"""mutation($i: CreateStudentInput!) {{
+          createStudent(input: $i) {{ student {{ {STUDENT_FIELDS} }} {USER_ERRORS} }} }}""",
         {"i": input_},
     )
-    return data["createStudent"]  # type: ignore[no-any-return]
+    return data["createStudent"]["student"]  # type: ignore[no-any-return]
 
 
 def create_teacher(services: Services, id: str, name: str | None = None) -> dict[str, Any]:
     data = ok(
         services,
-        "mutation($i: CreateTeacherInput!) { createTeacher(input: $i) { id name version } }",
+        f"""mutation($i: CreateTeacherInput!) {{
+          createTeacher(input: $i) {{ teacher {{ id name version }} {USER_ERRORS} }} }}""",
         {"i": {"id": id, "name": name or f"Teacher {id}"}},
     )
-    return data["createTeacher"]  # type: ignore[no-any-return]
+    return data["createTeacher"]["teacher"]  # type: ignore[no-any-return]
 
 
 def create_class(
@@ -122,12 +142,13 @@ def create_class(
 ) -> dict[str, Any]:
     data = ok(
         services,
-        """mutation($i: CreateClassInput!) {
-          createClass(input: $i) { id subject studentCount version teacher { id name } }
-        }""",
+        f"""mutation($i: CreateClassInput!) {{
+          createClass(input: $i) {{
+            class {{ id subject studentCount version teacher {{ id name }} }} {USER_ERRORS}
+          }} }}""",
         {"i": {"id": id, "teacherId": teacher_id, "subject": subject or f"Subject {id}"}},
     )
-    return data["createClass"]  # type: ignore[no-any-return]
+    return data["createClass"]["class"]  # type: ignore[no-any-return]
 
 
 def create_sport(
@@ -135,19 +156,22 @@ def create_sport(
 ) -> dict[str, Any]:
     data = ok(
         services,
-        """mutation($i: CreateSportInput!) {
-          createSport(input: $i) { id name coach studentCount version }
-        }""",
+        f"""mutation($i: CreateSportInput!) {{
+          createSport(input: $i) {{ sport {{ id name coach studentCount version }} {USER_ERRORS} }}
+        }}""",
         {"i": {"id": id, "name": name or f"Sport {id}", "coach": coach}},
     )
-    return data["createSport"]  # type: ignore[no-any-return]
+    return data["createSport"]["sport"]  # type: ignore[no-any-return]
 
 
 def _edge_mutation(
     services: Services, field: str, target: str, student_id: str, target_id: str
 ) -> Result:
+    """Link or unlink; the payload answers its target (`class` or `sport`) as
+    { id studentCount }."""
+    node = target.removesuffix("Id")
     query = f"""mutation($s: ID!, $t: ID!) {{
-      {field}(studentId: $s, {target}: $t) {{ id studentCount }} }}"""
+      {field}(studentId: $s, {target}: $t) {{ {node} {{ id studentCount }} {USER_ERRORS} }} }}"""
     return execute(services, query, {"s": student_id, "t": target_id})
 
 
@@ -291,12 +315,15 @@ def execute_concurrently(
 
 
 def all_ok(results: Sequence[Result]) -> None:
-    errors = [e for r in results for e in r.errors]
-    assert errors == [], errors[:3]
+    """No errors and no user errors in any of `results`."""
+    problems = [e for r in results for e in r.problems]
+    assert problems == [], problems[:3]
 
 
-CREATE_STUDENT_MIN = "mutation($i: CreateStudentInput!) { createStudent(input: $i) { id } }"
-ENROLL_MIN = "mutation($s: ID!, $c: ID!) { enrollStudent(studentId: $s, classId: $c) { id } }"
+CREATE_STUDENT_MIN = f"""mutation($i: CreateStudentInput!) {{
+  createStudent(input: $i) {{ student {{ id }} {USER_ERRORS} }} }}"""
+ENROLL_MIN = f"""mutation($s: ID!, $c: ID!) {{
+  enrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
 
 
 # -- interleavings forced step by step ------------------------------------------------------

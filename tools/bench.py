@@ -65,20 +65,23 @@ QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
 MUTATIONS: dict[str, str] = {
     "createStudent": """mutation($i: ID!, $e: String!) {
         createStudent(input: {id: $i, name: "Bench",
-        email: $e, home: {country: "Canada", state: "Ontario", city: "Toronto"}}) { id } }""",
+        email: $e, home: {country: "Canada", state: "Ontario", city: "Toronto"}})
+        { student { id } userErrors { code message } } }""",
     "updateStudent (rename)": """mutation($i: ID!) { updateStudent(id: $i,
-        input: {name: "Bench Renamed"}) { version } }""",
+        input: {name: "Bench Renamed"}) { student { version } userErrors { code message } } }""",
     "enrollStudent": """mutation($i: ID!) { enrollStudent(studentId: $i, classId: "cls-003")
-        { studentCount } }""",
+        { class { studentCount } userErrors { code message } } }""",
     "joinSport": """mutation($i: ID!) { joinSport(studentId: $i, sportId: "spt-02")
-        { studentCount } }""",
+        { sport { studentCount } userErrors { code message } } }""",
     "setHome": """mutation($i: ID!) { setHome(studentId: $i,
-        home: {country: "Germany", state: "Berlin", city: "Berlin"}) { version } }""",
+        home: {country: "Germany", state: "Berlin", city: "Berlin"})
+        { student { version } userErrors { code message } } }""",
     "unenrollStudent": """mutation($i: ID!) { unenrollStudent(studentId: $i, classId: "cls-003")
-        { studentCount } }""",
+        { class { studentCount } userErrors { code message } } }""",
     "leaveSport": """mutation($i: ID!) { leaveSport(studentId: $i, sportId: "spt-02")
-        { studentCount } }""",
-    "deleteStudent": """mutation($i: ID!) { deleteStudent(id: $i) }""",
+        { sport { studentCount } userErrors { code message } } }""",
+    "deleteStudent": """mutation($i: ID!) { deleteStudent(id: $i)
+        { deletedId userErrors { code message } } }""",
 }
 
 
@@ -102,8 +105,14 @@ def post(conn: http.client.HTTPConnection, query: str, variables: dict[str, Any]
     body = json.dumps({"query": query, "variables": variables})
     conn.request("POST", "/graphql", body, {"Content-Type": "application/json"})
     response = json.loads(conn.getresponse().read())
-    if response.get("errors"):
-        raise SystemExit(f"query failed: {response['errors']}")
+    user_errors = [
+        e
+        for p in (response.get("data") or {}).values()
+        if isinstance(p, dict)
+        for e in p.get("userErrors") or ()
+    ]
+    if response.get("errors") or user_errors:
+        raise SystemExit(f"query failed: {response.get('errors') or user_errors}")
     return response  # type: ignore[no-any-return]
 
 

@@ -44,15 +44,19 @@ READS = [
 ]
 WRITES = {
     "enrol": """mutation($s: ID!, $c: ID!) {
-        enrollStudent(studentId: $s, classId: $c) { studentCount } }""",
+        enrollStudent(studentId: $s, classId: $c) { class { studentCount } userErrors { code } }
+    }""",
     "unenrol": """mutation($s: ID!, $c: ID!) {
-        unenrollStudent(studentId: $s, classId: $c) { studentCount } }""",
+        unenrollStudent(studentId: $s, classId: $c) { class { studentCount } userErrors { code } }
+    }""",
     "join": """mutation($s: ID!) {
-        joinSport(studentId: $s, sportId: "spt-03") { studentCount } }""",
+        joinSport(studentId: $s, sportId: "spt-03") { sport { studentCount } userErrors { code } }
+    }""",
     "leave": """mutation($s: ID!) {
-        leaveSport(studentId: $s, sportId: "spt-03") { studentCount } }""",
+        leaveSport(studentId: $s, sportId: "spt-03") { sport { studentCount } userErrors { code } }
+    }""",
     "rename": """mutation($s: ID!, $n: String!) {
-        updateStudent(id: $s, input: {name: $n}) { version } }""",
+        updateStudent(id: $s, input: {name: $n}) { student { version } userErrors { code } } }""",
 }
 
 
@@ -91,8 +95,14 @@ async def client(http: httpx.AsyncClient, until: float, stats: Stats) -> None:
         stats.latencies.append((time.perf_counter() - started) * 1000)
         stats.statuses[response.status_code] += 1
         stats.kinds[kind] += 1
-        for error in response.json().get("errors") or []:
+        body = response.json()
+        for error in body.get("errors") or []:
             stats.codes[(error.get("extensions") or {}).get("code", "NO_CODE")] += 1
+        # A mutation's client errors (enrolled already, ...) are user errors in its payload.
+        payloads = (body.get("data") or {}).values()
+        for payload in (p for p in payloads if isinstance(p, dict)):
+            for user_error in payload.get("userErrors") or []:
+                stats.codes[user_error["code"]] += 1
 
 
 async def drive(url: str, seconds: float, clients: int) -> Stats:

@@ -1,4 +1,7 @@
-"""The root Mutation: validate, write in one transaction, answer from a consistent read."""
+"""The root Mutation: validate, write in one transaction, answer from a consistent read.
+
+Each mutation answers a payload (`graph/payloads.py`): the node written, or user errors.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,26 @@ from graph_api.graph.inputs import (
     optional_name,
 )
 from graph_api.graph.nodes import NodeBase
+from graph_api.graph.payloads import (
+    CreateClassPayload,
+    CreateSportPayload,
+    CreateStudentPayload,
+    CreateTeacherPayload,
+    DeleteClassPayload,
+    DeleteSportPayload,
+    DeleteStudentPayload,
+    DeleteTeacherPayload,
+    EnrollStudentPayload,
+    JoinSportPayload,
+    LeaveSportPayload,
+    SetHomePayload,
+    UnenrollStudentPayload,
+    UpdateClassPayload,
+    UpdateSportPayload,
+    UpdateStudentPayload,
+    UpdateTeacherPayload,
+    payload_mutation,
+)
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
@@ -40,8 +63,8 @@ def written(info: Info, node_type: type[N], id_: str) -> N:
 @strawberry.type
 class Mutation:
     # -- students ------------------------------------------------------------------------
-    @strawberry.mutation
-    async def create_student(self, info: Info, input: CreateStudentInput) -> Student:
+    @payload_mutation(CreateStudentPayload)
+    async def create_student(self, info: Info, input: CreateStudentInput) -> CreateStudentPayload:
         id_ = await students.create(
             info.context.table,
             input.id,
@@ -49,77 +72,77 @@ class Mutation:
             validation.email(input.email),
             input.home.place() if input.home else None,
         )
-        return written(info, Student, id_)
+        return CreateStudentPayload(student=written(info, Student, id_))
 
-    @strawberry.mutation
+    @payload_mutation(UpdateStudentPayload)
     async def update_student(
         self,
         info: Info,
         id: strawberry.ID,
         input: UpdateStudentInput,
         expected_version: int | None = None,
-    ) -> Student:
+    ) -> UpdateStudentPayload:
         email = None if input.email is None else validation.email(input.email)
         await students.update_student(
             info.context.table, id, optional_name(input.name), email, expected_version
         )
-        return written(info, Student, id)
+        return UpdateStudentPayload(student=written(info, Student, id))
 
-    @strawberry.mutation
-    async def delete_student(self, info: Info, id: strawberry.ID) -> strawberry.ID:
+    @payload_mutation(DeleteStudentPayload)
+    async def delete_student(self, info: Info, id: strawberry.ID) -> DeleteStudentPayload:
         await students.delete_student(info.context.table, id)
-        return id
+        return DeleteStudentPayload(deleted_id=id)
 
-    @strawberry.mutation(description="Set the student's home; null clears it.")
+    @payload_mutation(SetHomePayload, description="Set the student's home; null clears it.")
     async def set_home(
         self, info: Info, student_id: strawberry.ID, home: HomeInput | None
-    ) -> Student:
+    ) -> SetHomePayload:
         await students.set_home(info.context.table, student_id, home.place() if home else None)
-        return written(info, Student, student_id)
+        return SetHomePayload(student=written(info, Student, student_id))
 
     # -- teachers ------------------------------------------------------------------------
-    @strawberry.mutation
-    async def create_teacher(self, info: Info, input: CreateTeacherInput) -> Teacher:
+    @payload_mutation(CreateTeacherPayload)
+    async def create_teacher(self, info: Info, input: CreateTeacherInput) -> CreateTeacherPayload:
         id_ = await teachers.create(info.context.table, input.id, validation.name(input.name))
-        return written(info, Teacher, id_)
+        return CreateTeacherPayload(teacher=written(info, Teacher, id_))
 
-    @strawberry.mutation
+    @payload_mutation(UpdateTeacherPayload)
     async def update_teacher(
         self,
         info: Info,
         id: strawberry.ID,
         input: UpdateTeacherInput,
         expected_version: int | None = None,
-    ) -> Teacher:
+    ) -> UpdateTeacherPayload:
         await teachers.update_teacher(
             info.context.table, id, optional_name(input.name), expected_version
         )
-        return written(info, Teacher, id)
+        return UpdateTeacherPayload(teacher=written(info, Teacher, id))
 
-    @strawberry.mutation
-    async def delete_teacher(self, info: Info, id: strawberry.ID) -> strawberry.ID:
+    @payload_mutation(DeleteTeacherPayload)
+    async def delete_teacher(self, info: Info, id: strawberry.ID) -> DeleteTeacherPayload:
         await teachers.delete_teacher(info.context.table, id)
-        return id
+        return DeleteTeacherPayload(deleted_id=id)
 
     # -- classes -------------------------------------------------------------------------
-    @strawberry.mutation
-    async def create_class(self, info: Info, input: CreateClassInput) -> Class:
+    @payload_mutation(CreateClassPayload)
+    async def create_class(self, info: Info, input: CreateClassInput) -> CreateClassPayload:
         id_ = await classes.create(
             info.context.table,
             input.id,
             validation.name(input.subject, "subject"),
             input.teacher_id,
         )
-        return written(info, Class, id_)
+        return CreateClassPayload(class_=written(info, Class, id_))
 
-    @strawberry.mutation
+    @payload_mutation(UpdateClassPayload)
     async def update_class(
         self,
         info: Info,
         id: strawberry.ID,
         input: UpdateClassInput,
         expected_version: int | None = None,
-    ) -> Class:
+    ) -> UpdateClassPayload:
         await classes.update_class(
             info.context.table,
             id,
@@ -127,70 +150,74 @@ class Mutation:
             input.teacher_id,
             expected_version,
         )
-        return written(info, Class, id)
+        return UpdateClassPayload(class_=written(info, Class, id))
 
-    @strawberry.mutation
-    async def delete_class(self, info: Info, id: strawberry.ID) -> strawberry.ID:
+    @payload_mutation(DeleteClassPayload)
+    async def delete_class(self, info: Info, id: strawberry.ID) -> DeleteClassPayload:
         await classes.delete_class(info.context.table, id)
-        return id
+        return DeleteClassPayload(deleted_id=id)
 
     # -- sports --------------------------------------------------------------------------
-    @strawberry.mutation
-    async def create_sport(self, info: Info, input: CreateSportInput) -> Sport:
+    @payload_mutation(CreateSportPayload)
+    async def create_sport(self, info: Info, input: CreateSportInput) -> CreateSportPayload:
         id_ = await sports.create(
             info.context.table,
             input.id,
             validation.name(input.name),
             optional_name(input.coach, "coach"),
         )
-        return written(info, Sport, id_)
+        return CreateSportPayload(sport=written(info, Sport, id_))
 
-    @strawberry.mutation
+    @payload_mutation(UpdateSportPayload)
     async def update_sport(
         self,
         info: Info,
         id: strawberry.ID,
         input: UpdateSportInput,
         expected_version: int | None = None,
-    ) -> Sport:
+    ) -> UpdateSportPayload:
         coach = (
             sports.UNSET if input.coach is strawberry.UNSET else optional_name(input.coach, "coach")
         )
         await sports.update_sport(
             info.context.table, id, optional_name(input.name), coach, expected_version
         )
-        return written(info, Sport, id)
+        return UpdateSportPayload(sport=written(info, Sport, id))
 
-    @strawberry.mutation
-    async def delete_sport(self, info: Info, id: strawberry.ID) -> strawberry.ID:
+    @payload_mutation(DeleteSportPayload)
+    async def delete_sport(self, info: Info, id: strawberry.ID) -> DeleteSportPayload:
         await sports.delete_sport(info.context.table, id)
-        return id
+        return DeleteSportPayload(deleted_id=id)
 
     # -- edges ---------------------------------------------------------------------------
-    @strawberry.mutation
+    @payload_mutation(EnrollStudentPayload)
     async def enroll_student(
         self, info: Info, student_id: strawberry.ID, class_id: strawberry.ID
-    ) -> Class:
+    ) -> EnrollStudentPayload:
         await edges.link(info.context.table, ENROLMENT, student_id, class_id)
-        return written(info, Class, class_id)
+        klass, student = written(info, Class, class_id), written(info, Student, student_id)
+        return EnrollStudentPayload(class_=klass, student=student)
 
-    @strawberry.mutation
+    @payload_mutation(UnenrollStudentPayload)
     async def unenroll_student(
         self, info: Info, student_id: strawberry.ID, class_id: strawberry.ID
-    ) -> Class:
+    ) -> UnenrollStudentPayload:
         await edges.unlink(info.context.table, ENROLMENT, student_id, class_id)
-        return written(info, Class, class_id)
+        klass, student = written(info, Class, class_id), written(info, Student, student_id)
+        return UnenrollStudentPayload(class_=klass, student=student)
 
-    @strawberry.mutation
+    @payload_mutation(JoinSportPayload)
     async def join_sport(
         self, info: Info, student_id: strawberry.ID, sport_id: strawberry.ID
-    ) -> Sport:
+    ) -> JoinSportPayload:
         await edges.link(info.context.table, MEMBERSHIP, student_id, sport_id)
-        return written(info, Sport, sport_id)
+        sport, student = written(info, Sport, sport_id), written(info, Student, student_id)
+        return JoinSportPayload(sport=sport, student=student)
 
-    @strawberry.mutation
+    @payload_mutation(LeaveSportPayload)
     async def leave_sport(
         self, info: Info, student_id: strawberry.ID, sport_id: strawberry.ID
-    ) -> Sport:
+    ) -> LeaveSportPayload:
         await edges.unlink(info.context.table, MEMBERSHIP, student_id, sport_id)
-        return written(info, Sport, sport_id)
+        sport, student = written(info, Sport, sport_id), written(info, Student, student_id)
+        return LeaveSportPayload(sport=sport, student=student)
