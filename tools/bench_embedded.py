@@ -29,7 +29,8 @@ BY_LOCATION = """{ studentsByLocation(country: "Canada", first: 25) {
     edges { node { name classes { edges { node { subject teacher { name } } } } } } } }"""
 READ = "query($id: ID!) { student(id: $id) { name home { city } } }"
 RENAME = """mutation($id: ID!, $n: String!) { updateTeacher(id: $id, input: {name: $n}) {
-    name classes(first: 1) { edges { node { teacher { name } } } } } }"""
+    teacher { name classes(first: 1) { edges { node { teacher { name } } } } }
+    userErrors { code message } } }"""
 WIDE_TEACHER = "tch-wide"
 WIDE_CLASSES = 100
 
@@ -62,14 +63,15 @@ def wide_teacher(port: int) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port)
     ok(
         conn,
-        'mutation($t: ID!) { createTeacher(input: {id: $t, name: "Wide"}) { id } }',
+        """mutation($t: ID!) { createTeacher(input: {id: $t, name: "Wide"}) {
+           teacher { id } userErrors { code message } } }""",
         t=WIDE_TEACHER,
     )
     for n in range(WIDE_CLASSES):
         ok(
             conn,
             """mutation($c: ID!, $t: ID!) { createClass(input: {id: $c, teacherId: $t,
-               subject: "Wide"}) { id } }""",
+               subject: "Wide"}) { class { id } userErrors { code message } } }""",
             c=f"cls-wide-{n:03d}",
             t=WIDE_TEACHER,
         )
@@ -77,7 +79,7 @@ def wide_teacher(port: int) -> None:
             ok(
                 conn,
                 """mutation($s: ID!, $c: ID!) { enrollStudent(studentId: $s, classId: $c)
-                   { studentCount } }""",
+                   { class { studentCount } userErrors { code message } } }""",
                 s=f"stu-{s:04d}",
                 c=f"cls-wide-{n:03d}",
             )
@@ -107,7 +109,7 @@ def renames_with_readers(port: int, runs: int) -> tuple[dict[str, float], dict[s
         started = time.perf_counter()
         data = ok(conn, RENAME, id=WIDE_TEACHER, n=f"Wide {n}")
         times.append((time.perf_counter() - started) * 1000)
-        assert data["updateTeacher"]["name"] == f"Wide {n}"
+        assert data["updateTeacher"]["teacher"]["name"] == f"Wide {n}"
     stop.set()
     thread.join()
     conn.close()
