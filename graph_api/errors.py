@@ -41,6 +41,14 @@ class Unavailable(ApiError):
 
 
 class Unauthenticated(ApiError):
-    """A write (or, when reads are private, any operation) without a valid bearer token."""
+    """A write (or, when reads are private, any operation, or a personal field) without a
+    valid bearer token."""
 
     code = "UNAUTHENTICATED"
+
+
+class Forbidden(ApiError):
+    """Not served to this reader, whatever token it sends: personal data on a server with
+    no auth configured and GRAPH_API_PUBLIC_PERSONAL_DATA off."""
+
+    code = "FORBIDDEN"

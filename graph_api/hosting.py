@@ -40,11 +40,22 @@ def announce(settings: Settings) -> None:
         log.warning(
             "GRAPH_API_CURSOR_SECRET is not set: cursors break across processes and restarts"
         )
-    if settings.jwks_url or settings.jwt_secret:
+    auth = bool(settings.jwks_url or settings.jwt_secret)
+    if auth:
         reads = "reads too" if settings.auth_reads else "reads are public"
         log.info("auth: mutations need a bearer token from %s; %s", settings.jwt_issuer, reads)
     else:
         log.warning("auth: none configured, anyone may write (set GRAPH_API_JWKS_URL)")
+    if settings.public_personal_data:
+        log_public = log.info if settings.backend == "embedded" else log.warning
+        log_public(
+            "personal data: students' emails and streets are served to anyone"
+            " (GRAPH_API_PUBLIC_PERSONAL_DATA=true)"
+        )
+    elif auth:
+        log.info("personal data: emails and streets only for requests with a valid token")
+    else:
+        log.info("personal data: emails and streets are served to nobody (no auth configured)")
 
 
 def services_for(settings: Settings) -> Services:

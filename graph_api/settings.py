@@ -57,6 +57,9 @@ class Settings:
     jwt_issuer: str = ""
     jwt_audience: str = ""
     auth_reads: bool = False
+    # Students' emails and street addresses to anyone, not only to authenticated readers.
+    # Off unless asked; `from_env` turns it on for the embedded backend's generated demo.
+    public_personal_data: bool = False
     log_format: str = "text"
     naive: bool = False
     demo_students: int = 500
@@ -91,6 +94,9 @@ class Settings:
             introspection=_bool(env, "GRAPH_API_INTROSPECTION", True),
             graphiql=_bool(env, "GRAPH_API_GRAPHIQL", True),
             **_auth(env),
+            public_personal_data=_bool(
+                env, "GRAPH_API_PUBLIC_PERSONAL_DATA", backend == "embedded"
+            ),
             log_format=_choice(
                 env,
                 "GRAPH_API_LOG_FORMAT",

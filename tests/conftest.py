@@ -95,6 +95,10 @@ def make_settings(endpoint: str, **overrides: Any) -> Settings:
         endpoint_url=endpoint,
         cursor_secret=b"test-cursor-secret",
         cursor_secret_configured=True,
+        # As the embedded backend serves its generated demo (`Settings.from_env`); the tests
+        # of the setting itself, and of personal data kept private, are
+        # tests/test_personal_data.py.
+        public_personal_data=True,
     )
     return dataclasses.replace(base, **overrides)
 

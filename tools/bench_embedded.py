@@ -120,7 +120,11 @@ def renames_with_readers(port: int, runs: int) -> tuple[dict[str, float], dict[s
 
 def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures:
     settings = dataclasses.replace(
-        Settings(), demo_students=students, log_level="WARNING", cursor_secret=b"bench"
+        Settings(),
+        demo_students=students,
+        log_level="WARNING",
+        cursor_secret=b"bench",
+        public_personal_data=True,  # as `make run` serves its generated school
     )
     started = time.perf_counter()
     settings, server = cli.start_embedded(settings)  # what `make run` does

@@ -1,5 +1,10 @@
-"""Who may run an operation: with auth configured, mutations (and, if asked, reads) need a
-valid bearer token. A refused operation is not executed, so nothing is written."""
+"""Who may run an operation, and who may read personal data.
+
+With auth configured, mutations (and, if asked, reads) need a valid bearer token; a refused
+operation is not executed, so nothing is written. Personal fields (a student's email and
+street) are served only to a reader with a valid token, unless the server is set to make
+them public (GRAPH_API_PUBLIC_PERSONAL_DATA); to anyone else they are null with a coded
+error, and the rest of the answer stands."""
 
 from __future__ import annotations
 
@@ -10,8 +15,8 @@ from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from graph_api.errors import Unauthenticated, Unavailable
-from graph_api.graph.context import Context
+from graph_api.errors import Forbidden, Unauthenticated, Unavailable
+from graph_api.graph.context import Context, Info
 
 
 class RequireAuth(SchemaExtension):
@@ -35,3 +40,21 @@ class RequireAuth(SchemaExtension):
                     ],
                 )
         yield
+
+
+def require_personal_data_reader(info: Info, field: str) -> None:
+    """Raise unless this request may read the personal field `field` (e.g. Student.email)."""
+    context = info.context
+    if context.services.settings.public_personal_data or context.auth.principal is not None:
+        return
+    if not context.services.auth.enabled:
+        raise Forbidden(
+            f"{field} is personal data, which this server shows only to signed-in readers,"
+            " and it has no sign-in configured"
+        )
+    if context.auth.unavailable:
+        raise Unavailable(f"{field} needs a checked token: {context.auth.problem}")
+    reason = context.auth.problem or "no token was sent"
+    raise Unauthenticated(
+        f"{field} is personal data: send 'Authorization: Bearer <JWT>' to read it ({reason})"
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import strawberry
 
+from graph_api.graph.access import require_personal_data_reader
+from graph_api.graph.context import Info
 from graph_api.store.codec import Item
 
 
@@ -12,7 +14,16 @@ class Home:
     country: str
     state: str
     city: str
-    street: str | None
+    street_: strawberry.Private[str | None]
+
+    @strawberry.field(
+        description="Personal data: null (with an UNAUTHENTICATED or FORBIDDEN error) unless"
+        " the request carries a valid bearer token or the server makes it public; null"
+        " without an error when the home has no street."
+    )
+    def street(self, info: Info) -> str | None:
+        require_personal_data_reader(info, "Home.street")
+        return self.street_
 
     @classmethod
     def from_item(cls, item: Item) -> Home:
@@ -20,5 +31,5 @@ class Home:
             country=item["country"],
             state=item["state"],
             city=item["city"],
-            street=item.get("street"),
+            street_=item.get("street"),
         )

@@ -8,6 +8,7 @@ import strawberry
 
 from graph_api import items, keys
 from graph_api.graph import paging
+from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
 from graph_api.graph.nodes import NodeBase
@@ -29,8 +30,12 @@ class Student(NodeBase):
     def name(self, info: Info) -> str:
         return self.get(info, "name")  # type: ignore[no-any-return]
 
-    @strawberry.field
-    def email(self, info: Info) -> str:
+    @strawberry.field(
+        description="Personal data: null (with an UNAUTHENTICATED or FORBIDDEN error) unless"
+        " the request carries a valid bearer token or the server makes it public."
+    )
+    def email(self, info: Info) -> str | None:
+        require_personal_data_reader(info, "Student.email")
         return self.get(info, "email")  # type: ignore[no-any-return]
 
     @strawberry.field
