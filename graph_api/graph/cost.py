@@ -5,23 +5,26 @@ so `students(ids: [100 ids]) { classes(first: 100) { students(first: 100) } }` c
 100 + 100·100 + 100·100·100 and is refused before its first request. `students(ids)`
 counts its ids; a root field returning one node counts 1. The figure is reported in
 `extensions.cost = {requested, limit}` on every response.
+
+The walk visits each selection of the document once: a fragment's cost is computed once and
+a spread adds it times the number of parents it runs for, so fragments that spread each
+other exponentially cost time linear in the document to price (and are refused).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
     FieldNode,
-    FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLError,
     GraphQLNamedType,
     GraphQLObjectType,
     GraphQLSchema,
     InlineFragmentNode,
-    OperationDefinitionNode,
     SelectionSetNode,
     get_named_type,
     value_from_ast,
@@ -31,6 +34,7 @@ from graphql.language import DocumentNode
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionResult
 
+from graph_api.graph.document import fragment_order, fragments_of, operations_of
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.graph.query import MAX_IDS
 
@@ -38,29 +42,21 @@ QUERY_TOO_COSTLY = "QUERY_TOO_COSTLY"
 
 
 class _Walk:
+    """The cost of selections, each visited once: a fragment's cost is computed once (for a
+    factor of 1, its type condition as the parent) and a spread adds it times its factor."""
+
     def __init__(
         self, schema: GraphQLSchema, document: DocumentNode, variables: Mapping[str, Any]
     ) -> None:
         self.schema = schema
         self.variables = dict(variables)
-        self.fragments = {
-            d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-        }
-
-    def fields(
-        self, selections: SelectionSetNode | None, seen: frozenset[str] = frozenset()
-    ) -> Iterator[FieldNode]:
-        """The fields of a selection set, fragments spread in."""
-        for selection in selections.selections if selections else ():
-            if isinstance(selection, FieldNode):
-                yield selection
-            elif isinstance(selection, InlineFragmentNode):
-                yield from self.fields(selection.selection_set, seen)
-            elif isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                fragment = self.fragments.get(name)
-                if fragment is not None and name not in seen:  # cycles are invalid anyway
-                    yield from self.fields(fragment.selection_set, seen | {name})
+        self.visited = 0  # selections visited: each selection of the document at most once
+        self.memo: dict[str, int] = {}
+        fragments = fragments_of(document)
+        for name in fragment_order(fragments):
+            fragment = fragments[name]
+            parent = schema.get_type(fragment.type_condition.name.value)
+            self.memo[name] = self.cost(parent, fragment.selection_set, 1)
 
     def count(self, parent: GraphQLObjectType, node: FieldNode) -> int | None:
         """How many nodes this field may return, if it fetches any; None if it does not."""
@@ -84,22 +80,42 @@ class _Walk:
         return None
 
     def cost(
-        self, parent: GraphQLNamedType, selections: SelectionSetNode | None, factor: int
+        self, parent: GraphQLNamedType | None, selections: SelectionSetNode | None, factor: int
     ) -> int:
-        if not isinstance(parent, GraphQLObjectType):
-            return 0
         total = 0
-        for node in self.fields(selections):
-            definition = parent.fields.get(node.name.value)
-            if definition is None:
-                continue
-            count = self.count(parent, node)
-            inner = factor
-            if count is not None:
-                total += factor * count
-                inner = factor * max(count, 1)
-            total += self.cost(get_named_type(definition.type), node.selection_set, inner)
+        for node in selections.selections if selections else ():
+            self.visited += 1
+            if isinstance(node, FragmentSpreadNode):
+                # Unknown, or the spread that closes a cycle: nothing (validation says why).
+                total += factor * self.memo.get(node.name.value, 0)
+            elif isinstance(node, InlineFragmentNode):
+                condition = node.type_condition
+                inner = self.schema.get_type(condition.name.value) if condition else parent
+                total += self.cost(inner, node.selection_set, factor)
+            elif isinstance(node, FieldNode) and isinstance(parent, GraphQLObjectType):
+                definition = parent.fields.get(node.name.value)
+                if definition is None:
+                    continue
+                count = self.count(parent, node)
+                inner_factor = factor
+                if count is not None:
+                    total += factor * count
+                    inner_factor = factor * max(count, 1)
+                total += self.cost(
+                    get_named_type(definition.type), node.selection_set, inner_factor
+                )
         return total
+
+
+@dataclass(frozen=True)
+class Cost:
+    requested: int  # capped at MAX_REPORTED
+    visited: int  # selections the walk visited: at most the document's selections
+
+
+# The largest integer every JSON client reads exactly; a fan-out of fragments can ask for
+# far more (2^40 and beyond), which is refused all the same.
+MAX_REPORTED = 2**53 - 1
 
 
 def operation_cost(
@@ -107,23 +123,25 @@ def operation_cost(
     document: DocumentNode,
     operation_name: str | None,
     variables: Mapping[str, Any] | None,
-) -> int:
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+) -> Cost:
+    operations = operations_of(document)
     if operation_name is not None:
         operations = [o for o in operations if o.name and o.name.value == operation_name]
     if len(operations) != 1:
-        return 0  # execution reports the missing or ambiguous operation
+        return Cost(0, 0)  # validation or execution reports the missing or ambiguous operation
     operation = operations[0]
     root = schema.get_root_type(operation.operation)
     if root is None:
-        return 0
+        return Cost(0, 0)
     # The values execution will use: defaults applied, `100.0` as 100, one id as a list.
     coerced = get_variable_values(
         schema, operation.variable_definitions or (), dict(variables or {})
     )
     if isinstance(coerced, list):
-        return 0  # execution reports the bad variables
-    return _Walk(schema, document, coerced.coerced).cost(root, operation.selection_set, 1)
+        return Cost(0, 0)  # execution reports the bad variables
+    walk = _Walk(schema, document, coerced.coerced)
+    requested = walk.cost(root, operation.selection_set, 1)
+    return Cost(min(requested, MAX_REPORTED), walk.visited)
 
 
 class CostLimit(SchemaExtension):
@@ -139,7 +157,7 @@ class CostLimit(SchemaExtension):
         if document is not None:
             self.requested = operation_cost(
                 context.schema._schema, document, context.operation_name, context.variables
-            )
+            ).requested
             if self.requested > self.limit and context.result is None:
                 # A result set before execution makes Strawberry skip executing.
                 context.result = ExecutionResult(

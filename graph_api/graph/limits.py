@@ -1,37 +1,216 @@
 """Bounds on one operation: depth, aliases, tokens, static cost, introspection.
 
-Validation rules are built once and shared (they hold no state), so the validation cache,
-which is keyed by the rules, keeps hitting; each request still gets its own extension
-objects.
+Every bound works on the document as written (`graph_api.graph.document`): each selection is
+visited once and each fragment's figures are memoized, so a document whose fragments spread
+each other exponentially is measured in time linear in its size (and refused, since its
+expansion is what the limits count). Tokens are counted by the parser, which stops at the
+limit; depth and aliases by `measure` below, before graphql-core's own rules run; cost by
+`graph.cost` once the variables are known.
+
+graphql-core's rules are not all linear (OverlappingFieldsCanBeMergedRule compares fields of
+the same name pairwise: about a second for 5,000 tokens of repeated fields on this machine),
+so `Validation` runs them in one worker thread, off the event loop, and caches the result
+by document text: the loop keeps answering (`/healthz`, other requests) meanwhile, and at
+most one such validation runs at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
-from graphql import ASTValidationRule
+from graphql import (
+    ASTValidationRule,
+    DocumentNode,
+    FieldNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLSchema,
+    InlineFragmentNode,
+    SelectionSetNode,
+)
+from graphql.validation.validate import ValidationAbortedError
 from strawberry.extensions import (
     AddValidationRules,
     DisableIntrospection,
-    MaxAliasesLimiter,
     MaxTokensLimiter,
-    QueryDepthLimiter,
     SchemaExtension,
 )
+from strawberry.schema.schema import validate_document
 
+from graph_api.errors import BadUserInput
 from graph_api.graph.cost import CostLimit
+from graph_api.graph.document import fragment_order, fragments_of, operations_of
 from graph_api.settings import Settings
 
 
-def limit_extensions(settings: Settings) -> list[Callable[[], SchemaExtension]]:
-    rules: list[type[ASTValidationRule]] = [
-        *QueryDepthLimiter(max_depth=settings.max_depth).validation_rules,
-        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
-    ]
-    if not settings.introspection:
-        rules += DisableIntrospection().validation_rules
-    return [
+@dataclass
+class Shape:
+    """What a document asks for, fragments spread in, and what measuring it took."""
+
+    depths: dict[str, int] = field(default_factory=dict)  # by operation name ("" if none)
+    aliases: int = 0  # aliased fields, every spread of a fragment counted
+    visited: int = 0  # selections visited: each selection of the document once
+
+
+@dataclass(frozen=True)
+class _Figures:
+    depth: int = 0
+    aliases: int = 0
+
+
+class _ShapeWalk:
+    def __init__(self, document: DocumentNode) -> None:
+        self.fragments = fragments_of(document)
+        self.memo: dict[str, _Figures] = {}
+        self.visited = 0
+        for name in fragment_order(self.fragments):
+            self.memo[name] = self.walk(self.fragments[name].selection_set)
+
+    def walk(self, selection_set: SelectionSetNode | None) -> _Figures:
+        """Depth (fields nested below this level, as Strawberry's QueryDepthLimiter counts:
+        introspection fields and what they hold count nothing) and aliases of a set."""
+        depth = aliases = 0
+        for selection in selection_set.selections if selection_set else ():
+            self.visited += 1
+            if isinstance(selection, FieldNode):
+                inner = self.walk(selection.selection_set)
+                aliases += inner.aliases + (1 if selection.alias else 0)
+                if selection.selection_set and not selection.name.value.startswith("__"):
+                    depth = max(depth, 1 + inner.depth)
+            elif isinstance(selection, InlineFragmentNode):
+                inner = self.walk(selection.selection_set)
+                depth, aliases = max(depth, inner.depth), aliases + inner.aliases
+            elif isinstance(selection, FragmentSpreadNode):
+                # Unknown, or the spread that closes a cycle: nothing (validation says why).
+                known = self.memo.get(selection.name.value, _Figures())
+                depth, aliases = max(depth, known.depth), aliases + known.aliases
+        return _Figures(depth, aliases)
+
+
+def measure(document: DocumentNode) -> Shape:
+    """Depth of each operation and aliases of the document, in one pass over it."""
+    walk = _ShapeWalk(document)
+    shape = Shape()
+    for operation in operations_of(document):
+        figures = walk.walk(operation.selection_set)
+        name = operation.name.value if operation.name else ""
+        shape.depths[name] = max(shape.depths.get(name, 0), figures.depth)
+        shape.aliases += figures.aliases
+    shape.visited = walk.visited
+    return shape
+
+
+@dataclass(frozen=True)
+class DocumentLimits:
+    max_depth: int
+    max_aliases: int
+
+    def check(self, document: DocumentNode) -> list[GraphQLError]:
+        shape = measure(document)
+        errors = [
+            GraphQLError(
+                f"{f'operation {name!r}' if name else 'the operation'} nests fields"
+                f" {depth} deep, over the limit of {self.max_depth}",
+                extensions={"code": BadUserInput.code, "limit": self.max_depth},
+            )
+            for name, depth in shape.depths.items()
+            if depth > self.max_depth
+        ]
+        if shape.aliases > self.max_aliases:
+            errors.append(
+                GraphQLError(
+                    f"the document has {shape.aliases} aliases (fragments counted each time"
+                    f" they are spread), over the limit of {self.max_aliases}",
+                    extensions={"code": BadUserInput.code, "limit": self.max_aliases},
+                )
+            )
+        return errors
+
+
+Rules = tuple[type[ASTValidationRule], ...]
+
+
+class ValidationResults:
+    """Validation results by document text, and the one thread that computes them."""
+
+    def __init__(self, limits: DocumentLimits, maxsize: int) -> None:
+        self.limits = limits
+        self.maxsize = maxsize
+        self.results: OrderedDict[tuple[str, Rules], list[GraphQLError]] = OrderedDict()
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphql-validate")
+
+    def get(self, key: tuple[str, Rules]) -> list[GraphQLError] | None:
+        found = self.results.get(key)
+        if found is not None:
+            self.results.move_to_end(key)
+        return found
+
+    def put(self, key: tuple[str, Rules], errors: list[GraphQLError]) -> None:
+        self.results[key] = errors
+        while len(self.results) > self.maxsize:
+            self.results.popitem(last=False)
+
+    async def validate(
+        self, schema: GraphQLSchema, document: DocumentNode, rules: Rules
+    ) -> list[GraphQLError]:
+        """Our limits first, on the loop (one linear pass); graphql-core's rules after them,
+        in the worker thread, only for a document within the limits."""
+        errors = self.limits.check(document)
+        if errors:
+            return errors
+        loop = asyncio.get_running_loop()
+        errors = await loop.run_in_executor(
+            self.executor, validate_document, schema, document, rules
+        )
+        # graphql-core gives up on a document too costly to compare (its overlapping-fields
+        # budget) or nested too deeply, with a bare "Validation aborted.".
+        return [
+            GraphQLError(
+                "the document is too complex to validate: spread fewer fragments, ask for"
+                " each field once, or nest less",
+                extensions={"code": BadUserInput.code},
+            )
+            if isinstance(error, ValidationAbortedError)
+            else error
+            for error in errors
+        ]
+
+
+class Validation(SchemaExtension):
+    """Validates the document, cached by its text. Replaces Strawberry's ValidationCache."""
+
+    def __init__(self, results: ValidationResults) -> None:
+        self.results = results
+
+    async def on_validate(self) -> AsyncIterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        assert document is not None  # parsed, or Strawberry returned the syntax error
+        rules = tuple(context.validation_rules)
+        key = (context.query, rules) if context.query is not None else None
+        errors = self.results.get(key) if key else None
+        if errors is None:
+            errors = await self.results.validate(context.schema._schema, document, rules)
+            if key:
+                self.results.put(key, errors)
+        context.pre_execution_errors = list(errors)
+        yield
+
+
+def limit_extensions(settings: Settings, cache_size: int) -> list[Callable[[], SchemaExtension]]:
+    """The extensions that bound an operation; each request gets its own instances."""
+    limits = DocumentLimits(settings.max_depth, settings.max_aliases)
+    results = ValidationResults(limits, cache_size)
+    extensions: list[Callable[[], SchemaExtension]] = [
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
-        lambda: AddValidationRules(rules),
+        lambda: Validation(results),
         lambda: CostLimit(settings.max_cost),
     ]
+    if not settings.introspection:
+        rules = list(DisableIntrospection().validation_rules)
+        extensions.insert(1, lambda: AddValidationRules(rules))
+    return extensions

@@ -7,7 +7,7 @@ from typing import Any
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import ParserCache, ValidationCache
+from strawberry.extensions import ParserCache
 from strawberry.types import ExecutionContext, ExecutionResult
 
 from graph_api.graph.access import RequireAuth
@@ -45,12 +45,12 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
         query=Query,
         mutation=Mutation,
         # Classes and factories, not instances: each request gets its own extension objects
-        # (ParserCache and ValidationCache share their LRU caches at module level).
+        # (ParserCache shares its LRU cache at module level; limits' validation results are
+        # cached per schema).
         extensions=[
             RequireAuth,
-            *limit_extensions(settings),
+            *limit_extensions(settings, CACHE_SIZE),
             lambda: ParserCache(maxsize=CACHE_SIZE),
-            lambda: ValidationCache(maxsize=CACHE_SIZE),
             DynamoDBAccounting,
         ],
     )

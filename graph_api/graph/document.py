@@ -1,0 +1,74 @@
+"""Walking a GraphQL document as written: each fragment once, its figures memoized.
+
+A limit that spreads fragments in as it meets them does exponential work on a document whose
+fragments each spread the next one twice (`fragment F0 on Query { ...F1 ...F1 }` ... 40 levels
+in 400 tokens is 2^40 fields). The walks here visit every selection of the document once:
+fragments are walked dependencies first (`fragment_order`), and a spread adds the memoized
+figures of its fragment, multiplied where the figure is a count (cost, aliases).
+Nothing here trusts the document to be valid: an unknown fragment counts nothing, and a
+fragment caught in a cycle counts nothing in the spread that closes the cycle
+(`NoFragmentCyclesRule` reports the cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+)
+
+
+def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    """The fragment definitions by name (the first of duplicates, which validation refuses)."""
+    found: dict[str, FragmentDefinitionNode] = {}
+    for definition in document.definitions:
+        if isinstance(definition, FragmentDefinitionNode):
+            found.setdefault(definition.name.value, definition)
+    return found
+
+
+def operations_of(document: DocumentNode) -> list[OperationDefinitionNode]:
+    return [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+
+
+def spreads_in(selection_set: SelectionSetNode | None) -> Iterator[str]:
+    """The names of the fragments spread anywhere in a selection set (not through them)."""
+    pending = [selection_set] if selection_set else []
+    while pending:
+        for selection in pending.pop().selections:
+            if isinstance(selection, FragmentSpreadNode):
+                yield selection.name.value
+            elif isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
+                pending.append(selection.selection_set)
+
+
+def fragment_order(fragments: dict[str, FragmentDefinitionNode]) -> list[str]:
+    """The fragments' names, each after every fragment it spreads (cycles broken anywhere).
+
+    Iterative, so a chain of a thousand fragments needs no recursion.
+    """
+    order: list[str] = []
+    state: dict[str, bool] = {}  # False: being walked, True: done
+    for root in fragments:
+        if root in state:
+            continue
+        state[root] = False
+        stack = [(root, spreads_in(fragments[root].selection_set))]
+        while stack:
+            name, pending = stack[-1]
+            child = next(pending, None)
+            if child is None:
+                stack.pop()
+                state[name] = True
+                order.append(name)
+            elif child in fragments and child not in state:
+                state[child] = False
+                stack.append((child, spreads_in(fragments[child].selection_set)))
+    return order
