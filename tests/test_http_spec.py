@@ -234,3 +234,62 @@ def test_unauthenticated_request_error_is_401_in_graphql_response_json(
     legacy = auth_client.post("/graphql", json=mutation, headers=LEGACY)
     assert legacy.status_code == 200
     assert codes(legacy.json()) == ["UNAUTHENTICATED"]
+
+
+# -- several operations in one document ----------------------------------------------------
+
+TWO_OPERATIONS = (
+    'query A { teacher(id: "tch-001") { name } } query B { sports(first: 1) { edges { cursor } } }'
+)
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+def test_several_operations_without_an_operation_name_are_a_request_error(
+    client: TestClient, method: str
+) -> None:
+    # GraphQL spec, GetOperation: "If operationName is null: if document contains exactly one
+    # operation, return it; otherwise raise a request error". Strawberry ran the first.
+    for accept, status in ((GRAPHQL_RESPONSE_JSON, 400), (JSON, 200)):
+        if method == "POST":
+            response = client.post(
+                "/graphql", json={"query": TWO_OPERATIONS}, headers={"Accept": accept}
+            )
+        else:
+            response = client.get(
+                "/graphql", params={"query": TWO_OPERATIONS}, headers={"Accept": accept}
+            )
+        assert response.status_code == status
+        body = response.json()
+        assert "data" not in body, body
+        assert codes(body) == ["BAD_USER_INPUT"]
+        assert "operation name" in body["errors"][0]["message"]
+        assert body.get("extensions", {}).get("dynamodb", {}).get("requests", 0) == 0
+
+
+@pytest.mark.parametrize(("name", "field"), [("A", "teacher"), ("B", "sports")])
+def test_the_named_operation_of_several_runs(client: TestClient, name: str, field: str) -> None:
+    response = client.post(
+        "/graphql", json={"query": TWO_OPERATIONS, "operationName": name}, headers=GRJ
+    )
+    assert response.status_code == 200
+    assert list(response.json()["data"]) == [field]
+
+
+def test_a_lone_named_operation_runs_without_an_operation_name(client: TestClient) -> None:
+    response = client.post("/graphql", json={"query": "query Only { __typename }"}, headers=GRJ)
+    assert response.status_code == 200
+    assert response.json()["data"] == {"__typename": "Query"}
+
+
+def test_a_mutation_among_several_operations_does_not_run_unnamed(
+    write_client: TestClient,
+) -> None:
+    document = (
+        'mutation M { createTeacher(input: {name: "Unnamed"}) { id } }'
+        " query Q { teachers { edges { node { name } } } }"
+    )
+    response = write_client.post("/graphql", json={"query": document}, headers=GRJ)
+    assert response.status_code == 400
+    assert codes(response.json()) == ["BAD_USER_INPUT"]
+    after = write_client.post("/graphql", json={"query": document, "operationName": "Q"})
+    assert after.json()["data"]["teachers"]["edges"] == []

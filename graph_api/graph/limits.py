@@ -17,6 +17,7 @@ most one such validation runs at a time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,12 @@ from graph_api.errors import BadUserInput
 from graph_api.graph.cost import CostLimit
 from graph_api.graph.document import fragment_order, fragments_of, operations_of
 from graph_api.settings import Settings
+
+# The operation name the client sent (None: none), for the multiple-operations rule:
+# Strawberry's ExecutionContext.operation_name falls back to the first operation's name.
+requested_operation: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "requested_operation", default=None
+)
 
 
 @dataclass
@@ -131,6 +138,19 @@ class DocumentLimits:
         return errors
 
 
+def operation_name_errors(document: DocumentNode) -> list[GraphQLError]:
+    """GraphQL spec, GetOperation: several operations and no operationName is a request error
+    (Strawberry would run the first one)."""
+    if requested_operation.get() is None and len(operations_of(document)) > 1:
+        return [
+            GraphQLError(
+                "Must provide operation name if query contains multiple operations.",
+                extensions={"code": BadUserInput.code, "field": "operationName"},
+            )
+        ]
+    return []
+
+
 Rules = tuple[type[ASTValidationRule], ...]
 
 
@@ -181,7 +201,8 @@ class ValidationResults:
 
 
 class Validation(SchemaExtension):
-    """Validates the document, cached by its text. Replaces Strawberry's ValidationCache."""
+    """Validates the document (cached by its text), then the request around it: the
+    operation name. Replaces Strawberry's ValidationCache."""
 
     def __init__(self, results: ValidationResults) -> None:
         self.results = results
@@ -197,6 +218,8 @@ class Validation(SchemaExtension):
             errors = await self.results.validate(context.schema._schema, document, rules)
             if key:
                 self.results.put(key, errors)
+        if not errors:
+            errors = operation_name_errors(document)
         context.pre_execution_errors = list(errors)
         yield
 

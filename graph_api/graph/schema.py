@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -9,11 +10,12 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import ParserCache
 from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.graphql import OperationType
 
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.errors import format_error, log_unexpected, request_id_of
-from graph_api.graph.limits import limit_extensions
+from graph_api.graph.limits import limit_extensions, requested_operation
 from graph_api.graph.mutation import Mutation
 from graph_api.graph.query import Query
 from graph_api.settings import Settings
@@ -30,10 +32,33 @@ class GraphSchema(strawberry.Schema):
         # request id that the masked message gives the client.
         log_unexpected(errors, execution_context)
 
-    async def execute(self, query: str | None, *args: Any, **kwargs: Any) -> ExecutionResult:
-        result = await super().execute(query, *args, **kwargs)
+    async def execute(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        # Strawberry falls back to the first operation's name; validation needs to know
+        # whether the client named one (graph.limits.operation_name_errors).
+        token = requested_operation.set(operation_name)
+        try:
+            result = await super().execute(
+                query,
+                variable_values=variable_values,
+                context_value=context_value,
+                root_value=root_value,
+                operation_name=operation_name,
+                allowed_operation_types=allowed_operation_types,
+                operation_extensions=operation_extensions,
+            )
+        finally:
+            requested_operation.reset(token)
         if result.errors:
-            request_id = request_id_of(kwargs.get("context_value"))
+            request_id = request_id_of(context_value)
             result.errors = [format_error(error, request_id) for error in result.errors]
         return result
 
