@@ -18,8 +18,8 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 
 
 def text(value: str, field: str, maximum: int = MAX_NAME) -> str:
-    """Trimmed text of 1..maximum characters with no control characters."""
-    trimmed = value.strip()
+    """Trimmed text of 1..maximum characters: valid Unicode, no control characters."""
+    trimmed = unicode_text(value, field).strip()
     if not 1 <= len(trimmed) <= maximum:
         raise BadUserInput(f"{field} must be 1-{maximum} characters", field=field)
     if any(unicodedata.category(c) == "Cc" for c in trimmed):
@@ -37,7 +37,7 @@ def place(value: str, field: str) -> str:
 
 def place_filter(value: str, field: str) -> str:
     """A place to search by: any blanks (tabs, newlines too) fold away in the key."""
-    if not 1 <= len(value.strip()) <= MAX_PLACE:
+    if not 1 <= len(unicode_text(value, field).strip()) <= MAX_PLACE:
         raise BadUserInput(f"{field} must be 1-{MAX_PLACE} characters", field=field)
     return _fits_a_key(value, field)
 
@@ -49,7 +49,7 @@ def _fits_a_key(value: str, field: str) -> str:
 
 
 def email(value: str, field: str = "email") -> str:
-    trimmed = value.strip()
+    trimmed = unicode_text(value, field).strip()
     if (
         len(trimmed) > MAX_EMAIL
         or not _EMAIL.fullmatch(trimmed)
@@ -57,3 +57,19 @@ def email(value: str, field: str = "email") -> str:
     ):
         raise BadUserInput(f"{field} must be an email address like name@example.org", field=field)
     return trimmed
+
+
+def is_unicode_text(value: str) -> bool:
+    """Whether `value` can be stored: no lone surrogate (JSON's "\\ud800" decodes to one;
+    UTF-8, and so DynamoDB, cannot hold it)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def unicode_text(value: str, field: str) -> str:
+    if not is_unicode_text(value):
+        raise BadUserInput(f"{field} is not valid Unicode text (a lone surrogate?)", field=field)
+    return value

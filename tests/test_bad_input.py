@@ -17,9 +17,10 @@ from conftest import make_settings
 from starlette.testclient import TestClient
 from write_support import scan
 
-from graph_api import demo
+from graph_api import demo, validation
 from graph_api.app import create_app
 from graph_api.check import check_table
+from graph_api.errors import BadUserInput
 from graph_api.graph.context import Services
 from graph_api.store import table
 from graph_api.store.codec import Item
@@ -134,6 +135,7 @@ FORGED_CURSORS = {
 GOOD_INPUT = '{name: "Eve", email: "eve@example.org"}'
 CREATE_STUDENT = """mutation($i: CreateStudentInput!) {
   createStudent(input: $i) { student { id } userErrors { code } } }"""
+LONE = "x\ud800"
 
 
 def create(**fields: Any) -> dict[str, Any]:
@@ -420,6 +422,61 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, bool, str]] = {
         True,
         "BAD_USER_INPUT",
     ),
+    # lone surrogates: JSON's "\ud800" is a Python str that UTF-8 (and DynamoDB) cannot hold
+    **{
+        f"lone surrogate in {name}": (query, variables, True, "BAD_USER_INPUT")
+        for name, (query, variables) in {
+            "name": (CREATE_STUDENT, create(name=LONE)),
+            "email": (CREATE_STUDENT, create(email=f"eve{LONE}@example.org")),
+            "id": (CREATE_STUDENT, create(id=f"stu{LONE}")),
+            **{
+                f"home {part}": (
+                    CREATE_STUDENT,
+                    create(home={"country": "C", "state": "S", "city": "C", part: LONE}),
+                )
+                for part in ("country", "state", "city", "street")
+            },
+            "update email": (
+                'mutation($e: String) { updateStudent(id: "stu-0001", input: {email: $e}) { id } }',
+                {"e": f"eve{LONE}@example.org"},
+            ),
+            "setHome city": (
+                'mutation($h: HomeInput) { setHome(studentId: "stu-0001", home: $h) { id } }',
+                {"h": {"country": "C", "state": "S", "city": LONE}},
+            ),
+            "teacher name": (
+                "mutation($n: String!) { createTeacher(input: {name: $n}) { id } }",
+                {"n": LONE},
+            ),
+            "sport coach": (
+                'mutation($c: String) { createSport(input: {name: "Polo", coach: $c}) { id } }',
+                {"c": LONE},
+            ),
+            "class subject": (
+                "mutation($s: String!) { createClass(input: {subject: $s, teacherId:"
+                ' "tch-001"}) { id } }',
+                {"s": LONE},
+            ),
+            "input object key": (CREATE_STUDENT, {"i": {**create()["i"], f"n{LONE}": "x"}}),
+            "location filter": (
+                "query($c: String!) { studentsByLocation(country: $c) { edges { cursor } } }",
+                {"c": f"Canada{LONE}"},
+            ),
+            "node id": ("query($id: ID!) { student(id: $id) { id } }", {"id": f"stu{LONE}"}),
+            "ids": (
+                "query($ids: [ID!]!) { students(ids: $ids) { id } }",
+                {"ids": ["stu-0001", LONE]},
+            ),
+            "document literal": (
+                f'mutation {{ createTeacher(input: {{name: "x{LONE}"}}) {{ id }} }}',
+                None,
+            ),
+            "document escape": (
+                'mutation { createTeacher(input: {name: "x\\ud800"}) { id } }',
+                None,
+            ),
+        }.items()
+    },
     # writes without a (valid) token
     "write without a token": (CREATE_STUDENT, create(), False, "UNAUTHENTICATED"),
     "delete without a token": (
@@ -437,10 +494,11 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, bool, str]] = {
 def test_hostile_operation_gets_a_coded_error_and_changes_nothing(
     h: Hostile, query: str, variables: dict[str, Any] | None, with_token: bool, code: str
 ) -> None:
+    # json.dumps escapes a lone surrogate as "\ud800", as a JavaScript client would send it.
     response = h.client.post(
         "/graphql",
-        json={"query": query, "variables": variables},
-        headers=h.token if with_token else {},
+        content=json.dumps({"query": query, "variables": variables}),
+        headers={**(h.token if with_token else {}), "content-type": JSON_TYPE},
     )
     assert_coded(response, code)
     assert_unchanged(h, attempts_allowed=code == "NOT_FOUND")
@@ -587,3 +645,19 @@ def test_the_table_is_as_seeded_and_whole_after_it_all(h: Hostile) -> None:
     assert len(h.items) > 50
     assert scan(h.services) == h.items
     assert check_table(h.services.dynamo, h.services.settings.table) == []
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda v: validation.name(v),
+        lambda v: validation.email(f"{v}@example.org"),
+        lambda v: validation.place(v, "home.city"),
+        lambda v: validation.place_filter(v, "city"),
+    ],
+    ids=["name", "email", "place", "place filter"],
+)
+def test_the_validation_module_refuses_a_lone_surrogate(check: Any) -> None:
+    # Whatever path a string takes to a write or a key, not only variables.
+    with pytest.raises(BadUserInput, match="not valid Unicode"):
+        check(LONE)

@@ -42,6 +42,7 @@ from strawberry.extensions import (
 )
 from strawberry.schema.schema import validate_document
 
+from graph_api import validation
 from graph_api.errors import BadUserInput
 from graph_api.graph.cost import CostLimit
 from graph_api.graph.document import fragment_order, fragments_of, operations_of
@@ -151,6 +152,34 @@ def operation_name_errors(document: DocumentNode) -> list[GraphQLError]:
     return []
 
 
+def variable_errors(variables: object) -> list[GraphQLError]:
+    """Every string among the variables (and every key of an input object) must be valid
+    Unicode, with no lone surrogate: such a string can be neither stored nor compared,
+    whichever field it is for."""
+    pending: list[tuple[object, tuple[str | int, ...]]] = [(variables, ())]
+    while pending:
+        value, path = pending.pop()
+        if isinstance(value, dict):
+            pending.extend((inner, (*path, key)) for key, inner in value.items())
+            keys = [k for k in value if isinstance(k, str)]
+        elif isinstance(value, list | tuple):
+            pending.extend((inner, (*path, i)) for i, inner in enumerate(value))
+            keys = []
+        else:
+            keys = [value] if isinstance(value, str) else []
+        if not all(validation.is_unicode_text(k) for k in keys):
+            where = "$" + "".join(
+                f"[{part}]" if isinstance(part, int) else f".{part}" for part in path
+            ).lstrip(".")
+            return [
+                GraphQLError(
+                    f"variable {where} is not valid Unicode text (a lone surrogate?)",
+                    extensions={"code": BadUserInput.code, "field": where},
+                )
+            ]
+    return []
+
+
 Rules = tuple[type[ASTValidationRule], ...]
 
 
@@ -202,7 +231,7 @@ class ValidationResults:
 
 class Validation(SchemaExtension):
     """Validates the document (cached by its text), then the request around it: the
-    operation name. Replaces Strawberry's ValidationCache."""
+    operation name and the variables' text. Replaces Strawberry's ValidationCache."""
 
     def __init__(self, results: ValidationResults) -> None:
         self.results = results
@@ -219,7 +248,7 @@ class Validation(SchemaExtension):
             if key:
                 self.results.put(key, errors)
         if not errors:
-            errors = operation_name_errors(document)
+            errors = [*operation_name_errors(document), *variable_errors(context.variables)]
         context.pre_execution_errors = list(errors)
         yield
 
