@@ -175,8 +175,10 @@ def location(country: str, state: str | None = None, city: str | None = None) ->
 
 
 def normalize_email(email: str) -> str:
-    """An email as a uniqueness key: trimmed and case-folded."""
-    return email.strip().casefold()
+    """An email as a uniqueness key: trimmed, NFC, case-folded (and NFC again: folding can
+    decompose). So "jos\u00e9@x.org", "jose\u0301@x.org" and "JOSÉ@X.ORG" are one address."""
+    composed = unicodedata.normalize("NFC", email.strip())
+    return unicodedata.normalize("NFC", composed.casefold())
 
 
 def email_guard(email: str) -> Key:

@@ -49,7 +49,9 @@ def _fits_a_key(value: str, field: str) -> str:
 
 
 def email(value: str, field: str = "email") -> str:
-    trimmed = unicode_text(value, field).strip()
+    """A trimmed email address in NFC (stored so; its case as sent): "jose\u0301@x.org"
+    is stored as "jos\u00e9@x.org", the address it looks like."""
+    trimmed = unicodedata.normalize("NFC", unicode_text(value, field).strip())
     if (
         len(trimmed) > MAX_EMAIL
         or not _EMAIL.fullmatch(trimmed)
