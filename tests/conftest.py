@@ -130,6 +130,13 @@ def empty_services(endpoint: str) -> Iterator[Services]:
     services.close()
 
 
+def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
+    """Messages name ids, never internal keys (`CLASS#cls-001`): no error of any test that
+    runs through `execute` may hold a '#', the keys' separator."""
+    for error in errors:
+        assert "#" not in error["message"], error
+
+
 def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
     """Run one operation through the schema with a fresh request context."""
 
@@ -138,6 +145,7 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
         schema = build_schema(services.settings)
         result = await schema.execute(query, variable_values=variables, context_value=context)
         errors = [e.formatted for e in result.errors or []]
+        assert_no_key_in_messages(errors)
         return Result(result.data, errors, result.extensions or {}, context)
 
     return asyncio.run(run())

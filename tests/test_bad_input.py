@@ -13,7 +13,7 @@ from typing import Any
 
 import jwt
 import pytest
-from conftest import make_settings
+from conftest import assert_no_key_in_messages, make_settings
 from starlette.testclient import TestClient
 from write_support import scan
 
@@ -84,6 +84,8 @@ def assert_no_traceback(response: Any) -> None:
     assert response.status_code < 500, response.text[:500]
     for leak in ("Traceback", 'File "', "Error:"):
         assert leak not in response.text.replace("Syntax Error:", ""), response.text[:500]
+    if response.headers.get("content-type", "").startswith("application/"):
+        assert_no_key_in_messages(response.json().get("errors") or [])
 
 
 def assert_coded(response: Any, expected: str) -> dict[str, Any]:

@@ -9,8 +9,20 @@ import botocore.exceptions
 import pytest
 from conftest import Result
 from starlette.testclient import TestClient
+from write_support import (
+    create_class,
+    create_sport,
+    create_student,
+    create_teacher,
+    enroll,
+    join,
+    run,
+)
 
+from graph_api import keys
 from graph_api.graph.context import Services
+from graph_api.keys import Kind
+from graph_api.store import codec
 from graph_api.store.table import Table
 
 Gql = Callable[..., Result]
@@ -251,3 +263,38 @@ def test_throttled_root_connection_nulls_data_as_its_non_null_type_demands(
     assert result.codes == ["UNAVAILABLE"]
     assert result.errors[0]["path"] == ["teachers"]
     assert result.data is None
+
+
+# -- messages name ids, never keys -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", [Kind.CLASS, Kind.SPORT])
+def test_a_damaged_count_is_reported_by_id_not_by_key(empty_services: Services, kind: Kind) -> None:
+    svc = empty_services
+    create_student(svc, "Ada", id="s1")
+    if kind is Kind.CLASS:
+        create_teacher(svc, "t1")
+        create_class(svc, "n1", "t1")
+        assert enroll(svc, "s1", "n1").errors == []
+    else:
+        create_sport(svc, "n1")
+        assert join(svc, "s1", "n1").errors == []
+    # A count damaged behind the API's back (a bad import, a hand edit): deleting the
+    # student cannot move it below zero, and says so.
+    node = keys.node(kind, "n1")
+    svc.dynamo.call_sync(
+        "UpdateItem",
+        {
+            "TableName": svc.settings.table,
+            "Key": codec.encode(node.as_item()),
+            "UpdateExpression": "SET studentCount = :zero",
+            "ExpressionAttributeValues": {":zero": codec.encode_value(0)},
+        },
+        None,
+    )
+    result = run(svc, 'mutation { deleteStudent(id: "s1") }')  # `execute` also checks for '#'
+    assert result.codes == ["CONFLICT"]
+    message = result.errors[0]["message"]
+    assert message == f"{kind.lower()} n1 counts no students; run graph-api check"
+    assert node.pk not in message
+    assert result.errors[0]["extensions"]["id"] == "n1"

@@ -100,17 +100,17 @@ async def delete_student(table: Table, id_: str) -> str:
         edges = [i for i in owned if i["type"] in (ENROLMENT.name, MEMBERSHIP.name)]
         unlinks: list[Action] = []
         for edge in edges:
-            target = keys.node(
-                Kind.CLASS if edge["type"] == ENROLMENT.name else Kind.SPORT,
-                edge.get("classId") or edge["sportId"],
-            )
+            kind = Kind.CLASS if edge["type"] == ENROLMENT.name else Kind.SPORT
+            target_id = edge.get("classId") or edge["sportId"]
+            # Messages name ids, never keys.
+            damaged = f"{kind.lower()} {target_id} counts no students; run graph-api check"
             unlinks += [
                 delete(key_of(edge), ("exists",), on_fail=STALE),
                 update(
-                    target,
+                    keys.node(kind, target_id),
                     ("gt", "studentCount", 0),
                     add={"studentCount": -1},
-                    on_fail=Conflict(f"{target.pk} counts no students; run graph-api check"),
+                    on_fail=Conflict(damaged, id=target_id),
                 ),
             ]
         last = [
