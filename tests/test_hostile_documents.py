@@ -209,8 +209,15 @@ def server(endpoint: str, services: Services) -> Iterator[Server]:
     mp.setattr(cost, "operation_cost", recording_cost)
     own = Services.create(make_settings(endpoint, table="test-read"))
     port = free_port()
+    # log_config and log_level None: uvicorn leaves the process's logging alone (other
+    # tests check how its loggers are set up).
     config = uvicorn.Config(
-        create_app(own), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        create_app(own),
+        host="127.0.0.1",
+        port=port,
+        lifespan="off",
+        log_config=None,
+        log_level=None,
     )
     runner = uvicorn.Server(config)
     thread = threading.Thread(target=runner.run, name="hostile-uvicorn", daemon=True)
