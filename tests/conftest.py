@@ -131,10 +131,10 @@ def empty_services(endpoint: str) -> Iterator[Services]:
 
 
 def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
-    """Messages name ids, never internal keys (`CLASS#cls-001`): no error of any test that
-    runs through `execute` may hold a '#', the keys' separator."""
+    """Messages name ids, never internal keys (`CLASS#cls-001`): no error or user error of
+    any test that runs through `execute` may hold a '#', the keys' separator."""
     for error in errors:
-        assert "#" not in error["message"], error
+        assert "#" not in error.get("message", ""), error
 
 
 def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
@@ -145,8 +145,9 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
         schema = build_schema(services.settings)
         result = await schema.execute(query, variable_values=variables, context_value=context)
         errors = [e.formatted for e in result.errors or []]
-        assert_no_key_in_messages(errors)
-        return Result(result.data, errors, result.extensions or {}, context)
+        answer = Result(result.data, errors, result.extensions or {}, context)
+        assert_no_key_in_messages(answer.problems)  # GraphQL errors and user errors
+        return answer
 
     return asyncio.run(run())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
+from conftest import Result
 from write_support import assert_clean, create_student, of_type, ok, run, scan
 
 from graph_api import keys
@@ -13,8 +14,10 @@ from graph_api.graph.context import Services
 
 COMPOSED = "jos\u00e9@example.org"  # é as one code point
 DECOMPOSED = "jose\u0301@example.org"  # e, then a combining acute accent
-CREATE = "mutation($i: CreateStudentInput!) { createStudent(input: $i) { id email } }"
-UPDATE = "mutation($id: ID!, $e: String) { updateStudent(id: $id, input: {email: $e}) { email } }"
+CREATE = """mutation($i: CreateStudentInput!) {
+  createStudent(input: $i) { student { id email } userErrors { code field } } }"""
+UPDATE = """mutation($id: ID!, $e: String) { updateStudent(id: $id, input: {email: $e}) {
+  student { email } userErrors { code field } } }"""
 
 
 @pytest.fixture
@@ -22,8 +25,9 @@ def svc(empty_services: Services) -> Services:
     return empty_services
 
 
-def codes(result: object) -> list[str]:
-    return [e["extensions"]["code"] for e in result.errors]  # type: ignore[attr-defined]
+def codes(result: Result) -> list[str]:
+    """The codes of what refused the write: user errors, or GraphQL errors."""
+    return [e["code"] for e in result.user_errors] + result.codes
 
 
 def test_the_uniqueness_key_is_nfc_then_case_folded() -> None:
@@ -44,7 +48,7 @@ def test_one_address_typed_two_ways_belongs_to_one_student(
     create_student(svc, "José", first, id="s1")
     result = run(svc, CREATE, {"i": {"id": "s2", "name": "Other", "email": second}})
     assert codes(result) == ["ALREADY_EXISTS"]
-    assert result.errors[0]["extensions"]["field"] == "email"
+    assert result.user_errors[0]["field"] == "email"
     assert [s["id"] for s in of_type(scan(svc), "student")] == ["s1"]
     assert len(of_type(scan(svc), "email")) == 1
     assert_clean(svc)
@@ -62,7 +66,7 @@ def test_an_email_is_stored_in_nfc(svc: Services) -> None:
 def test_changing_to_the_same_address_typed_otherwise_keeps_it(svc: Services) -> None:
     create_student(svc, "José", COMPOSED, id="s1")
     data = ok(svc, UPDATE, {"id": "s1", "e": DECOMPOSED})
-    assert data["updateStudent"]["email"] == COMPOSED
+    assert data["updateStudent"]["student"]["email"] == COMPOSED
     assert len(of_type(scan(svc), "email")) == 1
     assert_clean(svc)
 

@@ -285,7 +285,7 @@ def test_a_mutation_among_several_operations_does_not_run_unnamed(
     write_client: TestClient,
 ) -> None:
     document = (
-        'mutation M { createTeacher(input: {name: "Unnamed"}) { id } }'
+        'mutation M { createTeacher(input: {name: "Unnamed"}) { teacher { id } } }'
         " query Q { teachers { edges { node { name } } } }"
     )
     response = write_client.post("/graphql", json={"query": document}, headers=GRJ)
