@@ -8,10 +8,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # Installed as a package (byte-compiled by pip), then the source goes: the user cannot write
 # .pyc files, and the app must not import from a copy that differs from the installed one.
+# The dependencies are uv.lock's exact versions, hash-checked (requirements.txt is exported
+# from the lock by `make lock`); then the project alone.
 WORKDIR /src
-COPY pyproject.toml constraints.txt README.md ./
+COPY pyproject.toml requirements.txt README.md ./
 COPY graph_api ./graph_api
-RUN pip install --no-cache-dir -c constraints.txt . \
+RUN pip install --no-cache-dir --require-hashes -r requirements.txt \
+    && pip install --no-cache-dir --no-deps . \
     && rm -rf /src \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin app
 

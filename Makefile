@@ -3,14 +3,34 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV := $(BIN)/uv
+# uv installs the exact versions of uv.lock; the version of uv itself is the lock's too.
+UV_VERSION := $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' uv.lock)
+# uv finds this machine's Python (the venv's); it never downloads one.
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-embedded schema clean
+.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-embedded schema clean lock
 
-$(STAMP): pyproject.toml constraints.txt web/graphiql/package-lock.json
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+# The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
+# packages (dev extra and this project, editable, included): nothing is resolved at install.
+$(UV):
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+$(STAMP): pyproject.toml uv.lock web/graphiql/package-lock.json | $(UV)
+	$(UV) sync --quiet --frozen --extra dev
 	$(BIN)/python -m tools.graphiql_assets  # GraphiQL's bundles from npm, served by the API
 	@touch $(STAMP)
+
+# After changing dependencies in pyproject.toml (`uv lock --upgrade-package NAME` to move a
+# pin): resolve again, re-export the requirements files pip installs from (Dockerfile,
+# Lambda) and sync the venv.
+REQUIREMENTS_EXPORT := --quiet --frozen --no-emit-project --no-dev
+lock: | $(UV)  ## update uv.lock from pyproject.toml, then the exported requirements files
+	$(UV) lock
+	$(UV) export $(REQUIREMENTS_EXPORT) -o requirements.txt
+	$(UV) export $(REQUIREMENTS_EXPORT) --extra lambda -o deploy/requirements-lambda.txt
+	$(UV) sync --quiet --frozen --extra dev
 
 run: $(STAMP)  ## serve the API on the embedded backend with demo data
 	$(BIN)/graph-api serve
@@ -28,7 +48,8 @@ dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (data in .
 load: $(STAMP)  ## 60 s of mixed load on DynamoDB Local, then graph-api check
 	$(BIN)/python -m tools.load
 
-lint: $(STAMP)  ## ruff and mypy
+lint: $(STAMP)  ## ruff, mypy, and uv.lock up to date with pyproject.toml
+	$(UV) lock --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -56,11 +77,13 @@ deploy-lint: $(STAMP)  ## cfn-lint the SAM template
 LAMBDA_DIR := deploy/build/lambda
 lambda-package: $(STAMP)  ## graph_api and its dependencies for Lambda (python3.11, x86_64)
 	rm -rf deploy/build
-	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps -w deploy/build .
+	$(UV) build --quiet --wheel --out-dir deploy/build
 	rm -rf build  # setuptools' in-tree build directory
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
-		--target $(LAMBDA_DIR) --platform manylinux2014_x86_64 --implementation cp \
-		--python-version 3.11 --only-binary=:all: "$$(ls deploy/build/graph_api-*.whl)[lambda]"
+	$(UV) pip install --quiet --target $(LAMBDA_DIR) --python-platform x86_64-manylinux2014 \
+		--python-version 3.11 --only-binary :all: --require-hashes \
+		-r deploy/requirements-lambda.txt
+	$(UV) pip install --quiet --target $(LAMBDA_DIR) --python-platform x86_64-manylinux2014 \
+		--python-version 3.11 --no-deps deploy/build/graph_api-*.whl
 
 .PHONY: graphiql http-audit e2e
 
