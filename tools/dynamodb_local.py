@@ -76,18 +76,18 @@ class Running:
                 self.process.wait()
 
 
-def start(port: int | None = None, db_path: Path | None = None, timeout: float = 60.0) -> Running:
-    """Start DynamoDB Local on 127.0.0.1 and wait until it answers HTTP."""
-    if shutil.which("java") is None:
-        raise SystemExit(
-            "java (17+) is needed for DynamoDB Local: apt-get install openjdk-17-jre-headless"
-        )
-    emulator = install()
-    port = port or free_port()
-    storage = ["-dbPath", str(db_path)] if db_path else ["-inMemory"]
-    if db_path:
+def command(emulator: Path, port: int, db_path: Path | None) -> list[str]:
+    """The java command line, run from the emulator's folder (its libraries are relative).
+
+    `db_path` is made absolute and created: Java resolves a relative `-dbPath` from its own
+    working directory, the emulator's folder, not from where the user typed it.
+    """
+    storage = ["-inMemory"]
+    if db_path is not None:
+        db_path = db_path.resolve()
         db_path.mkdir(parents=True, exist_ok=True)
-    command = [
+        storage = ["-dbPath", str(db_path)]
+    return [
         "java",
         f"-Djava.library.path={emulator / 'DynamoDBLocal_lib'}",
         "-jar",
@@ -97,9 +97,20 @@ def start(port: int | None = None, db_path: Path | None = None, timeout: float =
         "-port",
         str(port),
     ]
+
+
+def start(port: int | None = None, db_path: Path | None = None, timeout: float = 60.0) -> Running:
+    """Start DynamoDB Local on 127.0.0.1 and wait until it answers HTTP."""
+    if shutil.which("java") is None:
+        raise SystemExit(
+            "java (17+) is needed for DynamoDB Local: apt-get install openjdk-17-jre-headless"
+        )
+    emulator = install()
+    port = port or free_port()
+    command_line = command(emulator, port, db_path)
     # DynamoDB Local listens on every interface; nothing but loopback reaches this machine.
     process = subprocess.Popen(
-        command, cwd=emulator, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        command_line, cwd=emulator, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     running = Running(process, f"http://127.0.0.1:{port}")
     deadline = time.monotonic() + timeout
