@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from graph_api import demo, logs
+from graph_api.errors import Unavailable
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
 from graph_api.store.client import Dynamo
@@ -16,17 +21,43 @@ from graph_api.store.client import Dynamo
 log = logging.getLogger("graph_api")
 
 
-def _progress(label: str) -> table.Progress:
-    def report(done: int, total: int) -> None:
-        end = "\n" if done == total else ""
-        print(f"\r{label}: {done}/{total} items", end=end, file=sys.stderr, flush=True)
+class CommandError(Exception):
+    """A command that cannot go on: one line for the user (no traceback), exit code 2."""
 
-    return report
+
+class _ProgressLine:
+    """A line on stderr rewritten in place (`\r`), ended before anything else is printed."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+    def show(self, text: str) -> None:
+        print(f"\r{text}", end="", file=sys.stderr, flush=True)
+        self.open = True
+
+    def end(self) -> None:
+        if self.open:
+            print(file=sys.stderr, flush=True)
+            self.open = False
+
+
+@contextmanager
+def _progress_line() -> Iterator[_ProgressLine]:
+    line = _ProgressLine()
+    try:
+        yield line
+    finally:
+        line.end()
 
 
 def seed(dynamo: Dynamo, settings: Settings, students: int, seed_value: int) -> int:
     items = demo.generate(students=students, seed=seed_value)
-    table.batch_write(dynamo, settings.table, items, _progress(f"seeding {settings.table}"))
+    with _progress_line() as line:
+
+        def progress(done: int, total: int) -> None:
+            line.show(f"seeding {settings.table}: {done}/{total} items")
+
+        table.batch_write(dynamo, settings.table, items, progress)
     return len(items)
 
 
@@ -76,25 +107,59 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _remote(settings: Settings) -> Dynamo:
+def _locate(settings: Settings) -> Settings:
+    """The DynamoDB a table command talks to: the configured one."""
     if settings.backend == "embedded":
         raise SettingsError(
             "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local, Alternator)"
             " or AWS credentials; the embedded backend lives only inside `graph-api serve`"
         )
-    return Dynamo(settings)
+    return settings
+
+
+def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
+    """One line for what went wrong between a table command and DynamoDB."""
+    endpoint = dynamo.client.meta.endpoint_url
+    cause = error.__cause__
+    if isinstance(error, Unavailable) and isinstance(cause, EndpointConnectionError):
+        return f"cannot connect to DynamoDB at {endpoint}: is it running?"
+    if isinstance(error, Unavailable):
+        return f"{error.message} (DynamoDB at {endpoint}: {cause or 'no answer'})"
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        if code == "ResourceNotFoundException":
+            return (
+                f"table {table_name} does not exist at {endpoint}:"
+                " create it with `graph-api create-table` (GRAPH_API_TABLE names it)"
+            )
+        message = error.response.get("Error", {}).get("Message", "")
+        return f"DynamoDB at {endpoint} refused {error.operation_name}: {code}: {message}"
+    return f"DynamoDB at {endpoint}: {error}"
+
+
+@contextmanager
+def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
+    """A client for a table command; DynamoDB's failures become one-line CommandErrors."""
+    settings = _locate(settings)
+    dynamo = Dynamo(settings)
+    try:
+        yield settings, dynamo
+    except (Unavailable, ClientError, BotoCoreError) as error:
+        raise CommandError(explain(error, dynamo, settings.table)) from error
+    finally:
+        dynamo.close()
 
 
 def cmd_create_table(settings: Settings, _: argparse.Namespace) -> int:
-    dynamo = _remote(settings)
-    created = table.create(dynamo, settings.table)
+    with _dynamodb(settings) as (settings, dynamo):
+        created = table.create(dynamo, settings.table)
     print(f"table {settings.table} {'created' if created else 'already exists'}")
     return 0
 
 
 def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
-    dynamo = _remote(settings)
-    count = seed(dynamo, settings, args.students, args.seed)
+    with _dynamodb(settings) as (settings, dynamo):
+        count = seed(dynamo, settings, args.students, args.seed)
     print(f"seeded {count} items into {settings.table}")
     return 0
 
@@ -102,11 +167,12 @@ def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_check(settings: Settings, _: argparse.Namespace) -> int:
     from graph_api.check import check_table
 
-    def progress(scanned: int) -> None:
-        print(f"\rchecking {settings.table}: {scanned} items scanned", end="", file=sys.stderr)
+    with _dynamodb(settings) as (settings, dynamo), _progress_line() as line:
 
-    findings = check_table(_remote(settings), settings.table, progress)
-    print(file=sys.stderr)
+        def progress(scanned: int) -> None:
+            line.show(f"checking {settings.table}: {scanned} items scanned")
+
+        findings = check_table(dynamo, settings.table, progress)
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s)" if findings else "clean: every invariant holds")
@@ -186,9 +252,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = Settings.from_env()
-        logs.configure(settings.log_level, settings.log_format)
+        level = settings.log_level
+        if args.run is not cmd_serve and not os.environ.get("GRAPH_API_LOG_LEVEL"):
+            # A command's own lines say what happened (a failure in one line); botocore's
+            # notes and the client's warnings would bury them. GRAPH_API_LOG_LEVEL shows them.
+            level = "ERROR"
+        logs.configure(level, settings.log_format)
         return int(args.run(settings, args))
-    except SettingsError as error:
+    except (SettingsError, CommandError) as error:
         print(f"graph-api: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -24,14 +25,52 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
-@pytest.mark.parametrize("argv", [["seed"], ["create-table"], ["seed", "--students", "5"]])
-def test_writing_commands_without_dynamodb_exit_2_naming_the_endpoint_variable(
+@pytest.mark.parametrize(
+    "argv", [["seed"], ["create-table"], ["seed", "--students", "5"], ["check"]]
+)
+def test_table_commands_without_dynamodb_exit_2_naming_the_endpoint_variable(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     assert cli.main(argv) == 2
     captured = capsys.readouterr()
     assert "AWS_ENDPOINT_URL_DYNAMODB" in captured.err
     assert captured.err.startswith("graph-api: ")
+    assert captured.err.count("\n") == 1
+    assert captured.out == ""
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize("argv", [["create-table"], ["seed", "--students", "2"], ["check"]])
+def test_table_commands_say_in_one_line_that_dynamodb_is_unreachable(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    clean_env.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    clean_env.setenv("AWS_ACCESS_KEY_ID", "testing")
+    clean_env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"graph-api: cannot connect to DynamoDB at {endpoint}: is it running?\n"
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("argv", [["seed", "--students", "2"], ["check"]])
+def test_table_commands_say_in_one_line_that_the_table_is_missing(
+    remote_table: str, endpoint: str, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert cli.main(argv) == 2  # remote_table names a table nobody created
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"graph-api: table {remote_table} does not exist at {endpoint}: create it with"
+        " `graph-api create-table` (GRAPH_API_TABLE names it)\n"
+    )
     assert captured.out == ""
 
 
