@@ -9,18 +9,32 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from time import sleep
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
 from graph_api import items, keys
-from graph_api.errors import BadUserInput
+from graph_api.errors import BadUserInput, Unavailable
 from graph_api.items import EDGE_TYPES, TEACHING, EdgeType
 from graph_api.keys import GSI1PK, GSI1SK, PK, SK, Kind
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
+from graph_api.store.retry import backoff
 
 NODE_TYPES = {kind.lower(): kind for kind in Kind}
 KEY_ATTRS = (PK, SK, GSI1PK, GSI1SK)
+
+# A Scan page that times out or is throttled is sent again, at most SCAN_ATTEMPTS times in all,
+# after a capped exponential backoff with full jitter (an offline tool can wait longer than
+# a request); each retry asks for half the items of the last try, RETRY_PAGE first when the
+# page had no Limit (DynamoDB's 1 MB), SMALLEST_PAGE at least.
+SCAN_ATTEMPTS = 8
+SCAN_BACKOFF = 0.25  # seconds, doubled per attempt
+SCAN_BACKOFF_CAP = 4.0
+RETRY_PAGE = 1000
+SMALLEST_PAGE = 10
 
 
 @dataclass(frozen=True)
@@ -33,17 +47,61 @@ class Finding:
         return f"{self.kind:<13} {self.key}: {self.message}"
 
 
+class ScanGaveUp(Exception):
+    """A Scan page failed for good: how far the scan got. The page's last error is the cause."""
+
+    def __init__(self, scanned: int, pages: int, attempts: int) -> None:
+        super().__init__(
+            f"scan gave up after {scanned} items scanned in {pages} pages:"
+            f" the next page failed {attempts} time(s)"
+        )
+        self.scanned = scanned
+        self.pages = pages
+        self.attempts = attempts
+
+
+def _retryable(error: Exception) -> bool:
+    """A timeout, a dropped connection or a throttle; not an endpoint nobody listens on."""
+    return isinstance(error, Unavailable) and not isinstance(
+        error.__cause__, EndpointConnectionError
+    )
+
+
+def _scan_page(dynamo: Dynamo, params: dict[str, Any], scanned: int, pages: int) -> Any:
+    """One Scan page, sent again (from the same ExclusiveStartKey, smaller) while it fails."""
+    for attempt in range(1, SCAN_ATTEMPTS + 1):
+        try:
+            return dynamo.call_sync("Scan", params, None)
+        except (Unavailable, ClientError, BotoCoreError) as error:
+            if attempt == SCAN_ATTEMPTS or not _retryable(error):
+                raise ScanGaveUp(scanned, pages, attempt) from error
+        limit = params.get("Limit")
+        params["Limit"] = RETRY_PAGE if limit is None else max(SMALLEST_PAGE, limit // 2)
+        sleep(backoff(attempt, SCAN_BACKOFF, SCAN_BACKOFF_CAP))
+    raise AssertionError("unreachable")
+
+
 def scan(
-    dynamo: Dynamo, table: str, progress: Callable[[int], None] | None = None
+    dynamo: Dynamo,
+    table: str,
+    progress: Callable[[int], None] | None = None,
+    *,
+    page_size: int | None = None,
 ) -> Iterator[Item]:
-    """Every item of the table, page by page."""
+    """Every item of the table, page by page (`page_size` items a page, or DynamoDB's 1 MB).
+
+    A page that times out is retried and the scan pages on; ScanGaveUp when it cannot.
+    """
     params: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-    seen = 0
+    if page_size is not None:
+        params["Limit"] = page_size
+    seen = pages = 0
     while True:
-        page = dynamo.call_sync("Scan", params, None)
+        page = _scan_page(dynamo, params, seen, pages)
         for wire in page.get("Items", []):
             yield codec.decode(wire)
         seen += page.get("Count", 0)
+        pages += 1
         if progress:
             progress(seen)
         if "LastEvaluatedKey" not in page:
@@ -202,9 +260,13 @@ class _Checker:
 
 
 def check_table(
-    dynamo: Dynamo, table: str, progress: Callable[[int], None] | None = None
+    dynamo: Dynamo,
+    table: str,
+    progress: Callable[[int], None] | None = None,
+    *,
+    page_size: int | None = None,
 ) -> list[Finding]:
     checker = _Checker()
-    for item in scan(dynamo, table, progress):
+    for item in scan(dynamo, table, progress, page_size=page_size):
         checker.add(item)
     return checker.run()

@@ -164,15 +164,25 @@ def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_check(settings: Settings, _: argparse.Namespace) -> int:
-    from graph_api.check import check_table
+def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
+    from graph_api.check import ScanGaveUp, check_table
 
     with _dynamodb(settings) as (settings, dynamo), _progress_line() as line:
 
         def progress(scanned: int) -> None:
             line.show(f"checking {settings.table}: {scanned} items scanned")
 
-        findings = check_table(dynamo, settings.table, progress)
+        try:
+            findings = check_table(dynamo, settings.table, progress, page_size=args.page_size)
+        except ScanGaveUp as error:
+            assert error.__cause__ is not None
+            reason = explain(error.__cause__, dynamo, settings.table)
+            if error.scanned or error.attempts > 1:
+                reason = (
+                    f"check gave up after {error.scanned} items scanned: the next Scan page"
+                    f" failed {error.attempts} time(s): {reason}"
+                )
+            raise CommandError(reason) from error
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s)" if findings else "clean: every invariant holds")
@@ -217,6 +227,13 @@ def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
     return _write_out(workbench.dumps(workbench.model(args.table)), args.output)
 
 
+def _positive(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="graph-api", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -231,6 +248,9 @@ def parser() -> argparse.ArgumentParser:
     seed_cmd.add_argument("--seed", type=int, default=7)
     seed_cmd.set_defaults(run=cmd_seed)
     check = commands.add_parser("check", help="scan the table and report broken invariants")
+    check.add_argument(
+        "--page-size", type=_positive, help="items a Scan page (default: DynamoDB's 1 MB pages)"
+    )
     check.set_defaults(run=cmd_check)
     export = commands.add_parser("export-schema", help="print the GraphQL SDL")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
 from conftest import make_settings
 
-from graph_api import cli, demo
-from graph_api.check import Finding, check_table
+from graph_api import check, cli, demo
+from graph_api.check import Finding, ScanGaveUp, check_table
+from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
+from graph_api.settings import Settings
 from graph_api.store import codec, table
+from graph_api.store.client import Dynamo
 
 SEED_STUDENTS = 12
 
@@ -155,3 +160,101 @@ def test_cli_exit_status_says_clean_or_not(
     assert cli.main(["check"]) == 1
     out = capsys.readouterr().out
     assert "SPORT#spt-01" in out and "1 finding(s)" in out
+
+
+class ScanTimeouts:
+    """A before-send hook on Scan: records each request and makes chosen ones time out, as
+    botocore does when a page is not read within read_timeout (see tests/test_faults.py)."""
+
+    def __init__(self, failing: Callable[[int], bool]) -> None:
+        self.failing = failing  # by the request's number, from 1
+        self.sent: list[dict[str, Any]] = []
+
+    def __call__(self, request: Any, **_: Any) -> None:
+        self.sent.append(json.loads(request.body))
+        if self.failing(len(self.sent)):
+            raise ReadTimeoutError(endpoint_url="http://injected")
+
+    def install(self, dynamo: Dynamo) -> None:
+        dynamo.client.meta.events.register("before-send.dynamodb.Scan", self)
+
+
+@pytest.fixture
+def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The backoff sleeps the scan asks for, recorded instead of slept."""
+    asked: list[float] = []
+    monkeypatch.setattr(check, "sleep", asked.append)
+    return asked
+
+
+def item_count(services: Services) -> int:
+    return int(call(services, "Scan", Select="COUNT")["Count"])
+
+
+def test_a_page_that_times_out_is_retried_smaller_and_the_scan_pages_on(
+    graph: Services, endpoint: str, pauses: list[float]
+) -> None:
+    dynamo = Dynamo(make_settings(endpoint, table=graph.settings.table))
+    timeouts = ScanTimeouts(lambda n: n in (2, 3))  # the second page, twice
+    timeouts.install(dynamo)
+    scanned: list[int] = []
+    try:
+        assert check_table(dynamo, graph.settings.table, scanned.append, page_size=40) == []
+    finally:
+        dynamo.close()
+    assert scanned[-1] == item_count(graph)  # every item, none twice
+    first, failed, retried, smaller = timeouts.sent[:4]
+    assert "ExclusiveStartKey" not in first
+    # The same page again, from where the scan was, asking for fewer items each time.
+    assert failed["ExclusiveStartKey"] == retried["ExclusiveStartKey"]
+    assert retried["ExclusiveStartKey"] == smaller["ExclusiveStartKey"]
+    assert [r["Limit"] for r in (first, failed, retried, smaller)] == [40, 40, 20, 10]
+    assert len(pauses) == 2 and all(0 <= p <= check.SCAN_BACKOFF_CAP for p in pauses)
+
+
+def test_the_check_gives_up_on_a_page_saying_how_far_it_got(
+    graph: Services,
+    endpoint: str,
+    pauses: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    timeouts = ScanTimeouts(lambda n: n > 1)  # the first page answers, then none
+
+    class Timing(Dynamo):
+        def __init__(self, settings: Settings) -> None:
+            super().__init__(settings)
+            timeouts.install(self)
+
+    monkeypatch.setattr(cli, "Dynamo", Timing)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("GRAPH_API_TABLE", graph.settings.table)
+    assert cli.main(["check", "--page-size", "25"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no verdict on half a table
+    assert "Traceback" not in captured.err
+    progress, error = captured.err.rstrip("\n").split("\n")
+    assert progress.endswith("checking " + graph.settings.table + ": 25 items scanned")
+    assert error.startswith(
+        f"graph-api: check gave up after 25 items scanned: the next Scan page failed"
+        f" {check.SCAN_ATTEMPTS} time(s): DynamoDB did not answer"
+    )
+    assert len(timeouts.sent) == 1 + check.SCAN_ATTEMPTS  # bounded
+    assert len(pauses) == check.SCAN_ATTEMPTS - 1
+
+
+def test_scan_gave_up_carries_the_count_and_the_last_error(
+    graph: Services, endpoint: str, pauses: list[float]
+) -> None:
+    dynamo = Dynamo(make_settings(endpoint, table=graph.settings.table))
+    ScanTimeouts(lambda n: n > 2).install(dynamo)
+    try:
+        with pytest.raises(ScanGaveUp) as raised:
+            check_table(dynamo, graph.settings.table, page_size=10)
+    finally:
+        dynamo.close()
+    assert (raised.value.scanned, raised.value.pages) == (20, 2)
+    cause = raised.value.__cause__
+    assert isinstance(cause, Unavailable) and isinstance(cause.__cause__, ReadTimeoutError)
