@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from graph_api import demo, logs
+from graph_api import demo, embedded_file, logs
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
@@ -86,35 +86,57 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     settings = dataclasses.replace(
         settings, host=args.host or settings.host, port=args.port or settings.port
     )
+    api = f"http://{settings.host}:{settings.port}/graphql"
     server = None
     if settings.backend == "embedded":
         settings, server = start_embedded(settings)
-    announce(settings)
-    services = Services.create(settings)
-    print(f"GraphiQL: http://{settings.host}:{settings.port}/graphql", flush=True)
     try:
-        uvicorn.run(
-            create_app(services),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            log_config=None,  # keep the logging that logs.configure set up
-        )
-    finally:
-        services.close()
         if server is not None:
+            assert settings.endpoint_url is not None
+            found_at = embedded_file.write(settings.endpoint_url, settings.table, api)
+            print(
+                f"Embedded DynamoDB: {settings.endpoint_url}, table {settings.table}"
+                f" (`graph-api check` finds it through {found_at})",
+                flush=True,
+            )
+        announce(settings)
+        services = Services.create(settings)
+        print(f"GraphiQL: {api}", flush=True)
+        try:
+            uvicorn.run(
+                create_app(services),
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                log_config=None,  # keep the logging that logs.configure set up
+            )
+        finally:
+            services.close()
+    finally:
+        if server is not None:
+            embedded_file.remove()
             server.stop()  # type: ignore[attr-defined]
     return 0
 
 
 def _locate(settings: Settings) -> Settings:
-    """The DynamoDB a table command talks to: the configured one."""
-    if settings.backend == "embedded":
-        raise SettingsError(
-            "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local, Alternator)"
-            " or AWS credentials; the embedded backend lives only inside `graph-api serve`"
-        )
-    return settings
+    """The DynamoDB a table command talks to: the configured one, else serve's embedded one."""
+    if settings.backend != "embedded":
+        return settings
+    try:
+        found = embedded_file.find()
+    except embedded_file.NotRunning as error:
+        raise CommandError(
+            f"no DynamoDB configured, and {error}: start `make run` (or `graph-api serve`)"
+            " in this folder, or set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local, Alternator)"
+            " or AWS credentials"
+        ) from None
+    print(
+        f"graph-api: the embedded DynamoDB of `graph-api serve` (pid {found.pid}),"
+        f" {found.endpoint}, table {found.table}",
+        file=sys.stderr,
+    )
+    return dataclasses.replace(settings, endpoint_url=found.endpoint, table=found.table)
 
 
 def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:

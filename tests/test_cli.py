@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,29 +14,32 @@ from pathlib import Path
 import pytest
 from conftest import make_settings
 
-from graph_api import cli, demo
+from graph_api import cli, demo, embedded_file
 from graph_api.settings import Settings, SettingsError
 from graph_api.store.client import Dynamo
 
 
 @pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No AWS_* hints and no GRAPH_API_* settings: the environment of a fresh shell."""
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """No AWS_* hints and no GRAPH_API_* settings: the environment of a fresh shell, in a
+    folder of its own (where no `graph-api serve` left `.data/embedded.json`)."""
     for name in list(os.environ):
         if name.startswith(("AWS_", "GRAPH_API_")):
             monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
     return monkeypatch
 
 
 @pytest.mark.parametrize(
     "argv", [["seed"], ["create-table"], ["seed", "--students", "5"], ["check"]]
 )
-def test_table_commands_without_dynamodb_exit_2_naming_the_endpoint_variable(
+def test_table_commands_without_dynamodb_exit_2_naming_make_run_and_the_endpoint_variable(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     assert cli.main(argv) == 2
     captured = capsys.readouterr()
     assert "AWS_ENDPOINT_URL_DYNAMODB" in captured.err
+    assert "`make run`" in captured.err
     assert captured.err.startswith("graph-api: ")
     assert captured.err.count("\n") == 1
     assert captured.out == ""
@@ -214,3 +220,89 @@ def test_unknown_log_level_makes_the_cli_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "GRAPH_API_LOG_LEVEL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def wait_for(path: Path, process: subprocess.Popen[bytes], seconds: float = 120) -> None:
+    """Until `path` exists (the process is still starting), within a bound."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert process.poll() is None, f"serve exited with {process.returncode}"
+        assert time.monotonic() < deadline, f"serve wrote no {path} in {seconds:.0f} s"
+        time.sleep(0.2)
+
+
+def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {
+        **os.environ,
+        "GRAPH_API_PORT": str(closed_port()),
+        "GRAPH_API_DEMO_STUDENTS": "8",
+        "GRAPH_API_LOG_LEVEL": "WARNING",
+    }
+    output = tmp_path / "serve.out"
+    with output.open("wb") as out:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "graph_api.cli", "serve"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    runtime = tmp_path / embedded_file.PATH
+    try:
+        wait_for(runtime, serve)
+        written = json.loads(runtime.read_text())
+        assert written["pid"] == serve.pid
+        assert written["table"] == "graph"
+
+        assert cli.main(["check"]) == 0
+        captured = capsys.readouterr()
+        assert captured.out.endswith("clean: every invariant holds\n")
+        assert f"(pid {serve.pid}), {written['endpoint']}, table graph" in captured.err
+        assert f"Embedded DynamoDB: {written['endpoint']}, table graph" in output.read_text()
+    finally:
+        serve.send_signal(signal.SIGINT)  # Ctrl-C, as `make run` is stopped
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            serve.wait()
+    assert not runtime.exists()  # serve removed it on the way out
+
+    assert cli.main(["check"]) == 2
+    err = capsys.readouterr().err
+    assert "no `graph-api serve` with the embedded backend runs here" in err
+    assert "`make run`" in err
+
+
+def test_a_runtime_file_left_by_a_killed_serve_is_not_used(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    path = tmp_path / embedded_file.PATH
+    path.parent.mkdir()
+    path.write_text(
+        json.dumps(
+            {"pid": gone.pid, "endpoint": "http://127.0.0.1:9", "table": "graph", "api": "x"}
+        )
+    )
+    assert cli.main(["check"]) == 2
+    err = capsys.readouterr().err
+    assert f"(pid {gone.pid}) is gone" in err
+    assert "`make run`" in err and err.count("\n") == 1
+
+
+def test_serve_removes_only_its_own_runtime_file(clean_env: pytest.MonkeyPatch) -> None:
+    path = embedded_file.write("http://127.0.0.1:1", "graph", "http://127.0.0.1:8000/graphql")
+    assert embedded_file.find() == embedded_file.Embedded(
+        os.getpid(), "http://127.0.0.1:1", "graph", "http://127.0.0.1:8000/graphql"
+    )
+    other = {"pid": os.getppid(), "endpoint": "http://127.0.0.1:2", "table": "t", "api": "a"}
+    path.write_text(json.dumps(other))  # a second serve started here since
+    embedded_file.remove()
+    assert json.loads(path.read_text()) == other
+    path.write_text("{not json")
+    with pytest.raises(embedded_file.NotRunning, match="unreadable"):
+        embedded_file.find()
