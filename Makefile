@@ -12,13 +12,14 @@ export UV_PYTHON_DOWNLOADS := never
 .PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
-# packages (dev extra and this project, editable, included): nothing is resolved at install.
+# packages (dev extra and this project, editable, included): nothing is resolved at install,
+# and --locked stops with "run uv lock" when pyproject.toml changed but uv.lock did not.
 $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
 $(STAMP): pyproject.toml uv.lock web/graphiql/package-lock.json | $(UV)
-	$(UV) sync --quiet --frozen --extra dev
+	$(UV) sync --quiet --locked --extra dev
 	$(BIN)/python -m tools.graphiql_assets  # GraphiQL's bundles from npm, served by the API
 	@touch $(STAMP)
 
