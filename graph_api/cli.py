@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -76,6 +77,10 @@ def start_embedded(settings: Settings) -> tuple[Settings, object]:
     return settings, server
 
 
+def _exit_on_sigterm(signum: int, _: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -87,6 +92,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         settings, host=args.host or settings.host, port=args.port or settings.port
     )
     api = f"http://{settings.host}:{settings.port}/graphql"
+    # SIGTERM as an exception, so that the cleanup below runs: uvicorn shuts down on it, puts
+    # this handler back and raises the signal again, which by default would end the process
+    # on the spot (and leave .data/embedded.json naming a dead server).
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server = None
     if settings.backend == "embedded":
         settings, server = start_embedded(settings)

@@ -231,8 +231,12 @@ def wait_for(path: Path, process: subprocess.Popen[bytes], seconds: float = 120)
         time.sleep(0.2)
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; a supervisor
 def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
-    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    clean_env: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    stop: signal.Signals,
 ) -> None:
     env = {
         **os.environ,
@@ -262,7 +266,7 @@ def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
         assert f"(pid {serve.pid}), {written['endpoint']}, table graph" in captured.err
         assert f"Embedded DynamoDB: {written['endpoint']}, table graph" in output.read_text()
     finally:
-        serve.send_signal(signal.SIGINT)  # Ctrl-C, as `make run` is stopped
+        serve.send_signal(stop)
         try:
             serve.wait(timeout=60)
         except subprocess.TimeoutExpired:

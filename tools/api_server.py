@@ -49,9 +49,11 @@ def serving(students: int = 20, **env: str) -> Iterator[str]:
     }
     command = [sys.executable, "-m", "graph_api.cli", "serve", "--host", "127.0.0.1"]
     # The server's log stays out of the caller's output, unless the server fails to start.
-    with tempfile.TemporaryFile() as log:
+    # It runs in a folder of its own: serve writes .data/embedded.json where it runs, and the
+    # checkout's belongs to the developer's `make run`.
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as folder:
         process = subprocess.Popen(
-            [*command, "--port", str(port)], env=environment, stdout=log, stderr=log
+            [*command, "--port", str(port)], env=environment, stdout=log, stderr=log, cwd=folder
         )
         try:
             try:
