@@ -147,6 +147,7 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
         soaked["rss_after"] = rss_mb()
     finally:
         api.should_exit = True
+        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         services.close()
         server.stop()  # type: ignore[attr-defined]
     return Figures(students, seeded, writes, by_location, rename, reads, soaked)
