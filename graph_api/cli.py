@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
@@ -18,6 +19,9 @@ from graph_api.errors import Unavailable
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
 from graph_api.store.client import Dynamo
+
+if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
+    from graph_api.store.embedded import EmbeddedDynamoDB
 
 log = logging.getLogger("graph_api")
 
@@ -62,8 +66,9 @@ def seed(dynamo: Dynamo, settings: Settings, students: int, seed_value: int) -> 
     return len(items)
 
 
-def start_embedded(settings: Settings) -> tuple[Settings, object]:
-    """Start moto in process, create the table and load the demo school into it."""
+def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
+    """Start the embedded DynamoDB (moto, a child process), create the table and load the
+    demo school into it."""
     from graph_api.store.embedded import EmbeddedDynamoDB
 
     server = EmbeddedDynamoDB()
@@ -124,7 +129,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             embedded_file.remove()
-            server.stop()  # type: ignore[attr-defined]
+            server.stop()
     return 0
 
 

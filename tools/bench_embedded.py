@@ -136,7 +136,7 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
         by_location = measure(port, BY_LOCATION, {}, runs)
         wide_teacher(port)
         rename, reads = renames_with_readers(port, max(3, runs // 5))
-        soaked = {"seconds": soak, "rss_before": rss_mb()}
+        soaked = {"seconds": soak, "rss_before": rss_mb(), "db_before": server.rss_kb() / 1024}
         if soak:
             stats = asyncio.run(load.drive(f"http://127.0.0.1:{port}", soak, clients))
             soaked.update(
@@ -144,12 +144,12 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
                 errors=sum(stats.statuses[s] for s in stats.statuses if s >= 500),
                 internal=stats.codes.get("INTERNAL_SERVER_ERROR", 0),
             )
-        soaked["rss_after"] = rss_mb()
+        soaked.update(rss_after=rss_mb(), db_after=server.rss_kb() / 1024)
     finally:
         api.should_exit = True
         services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         services.close()
-        server.stop()  # type: ignore[attr-defined]
+        server.stop()
     return Figures(students, seeded, writes, by_location, rename, reads, soaked)
 
 
@@ -172,8 +172,10 @@ def report(all_figures: list[Figures]) -> None:
     for f in all_figures:
         s = f.soak
         print(
-            f"\n{f.students} students: RSS {s['rss_before']:.0f} MB before, "
-            f"{s['rss_after']:.0f} MB after {s['seconds']:.0f} s of mixed traffic "
+            f"\n{f.students} students: RSS of the embedded DynamoDB {s['db_before']:.0f} MB"
+            f" before, {s['db_after']:.0f} MB after {s['seconds']:.0f} s of mixed traffic"
+            f" (the API and this bench's clients: {s['rss_before']:.0f}, then"
+            f" {s['rss_after']:.0f} MB) "
             f"({s.get('requests', 0)} requests, {s.get('errors', 0)} 5xx, "
             f"{s.get('internal', 0)} INTERNAL_SERVER_ERROR)"
         )

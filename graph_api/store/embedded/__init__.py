@@ -1,4 +1,4 @@
-"""The embedded backend: moto's DynamoDB served over HTTP on a loopback port, in process.
+"""The embedded backend: moto's DynamoDB served over HTTP on a loopback port.
 
 It speaks the same wire protocol as DynamoDB, so the API's one data-access path is exercised
 exactly as against DynamoDB Local or AWS. moto keeps everything in memory.
@@ -7,51 +7,107 @@ moto alone is a mock, not a database: its transactions copy whole tables, its qu
 the whole table, it ignores `ClientRequestToken`, and it does not isolate a transaction
 from concurrent readers. `moto_fixes` (moto's backend) and `wsgi` (the server in front of
 it) restore DynamoDB's behaviour; they are the only modules that know moto's internals.
+
+By default the server runs in a child process of its own, as a database would: its CPU
+work gets its own core and its own GIL, so the API's requests never queue behind moto's.
+`in_process=True` runs it on threads of this process instead (tests that look inside moto).
 """
 
 from __future__ import annotations
 
 import logging
-
-from graph_api.store.embedded.wsgi import Serialized
+import os
+import subprocess
+import sys
+import threading
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 
+def _make_server() -> Any:
+    """moto's DynamoDB app, fixed and wrapped, on a free loopback port (not yet serving)."""
+    # Imported late: only this backend needs moto.
+    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    from graph_api.store.embedded import moto_fixes
+    from graph_api.store.embedded.wsgi import Serialized
+
+    moto_fixes.apply()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not one access line per call
+    # DynamoDB's app alone: moto's dispatcher lists its own package on every request to find
+    # which of its services a request is for. Loopback only: moto binds every interface.
+    app = Serialized(create_backend_app("dynamodb"))
+    return make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+
+
+def serve_child() -> None:
+    """The child process (`python -m graph_api.store.embedded`): print the port, serve until
+    standard input closes (the parent stopped, or died)."""
+    server = _make_server()
+    print(server.server_port, flush=True)
+    os.dup2(2, 1)  # nobody reads the pipe after the port: anything else goes to stderr
+
+    def watch() -> None:
+        sys.stdin.read()  # EOF: the parent closed the pipe or is gone
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    server.serve_forever()
+
+
 class EmbeddedDynamoDB:
-    def __init__(self) -> None:
-        # Imported late: only this backend needs moto.
-        from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-        from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
-        from werkzeug.serving import make_server
-
-        from graph_api.store.embedded import moto_fixes
-
-        moto_fixes.apply()
-
-        class Server(ThreadedMotoServer):
-            # ThreadedMotoServer's own entry, with the app wrapped (moto is pinned).
-            def _server_entry(self) -> None:
-                # DynamoDB's app alone: moto's dispatcher lists its own package on every
-                # request to find which of its services a request is for.
-                app = Serialized(create_backend_app("dynamodb"))
-                self._server = make_server(
-                    self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
-                )
-                self._server_ready_event.set()
-                self._server.serve_forever()
-
-        # moto binds every interface by default; ours is for this machine only.
-        self._server = Server(ip_address="127.0.0.1", port=0, verbose=False)
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access line per call
+    def __init__(self, *, in_process: bool = False) -> None:
+        self.in_process = in_process
         self.endpoint_url = ""
+        self._server: Any = None
+        self._process: subprocess.Popen[str] | None = None
 
     def start(self) -> str:
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint_url = f"http://{host}:{port}"
+        if self.in_process:
+            self._server = _make_server()
+            threading.Thread(target=self._server.serve_forever, daemon=True).start()
+            port = self._server.server_port
+        else:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "graph_api.store.embedded"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert self._process.stdout is not None
+            line = self._process.stdout.readline()  # the port, once it serves
+            if not line.strip().isdigit():
+                self.stop()
+                raise RuntimeError("the embedded DynamoDB did not start")
+            port = int(line)
+        self.endpoint_url = f"http://127.0.0.1:{port}"
         log.info("embedded DynamoDB (moto) listening on %s", self.endpoint_url)
         return self.endpoint_url
 
     def stop(self) -> None:
-        self._server.stop()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._process is not None:
+            if self._process.stdin is not None:
+                self._process.stdin.close()  # the child exits on EOF
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+    def rss_kb(self) -> int:
+        """The server process's resident memory (0 in process, or when unknown)."""
+        if self._process is None:
+            return 0
+        try:
+            with open(f"/proc/{self._process.pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
