@@ -364,3 +364,69 @@ def test_updates_in_a_transaction_match_single_item_updates(
         transacted = client.get_item(TableName=name, Key=_key("transact" + suffix)).get("Item", {})
         single.pop("PK", None), transacted.pop("PK", None)
         assert transacted == single
+
+
+def test_item_reads_written_as_json_match_motos_own_serializer(
+    inside: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graph_api.store.embedded import responses
+
+    svc = inside
+    create_teacher(svc, "t1")
+    create_class(svc, "c1", "t1", subject="Chemistry")
+    create_student(svc, "Ada", "ada@ex.org", id="s1", home=_home())
+    assert enroll(svc, "s1", "c1").problems == []
+    client, name = svc.dynamo.client, svc.settings.table
+    student = {"PK": {"S": "STUDENT#s1"}, "SK": {"S": "STUDENT#s1"}}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        (
+            "query",
+            {
+                "KeyConditionExpression": "PK = :p",
+                "Limit": 2,
+                "ExpressionAttributeValues": {":p": {"S": "STUDENT#s1"}},
+            },
+        ),
+        (
+            "query",
+            {
+                "IndexName": "GSI1",
+                "KeyConditionExpression": "GSI1PK = :p",
+                "ExpressionAttributeValues": {":p": {"S": "CLASS#c1"}},
+            },
+        ),
+        ("get_item", {"Key": student}),
+        ("get_item", {"Key": {"PK": {"S": "nope"}, "SK": {"S": "nope"}}}),
+        ("scan", {"Limit": 3}),
+    ]
+
+    def answers() -> list[dict[str, Any]]:
+        found = [
+            getattr(client, op)(TableName=name, ReturnConsumedCapacity="TOTAL", **kw)
+            for op, kw in calls
+        ]
+        found.append(
+            client.batch_get_item(
+                RequestItems={name: {"Keys": [student, {"PK": {"S": "x"}, "SK": {"S": "y"}}]}}
+            )
+        )
+        for answer in found:
+            answer.pop("ResponseMetadata")
+        return found
+
+    ours = answers()
+    monkeypatch.setattr(responses, "_ITEM_READS", frozenset())  # moto's serializer again
+    assert answers() == ours
+    assert ours[0]["Items"] and ours[1]["Items"] and ours[2]["Item"]
+
+
+def test_the_server_keeps_nothing_of_what_it_answered(inside: Services) -> None:
+    """moto's models keep every instance they make; the embedded server's must not, or its
+    memory grows with every query (each answer is made of copies of the items)."""
+    from moto.dynamodb.models.dynamo_type import Item
+
+    svc = inside
+    create_student(svc, "Ada", "ada@ex.org", id="s1", home=_home())
+    for _ in range(20):
+        ok(svc, '{ studentsByLocation(country: "Chile", first: 5) { edges { node { id } } } }')
+    assert len(Item.instances_tracked) == 0  # type: ignore[attr-defined]

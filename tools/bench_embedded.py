@@ -43,7 +43,7 @@ class Figures:
     by_location: dict[str, float]
     rename: dict[str, float]
     reads_during_rename: dict[str, float]
-    soak: dict[str, float]
+    soak: dict[str, Any]
 
 
 def rss_mb() -> float:
@@ -136,9 +136,25 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
         by_location = measure(port, BY_LOCATION, {}, runs)
         wide_teacher(port)
         rename, reads = renames_with_readers(port, max(3, runs // 5))
-        soaked = {"seconds": soak, "rss_before": rss_mb(), "db_before": server.rss_kb() / 1024}
+        soaked: dict[str, Any] = {
+            "seconds": soak,
+            "rss_before": rss_mb(),
+            "db_before": server.rss_kb() / 1024,
+        }
         if soak:
+            samples: list[float] = []  # the server's RSS every minute: a plateau, or a leak
+            done = threading.Event()
+
+            def sample() -> None:
+                while not done.wait(60):
+                    samples.append(server.rss_kb() / 1024)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
             stats = asyncio.run(load.drive(f"http://127.0.0.1:{port}", soak, clients))
+            done.set()
+            sampler.join()
+            soaked["db_each_minute"] = samples
             soaked.update(
                 requests=len(stats.latencies),
                 errors=sum(stats.statuses[s] for s in stats.statuses if s >= 500),
@@ -179,6 +195,9 @@ def report(all_figures: list[Figures]) -> None:
             f"({s.get('requests', 0)} requests, {s.get('errors', 0)} 5xx, "
             f"{s.get('internal', 0)} INTERNAL_SERVER_ERROR)"
         )
+        if s.get("db_each_minute"):
+            minutes = ", ".join(f"{mb:.0f}" for mb in s["db_each_minute"])
+            print(f"embedded DynamoDB RSS each minute (MB): {minutes}")
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 - Isolation: writes run one at a time (`isolation.writers`); reads run together and are
   held back (`isolation.tables`) only while a write changes stored items: a single-item
-  write whole, a transaction only for the swap at its end (`moto_fixes`).
+  write whole, a transaction only for the swap at its end (`transactions`).
 - Idempotency: DynamoDB answers a `TransactWriteItems` resent with the same
   `ClientRequestToken` within 10 minutes as it answered the first (without writing again),
   or with `IdempotentParameterMismatchException` if the request differs. moto ignores the
