@@ -1,10 +1,11 @@
 """`make bench-embedded`: the embedded backend as `make run` serves it, measured.
 
-For the demo school (500 students) and one ten times larger, in this one process as
-`graph-api serve` runs (moto and the API together): the README's kinds of mutation, a
-teacher rename that reaches 100 classes, `studentsByLocation(first: 25)` with classes, how
-long reads wait while a rename writes, then mixed traffic (tools/load.py's mix) and the
-process's resident memory after it. Prints Markdown tables; traffic stays on 127.0.0.1.
+For the demo school (500 students) and one ten times larger, served as `graph-api serve`
+serves it (the API in this process, the embedded DynamoDB in a child process): the README's
+kinds of mutation, a teacher rename that reaches 100 classes, `studentsByLocation(first:
+25)` with classes, how long reads take while a rename writes (through the API, and straight
+to the embedded DynamoDB), then mixed traffic (tools/load.py's mix) and the embedded
+DynamoDB's resident memory each minute. Prints Markdown tables; traffic stays on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from graph_api import cli
 from graph_api.graph.context import Services
 from graph_api.settings import Settings
+from graph_api.store.client import Dynamo
 from tools import load
 from tools.bench import MUTATIONS, measure, measure_writes, post, serve
 
@@ -43,6 +45,7 @@ class Figures:
     by_location: dict[str, float]
     rename: dict[str, float]
     reads_during_rename: dict[str, float]
+    db_reads_during_rename: dict[str, float]
     soak: dict[str, Any]
 
 
@@ -86,24 +89,44 @@ def wide_teacher(port: int) -> None:
     conn.close()
 
 
-def renames_with_readers(port: int, runs: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Rename the wide teacher `runs` times while a reader keeps asking for students."""
+def renames_with_readers(
+    port: int, settings: Settings, runs: int
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Rename the wide teacher `runs` times while two readers keep reading: one through the
+    API (a student by id), one straight to the embedded DynamoDB (a class roster Query)."""
     stop = threading.Event()
-    waits: list[float] = []
+    api_reads: list[float] = []
+    db_reads: list[float] = []
 
-    def reader() -> None:
+    def api_reader() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port)
         n = 0
         while not stop.is_set():
             n += 1
             started = time.perf_counter()
             ok(conn, READ, id=f"stu-{n % 400 + 1:04d}")
-            waits.append((time.perf_counter() - started) * 1000)
+            api_reads.append((time.perf_counter() - started) * 1000)
         conn.close()
 
+    def db_reader() -> None:
+        client = Dynamo(settings).client
+        n = 0
+        while not stop.is_set():
+            n += 1
+            started = time.perf_counter()
+            client.query(
+                TableName=settings.table,
+                IndexName="GSI1",
+                KeyConditionExpression="GSI1PK = :c",
+                ExpressionAttributeValues={":c": {"S": f"CLASS#cls-wide-{n % WIDE_CLASSES:03d}"}},
+            )
+            db_reads.append((time.perf_counter() - started) * 1000)
+        client.close()
+
     conn = http.client.HTTPConnection("127.0.0.1", port)
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
+    readers = [threading.Thread(target=f, daemon=True) for f in (api_reader, db_reader)]
+    for thread in readers:
+        thread.start()
     times = []
     for n in range(runs):
         started = time.perf_counter()
@@ -111,11 +134,15 @@ def renames_with_readers(port: int, runs: int) -> tuple[dict[str, float], dict[s
         times.append((time.perf_counter() - started) * 1000)
         assert data["updateTeacher"]["teacher"]["name"] == f"Wide {n}"
     stop.set()
-    thread.join()
+    for thread in readers:
+        thread.join()
     conn.close()
+
+    def summary(waits: list[float]) -> dict[str, float]:
+        return {"count": len(waits), "p50": statistics.median(waits), "max": max(waits)}
+
     rename = {"p50": statistics.median(times), "max": max(times)}
-    reads = {"count": len(waits), "p50": statistics.median(waits), "max": max(waits)}
-    return rename, reads
+    return rename, summary(api_reads), summary(db_reads)
 
 
 def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures:
@@ -135,7 +162,7 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
         writes = measure_writes(port, runs)
         by_location = measure(port, BY_LOCATION, {}, runs)
         wide_teacher(port)
-        rename, reads = renames_with_readers(port, max(3, runs // 5))
+        rename, reads, db_reads = renames_with_readers(port, settings, max(3, runs // 5))
         soaked: dict[str, Any] = {
             "seconds": soak,
             "rss_before": rss_mb(),
@@ -166,7 +193,7 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
         services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         services.close()
         server.stop()
-    return Figures(students, seeded, writes, by_location, rename, reads, soaked)
+    return Figures(students, seeded, writes, by_location, rename, reads, db_reads, soaked)
 
 
 def report(all_figures: list[Figures]) -> None:
@@ -183,8 +210,15 @@ def report(all_figures: list[Figures]) -> None:
     row(f"rename a teacher of {WIDE_CLASSES} classes", [f.rename["p50"] for f in all_figures])
     row("  slowest rename", [f.rename["max"] for f in all_figures])
     row("studentsByLocation(first: 25) + classes", [f.by_location["p50"] for f in all_figures])
-    row("reads during renames, p50", [f.reads_during_rename["p50"] for f in all_figures])
-    row("reads during renames, slowest", [f.reads_during_rename["max"] for f in all_figures])
+    row("API reads during renames, p50", [f.reads_during_rename["p50"] for f in all_figures])
+    row("API reads during renames, slowest", [f.reads_during_rename["max"] for f in all_figures])
+    row(
+        "DynamoDB Query during renames, p50", [f.db_reads_during_rename["p50"] for f in all_figures]
+    )
+    row(
+        "DynamoDB Query during renames, slowest",
+        [f.db_reads_during_rename["max"] for f in all_figures],
+    )
     for f in all_figures:
         s = f.soak
         print(
