@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import http.client
 import json
+import os
 import statistics
 import threading
 import time
@@ -24,6 +25,7 @@ from graph_api import cli
 from graph_api.graph.context import Services
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
+from graph_api.store.embedded import rss_kb
 from tools import load
 from tools.bench import MUTATIONS, measure, measure_writes, post, serve
 
@@ -50,11 +52,7 @@ class Figures:
 
 
 def rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_kb(os.getpid()) / 1024
 
 
 def ok(conn: http.client.HTTPConnection, query: str, **variables: Any) -> dict[str, Any]:

@@ -102,13 +102,16 @@ class EmbeddedDynamoDB:
 
     def rss_kb(self) -> int:
         """The server process's resident memory (0 in process, or when unknown)."""
-        if self._process is None:
-            return 0
-        try:
-            with open(f"/proc/{self._process.pid}/status", encoding="ascii") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return rss_kb(self._process.pid) if self._process is not None else 0
+
+
+def rss_kb(pid: int) -> int:
+    """A process's resident memory in KiB, from /proc (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
