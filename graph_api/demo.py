@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 from graph_api import items
 from graph_api.store.codec import Item
@@ -150,30 +149,27 @@ def generate(students: int = 500, seed: int = 7) -> list[Item]:
     out: list[Item] = [*teachers]
     by_id = {teacher["id"]: teacher for teacher in teachers}
     for klass in classes:
-        out.append(items.TEACHING.item(by_id[klass["teacherId"]], klass))
-        by_id[klass["teacherId"]]["classCount"] += 1
-    enrolled: Counter[str] = Counter()
-    joined: Counter[str] = Counter()
+        items.TEACHING.attach(by_id[klass["teacherId"]], klass)
     for i in range(1, students + 1):
         first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
-        student = items.student(f"stu-{i:04d}", f"{first} {last}", f"student{i}@school.example")
-        out += [student, items.email_guard(student)]
+        home = None
         if rng.random() < 0.95:
             country = rng.choice(list(PLACES))
             state = rng.choice(list(PLACES[country]))
             city = rng.choice(PLACES[country][state])
             street = f"{rng.randint(1, 999)} {rng.choice(STREETS)}" if rng.random() < 0.8 else None
-            out.append(items.home(student, country, state, city, street))
+            home = items.Place(country, state, city, street)
+        student = items.student(
+            f"stu-{i:04d}", f"{first} {last}", f"student{i}@school.example", home
+        )
+        out += [student, items.email_guard(student)]
         for klass in rng.sample(classes, rng.randint(3, min(6, len(classes)))):
-            out.append(items.ENROLMENT.item(student, klass))
-            enrolled[klass["id"]] += 1
-            student["edgeCount"] += 1
+            out.append(_edge(items.ENROLMENT.attach(student, klass)))
         for sport in rng.sample(sports, rng.randint(0, 3)):
-            out.append(items.MEMBERSHIP.item(student, sport))
-            joined[sport["id"]] += 1
-            student["edgeCount"] += 1
-    for klass in classes:
-        klass["studentCount"] = enrolled[klass["id"]]
-    for sport in sports:
-        sport["studentCount"] = joined[sport["id"]]
+            out.append(_edge(items.MEMBERSHIP.attach(student, sport)))
     return out + classes + sports
+
+
+def _edge(item: Item | None) -> Item:
+    assert item is not None  # enrolments and memberships have edge items
+    return item

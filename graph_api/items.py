@@ -1,8 +1,9 @@
-"""Item shapes: what a node, a home or an edge item holds, and which fields edges copy.
+"""Item shapes: what a node or an edge item holds, and which fields are copied where.
 
-Keys come from `graph_api.keys`; this module decides the attributes. The copy tables
-(`EdgeType.owner_copies` / `target_copies`) are the single statement of the denormalization:
-item builders use them, readers use them to see an edge as the node at either end.
+Keys come from `graph_api.keys`; this module decides the attributes. The relations
+(`Relation.entry`: target fields copied into the owner's map; `Relation.roster`: owner fields
+copied onto edge items) are the single statement of the denormalization: item builders use
+them, readers use them to see a map entry or an edge as the node at its far end.
 """
 
 from __future__ import annotations
@@ -28,13 +29,17 @@ def node_item(kind: Kind, id_: str, **attributes: Any) -> Item:
     return item
 
 
-# Counters of owned edges (`edgeCount`, `classCount`, `studentCount`) move in the same
-# transaction as the edges. Deletes and renames condition on them, which fences out an edge
-# written between our read of a node's edges and our write.
+# Counters of a node's relations (`edgeCount`, `classCount`, `studentCount`) move in the same
+# transaction as the relations. Deletes and renames condition on them, which fences out a
+# relation written between our read of a node's relations and our write.
 
 
-def student(id_: str, name: str, email: str) -> Item:
-    return node_item(Kind.STUDENT, id_, name=name, email=email, edgeCount=0)
+def student(id_: str, name: str, email: str, home: Place | None = None) -> Item:
+    item = node_item(Kind.STUDENT, id_, name=name, email=email, edgeCount=0)
+    item.update({ENROLMENT.field: {}, MEMBERSHIP.field: {}})  # maps must exist to SET into
+    if home is not None:
+        item.update(home_attributes(id_, home))
+    return item
 
 
 def email_guard(student_item: Item) -> Item:
@@ -46,7 +51,9 @@ def email_guard(student_item: Item) -> Item:
 
 
 def teacher(id_: str, name: str) -> Item:
-    return node_item(Kind.TEACHER, id_, name=name, classCount=0)
+    item = node_item(Kind.TEACHER, id_, name=name, classCount=0)
+    item[TEACHING.field] = {}
+    return item
 
 
 def school_class(id_: str, subject: str, teacher_item: Item) -> Item:
@@ -64,90 +71,123 @@ def sport(id_: str, name: str, coach: str | None) -> Item:
     return node_item(Kind.SPORT, id_, name=name, coach=coach, studentCount=0)
 
 
-def home(student_item: Item, country: str, state: str, city: str, street: str | None) -> Item:
-    sid = student_item["id"]
-    return {
-        **keys.home(sid).as_item(),
-        **keys.home_location(sid, country, state, city).as_item(),
-        TYPE: "home",
-        "studentId": sid,
-        "studentName": student_item["name"],  # copy: location lists show names
-        "country": country,
-        "state": state,
-        "city": city,
-        "street": street,
-    }
+@dataclass(frozen=True)
+class Place:
+    """A home address: place names as the user typed them (keys normalize them)."""
+
+    country: str
+    state: str
+    city: str
+    street: str | None = None
+
+
+HOME = "home"  # the student item's map of its address
+LOCATION_KEYS = (keys.GSI1PK, keys.GSI1SK)  # on a student item only while it has a home
+
+
+def home_attributes(student_id: str, place: Place) -> dict[str, Any]:
+    """A student's home: the address map and, as GSI1 keys, its place in the hierarchy, so
+    `studentsByLocation` reads whole students (their classes and sports too) in one Query."""
+    location = keys.home_location(student_id, place.country, place.state, place.city)
+    home = {"country": place.country, "state": place.state, "city": place.city}
+    return {HOME: {**home, "street": place.street}, **location.as_item()}
 
 
 @dataclass(frozen=True)
-class EdgeType:
-    """A relation stored in its owner's partition and inverted through GSI1.
+class Relation:
+    """A bounded relation carried on its owner's item as a map `field` keyed by target id
+    (complex-attribute pattern), whose entries copy the target's `entry` fields.
 
-    The copy maps say edge attribute -> node attribute, for each end.
+    Relations with a `roster` also have an edge item per pair, stored in the target's
+    partition (the class roster, a sport's members) and inverted through GSI1; `roster` says
+    edge attribute -> owner attribute, the copies a roster shows. A teacher's classes need
+    no edge item: the class names its teacher.
     """
 
     name: str
     owner: Kind
     target: Kind
-    owner_copies: Mapping[str, str]
-    target_copies: Mapping[str, str]
-    owner_count: str  # the owner's counter of such edges
+    field: str  # the owner item's map attribute
+    entry: tuple[str, ...]  # target fields copied into the owner's map entry
+    roster: Mapping[str, str] | None
+    owner_count: str  # the owner's counter of such relations
     target_count: str | None  # the target's, if it keeps one
+    limit: int  # at most this many entries in one owner's map
 
-    def item(self, owner_item: Item, target_item: Item) -> Item:
+    def roster_fields(self) -> tuple[str, ...]:
+        """The owner's fields its edge items copy."""
+        return tuple(self.roster.values()) if self.roster is not None else ()
+
+    def entry_of(self, target_item: Mapping[str, Any]) -> dict[str, Any]:
+        return {attr: target_item[attr] for attr in self.entry}
+
+    def entries(self, owner_item: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """target id -> entry, for every target the owner item carries."""
+        return owner_item.get(self.field) or {}
+
+    def path(self, target_id: str, *attr: str) -> tuple[str, ...]:
+        """A document path into the owner's map: the entry, or one of its attributes."""
+        return (self.field, target_id, *attr)
+
+    def edge_item(self, owner_item: Item, target_item: Item) -> Item:
+        assert self.roster is not None, f"{self.name} has no edge items"
         key, inverse = keys.edge(self.owner, owner_item["id"], self.target, target_item["id"])
         item: Item = {**key.as_item(), **inverse.as_item(), TYPE: self.name}
         item[f"{self.owner.lower()}Id"] = owner_item["id"]
         item[f"{self.target.lower()}Id"] = target_item["id"]
-        item.update({attr: owner_item[src] for attr, src in self.owner_copies.items()})
-        item.update({attr: target_item[src] for attr, src in self.target_copies.items()})
+        item.update({attr: owner_item[src] for attr, src in self.roster.items()})
         return item
 
     def owner_view(self, edge: Item) -> tuple[str, dict[str, Any]]:
-        """The owner node as far as the edge knows it: (id, known attributes)."""
+        """The owner node as the edge item knows it: (id, known attributes)."""
+        assert self.roster is not None
         return edge[f"{self.owner.lower()}Id"], {
-            src: edge[attr] for attr, src in self.owner_copies.items()
+            src: edge[attr] for attr, src in self.roster.items()
         }
 
-    def target_view(self, edge: Item) -> tuple[str, dict[str, Any]]:
-        return edge[f"{self.target.lower()}Id"], {
-            src: edge[attr] for attr, src in self.target_copies.items()
-        }
+    def attach(self, owner_item: Item, target_item: Item) -> Item | None:
+        """Link two items in memory (seeding, demo data): the owner's entry and counts; the
+        edge item, if the relation has one."""
+        owner_item.setdefault(self.field, {})[target_item["id"]] = self.entry_of(target_item)
+        owner_item[self.owner_count] = owner_item.get(self.owner_count, 0) + 1
+        if self.target_count:
+            target_item[self.target_count] = target_item.get(self.target_count, 0) + 1
+        return self.edge_item(owner_item, target_item) if self.roster is not None else None
 
 
-_CLASS_COPIES = {"subject": "subject", "teacherId": "teacherId", "teacherName": "teacherName"}
-
-ENROLMENT = EdgeType(
+ENROLMENT = Relation(
     "enrolment",
     Kind.STUDENT,
     Kind.CLASS,
-    {"studentName": "name"},
-    _CLASS_COPIES,
+    field="classes",
+    entry=("subject", "teacherId", "teacherName"),
+    roster={"studentName": "name"},
     owner_count="edgeCount",
     target_count="studentCount",
+    limit=100,
 )
-MEMBERSHIP = EdgeType(
+MEMBERSHIP = Relation(
     "membership",
     Kind.STUDENT,
     Kind.SPORT,
-    {"studentName": "name"},
-    {"sportName": "name"},
+    field="sports",
+    entry=("name",),
+    roster={"studentName": "name"},
     owner_count="edgeCount",
     target_count="studentCount",
+    limit=50,
 )
-# A class has one teacher (its `teacherId`), so it keeps no count of teaching edges.
-TEACHING = EdgeType(
+# A class has one teacher (its `teacherId`): no edge item, no count on the class.
+TEACHING = Relation(
     "teaching",
     Kind.TEACHER,
     Kind.CLASS,
-    {},
-    _CLASS_COPIES,
+    field="classes",
+    entry=("subject",),
+    roster=None,
     owner_count="classCount",
     target_count=None,
+    limit=200,
 )
-EDGE_TYPES = (ENROLMENT, MEMBERSHIP, TEACHING)
-
-
-def home_view(item: Item) -> tuple[str, dict[str, Any]]:
-    """The student a home item belongs to, as far as the home knows it."""
-    return item["studentId"], {"name": item["studentName"]}
+RELATIONS = (ENROLMENT, MEMBERSHIP, TEACHING)
+EDGE_TYPES = tuple(r for r in RELATIONS if r.roster is not None)  # relations with edge items

@@ -31,7 +31,6 @@ class Kind(StrEnum):
     SPORT = "SPORT"
 
 
-HOME_SK = "HOME"
 EMAIL = "EMAIL"
 CATALOG = "CATALOG"
 COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
@@ -75,6 +74,10 @@ class Range:
     def sk_name(self) -> str:
         return GSI1SK if self.index else SK
 
+    def at(self, id_: str) -> Key:
+        """The position of node `id_` in this base-table range: its `SK` in the partition."""
+        return Key(self.pk, f"{self.prefix}{check_id(id_)}")
+
     @property
     def label(self) -> str:
         """A stable name of the range, used to bind cursors to it."""
@@ -110,24 +113,31 @@ def catalog(kind: Kind) -> Range:
 
 
 def partition(kind: Kind, id_: str) -> str:
-    """The partition (item collection) of a node: the node and the edges it owns."""
+    """The partition (item collection) of a node: the node and the edges that point at it."""
     return _ref(kind, id_)
 
 
-def edges(owner: Kind, owner_id: str, target: Kind) -> Range:
-    """The edges to `target` nodes stored in the partition of `owner`."""
+def edge(owner: Kind, owner_id: str, target: Kind, target_id: str) -> tuple[Key, IndexKey]:
+    """An edge item: stored in its target's partition (beside the target node, so a roster
+    and its node are one Query) and inverted under its owner in GSI1."""
+    owner_ref, target_ref = _ref(owner, owner_id), _ref(target, target_id)
+    return Key(target_ref, owner_ref), IndexKey(owner_ref, target_ref)
+
+
+def roster(target: Kind, target_id: str, owner: Kind) -> Range:
+    """The edges pointing at `target` from `owner` nodes: a class's or a sport's students."""
+    return Range(None, _ref(target, target_id), f"{owner}{SEP}")
+
+
+def entries(owner: Kind, owner_id: str, target: Kind) -> Range:
+    """An owner's map of `target` entries (a student's classes), named as a range of the
+    owner's partition: it binds cursors, whose positions are the entries' `SK`s."""
     return Range(None, _ref(owner, owner_id), f"{target}{SEP}")
 
 
-def edge(owner: Kind, owner_id: str, target: Kind, target_id: str) -> tuple[Key, IndexKey]:
-    """An edge stored under its owner, and its inverse entry in GSI1."""
-    owner_ref, target_ref = _ref(owner, owner_id), _ref(target, target_id)
-    return Key(owner_ref, target_ref), IndexKey(target_ref, owner_ref)
-
-
-def inverse_edges(target: Kind, target_id: str, owner: Kind) -> Range:
-    """The edges pointing at `target` from `owner` nodes, read from GSI1."""
-    return Range(GSI1, _ref(target, target_id), f"{owner}{SEP}")
+def entry(owner: Kind, owner_id: str, target: Kind, target_id: str) -> Key:
+    """Where an entry of an owner's map sits in its `entries` range (a cursor position)."""
+    return Key(_ref(owner, owner_id), _ref(target, target_id))
 
 
 def id_of(key_value: str) -> str:
@@ -149,12 +159,9 @@ def normalize_place(value: str) -> str:
     return folded.replace("%", "%25").replace(SEP, "%23")
 
 
-def home(student_id: str) -> Key:
-    return Key(_ref(Kind.STUDENT, student_id), HOME_SK)
-
-
 def home_location(student_id: str, country: str, state: str, city: str) -> IndexKey:
-    """A home's place in the location hierarchy: country partition, state → city sort key."""
+    """A student's place in the location hierarchy (GSI1 keys of the student item, present
+    only when the student has a home): country partition, state → city sort key."""
     return IndexKey(
         f"{COUNTRY}{SEP}{normalize_place(country)}",
         f"{STATE}{SEP}{normalize_place(state)}{SEP}{CITY}{SEP}{normalize_place(city)}"
@@ -163,7 +170,7 @@ def home_location(student_id: str, country: str, state: str, city: str) -> Index
 
 
 def location(country: str, state: str | None = None, city: str | None = None) -> Range:
-    """Homes in a country, a state of it, or a city of that state (a `begins_with` prefix)."""
+    """Students whose home is in a country, a state of it, or a city of that state."""
     prefix = ""
     if state is not None:
         prefix = f"{STATE}{SEP}{normalize_place(state)}{SEP}"

@@ -28,11 +28,9 @@ MODEL_DATE = "Nov 21, 2026, 12:00 PM"
 FACET_KEYS: dict[str, tuple[str, str]] = {
     "student": ("STUDENT#<id>", "STUDENT#<id>"),
     "email": ("EMAIL#<address>", "EMAIL"),
-    "home": ("STUDENT#<id>", "HOME"),
-    "enrolment": ("STUDENT#<id>", "CLASS#<classId>"),
-    "membership": ("STUDENT#<id>", "SPORT#<sportId>"),
+    "enrolment": ("CLASS#<classId>", "STUDENT#<studentId>"),
+    "membership": ("SPORT#<sportId>", "STUDENT#<studentId>"),
     "teacher": ("TEACHER#<id>", "TEACHER#<id>"),
-    "teaching": ("TEACHER#<id>", "CLASS#<classId>"),
     "class": ("CLASS#<id>", "CLASS#<id>"),
     "sport": ("SPORT#<id>", "SPORT#<id>"),
 }

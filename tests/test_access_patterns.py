@@ -28,6 +28,16 @@ def by_id(demo_items: list[Item], type_: str) -> dict[str, Item]:
     return {i["id"]: i for i in of_type(demo_items, type_)}
 
 
+def homes(demo_items: list[Item], **where: str) -> list[dict[str, Any]]:
+    """The students' homes (each student item's `home` map, absent without a home), each
+    with its `studentId`, that match `where`."""
+    return [
+        {"studentId": s["id"], **s["home"]}
+        for s in of_type(demo_items, "student")
+        if s.get("home") and all(s["home"].get(k) == v for k, v in where.items())
+    ]
+
+
 def walk(gql: Gql, query: str, path: list[str], first: int, **variables: Any) -> list[Any]:
     """Every node of a connection, following endCursor until hasNextPage is false."""
     nodes: list[Any] = []
@@ -50,9 +60,9 @@ def ids(nodes: list[dict[str, Any]]) -> list[str]:
 
 
 def test_student_by_id_has_its_fields_and_home(gql: Gql, demo_items: list[Item]) -> None:
-    homes = {h["studentId"]: h for h in of_type(demo_items, "home")}
-    student = next(s for s in of_type(demo_items, "student") if s["id"] in homes)
-    home = homes[student["id"]]
+    housed = {h["studentId"]: h for h in homes(demo_items)}
+    student = next(s for s in of_type(demo_items, "student") if s["id"] in housed)
+    home = housed[student["id"]]
     result = gql(
         "query($id: ID!) { student(id: $id) { id name email version"
         " home { country state city street } } }",
@@ -68,8 +78,8 @@ def test_student_by_id_has_its_fields_and_home(gql: Gql, demo_items: list[Item])
     }
 
 
-def test_student_without_home_item_has_null_home(gql: Gql, demo_items: list[Item]) -> None:
-    housed = {h["studentId"] for h in of_type(demo_items, "home")}
+def test_student_without_home_has_null_home(gql: Gql, demo_items: list[Item]) -> None:
+    housed = {h["studentId"] for h in homes(demo_items)}
     homeless = [s for s in of_type(demo_items, "student") if s["id"] not in housed]
     assert homeless
     result = gql(
@@ -100,9 +110,9 @@ def test_students_by_ids_empty_list_is_empty(gql: Gql) -> None:
 
 def test_teacher_by_id_and_its_classes(gql: Gql, demo_items: list[Item]) -> None:
     for teacher in of_type(demo_items, "teacher"):
-        taught = sorted(
-            e["classId"] for e in of_type(demo_items, "teaching", teacherId=teacher["id"])
-        )
+        # A class's teacher is its `teacherId`.
+        taught = sorted(c["id"] for c in of_type(demo_items, "class", teacherId=teacher["id"]))
+        assert taught
         classes = by_id(demo_items, "class")
         nodes = walk(
             gql,
@@ -277,14 +287,16 @@ def located(gql: Gql, first: int = 100, **where: str | None) -> list[dict[str, A
 
 
 def homes_at(demo_items: list[Item], **where: str) -> set[str]:
-    return {h["studentId"] for h in of_type(demo_items, "home", **where)}
+    return {h["studentId"] for h in homes(demo_items, **where)}
 
 
 def test_students_by_country_are_the_homes_in_that_country(
     gql: Gql, demo_items: list[Item]
 ) -> None:
     students = by_id(demo_items, "student")
-    for country in sorted({h["country"] for h in of_type(demo_items, "home")}):
+    countries = sorted({h["country"] for h in homes(demo_items)})
+    assert countries
+    for country in countries:
         nodes = located(gql, first=7, country=country)
         assert len(ids(nodes)) == len(set(ids(nodes)))
         assert set(ids(nodes)) == homes_at(demo_items, country=country)
@@ -293,7 +305,8 @@ def test_students_by_country_are_the_homes_in_that_country(
 
 
 def test_students_by_state_are_the_homes_in_that_state(gql: Gql, demo_items: list[Item]) -> None:
-    places = sorted({(h["country"], h["state"]) for h in of_type(demo_items, "home")})
+    places = sorted({(h["country"], h["state"]) for h in homes(demo_items)})
+    assert places
     for country, state in places:
         nodes = located(gql, country=country, state=state)
         assert len(ids(nodes)) == len(set(ids(nodes)))
@@ -301,7 +314,8 @@ def test_students_by_state_are_the_homes_in_that_state(gql: Gql, demo_items: lis
 
 
 def test_students_by_city_are_the_homes_in_that_city(gql: Gql, demo_items: list[Item]) -> None:
-    places = sorted({(h["country"], h["state"], h["city"]) for h in of_type(demo_items, "home")})
+    places = sorted({(h["country"], h["state"], h["city"]) for h in homes(demo_items)})
+    assert places
     for country, state, city in places:
         nodes = located(gql, country=country, state=state, city=city)
         assert set(ids(nodes)) == homes_at(demo_items, country=country, state=state, city=city)

@@ -31,7 +31,7 @@ from write_support import (
 )
 
 from graph_api.graph.context import Services
-from graph_api.writes import classes, propagation, students
+from graph_api.writes import classes, edges, propagation, students
 
 STUDENTS = 25
 FAILURES_EXPECTED = {"ALREADY_EXISTS", "NOT_FOUND"}
@@ -190,8 +190,8 @@ def test_delete_class_racing_a_teacher_move_unlinks_the_new_teacher(
     empty_services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """deleteClass must unlink the class from the teacher it has when the delete commits,
-    not the one it read: a move committed in between must not leave t2's teaching edge to a
-    deleted class behind, nor take c1 off t1's count a second time."""
+    not the one it read: a move committed in between must not leave a deleted class in
+    t2's `classes` map, nor take c1 off t1's count a second time."""
     svc = empty_services
     create_teacher(svc, "t1")
     create_teacher(svc, "t2")
@@ -223,38 +223,39 @@ def test_delete_class_racing_a_teacher_move_unlinks_the_new_teacher(
 def test_interleave_helper_really_interleaves(
     empty_services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The forced interleaving is real: a rename committed between a setHome's read and
-    write is noticed (the version moved) and the home copies the new name."""
+    """The forced interleaving is real: a rename committed between an enrolment's read and
+    write is noticed (the copied name moved) and the roster copies the new name.
+
+    (The old layout raced setHome, which copied the name onto a home item. A home is now a
+    map on the student item, written by one update with nothing read first: no read-write
+    gap to interleave. An enrolment still reads the student and copies its name onto the
+    edge item in the class's roster.)"""
     svc = empty_services
+    create_teacher(svc, "t1")
+    create_class(svc, "c1", "t1")
     create_student(svc, "Ada", "ada@ex.org", id="s1")
     intruders = interleave(
         monkeypatch,
-        students,
+        edges,
         svc,
         f"""mutation {{ updateStudent(id: "s1", input: {{name: "Ada L"}}) {{
           student {{ version }} {USER_ERRORS} }} }}""",
         {},
     )
-    home = {"country": "UK", "state": "London", "city": "London"}
-    result = run(
-        svc,
-        f"""mutation($h: HomeInput) {{ setHome(studentId: "s1", home: $h) {{
-          student {{ version name }} {USER_ERRORS} }} }}""",
-        {"h": home},
-    )
+    result = run(svc, ENROLL, {"s": "s1", "c": "c1"})
     monkeypatch.undo()
     assert intruders[0].data == {"updateStudent": {"student": {"version": 2}, "userErrors": []}}
     assert result.errors == []
-    assert result.data == {
-        "setHome": {"student": {"version": 3, "name": "Ada L"}, "userErrors": []}
-    }
+    assert result.data == {"enrollStudent": {"class": {"studentCount": 1}, "userErrors": []}}
     operations = [c.operation for c in result.context.ledger.calls]
     assert operations.count("TransactWriteItems") == 2  # the first one failed its guard
+    assert class_students(svc, "c1") == [{"id": "s1", "name": "Ada L"}]
     assert_clean(svc)
 
 
-# A class's enrolments copy fields of two nodes: `subject` from the class, `teacherName` from
-# the teacher (through the class). Each rename must leave the other's copies alone.
+# A student's `classes` entries copy fields of two nodes: `subject` from the class,
+# `teacherName` from the teacher (through the class); the teacher's `classes` entries copy the
+# subject. Each rename must leave the other's copies alone.
 RENAME_TEACHER = f"""mutation {{ updateTeacher(id: "t1", input: {{name: "Grace H"}}) {{
   teacher {{ name }} {USER_ERRORS} }} }}"""
 CHANGE_SUBJECT = f"""mutation {{ updateClass(id: "c1", input: {{subject: "Physics"}}) {{

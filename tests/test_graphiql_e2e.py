@@ -24,12 +24,14 @@ def expected_values() -> list[str]:
     items = demo.generate(students=STUDENTS, seed=SEED)
     student = next(i for i in items if i["type"] == "student" and i["id"] == "stu-0001")
     teachers = {i["id"]: i["name"] for i in items if i["type"] == "teacher"}
+    classes = {i["id"]: i for i in items if i["type"] == "class"}
     enrolments = [i for i in items if i["type"] == "enrolment" and i["studentId"] == "stu-0001"]
     assert enrolments, "the demo student takes no class: pick another"
+    taken = [classes[e["classId"]] for e in enrolments]  # subject and teacher: the class's
     return [
         student["name"],
-        *sorted({e["subject"] for e in enrolments}),
-        *sorted({teachers[e["teacherId"]] for e in enrolments}),
+        *sorted({c["subject"] for c in taken}),
+        *sorted({teachers[c["teacherId"]] for c in taken}),
     ]
 
 

@@ -114,7 +114,9 @@ def test_id_of_and_kind_of_round_trip_a_node_key(kind: Kind) -> None:
 
 def test_id_of_reads_both_ends_of_an_edge_and_a_home_location() -> None:
     key, inverse = keys.edge(Kind.STUDENT, "stu-1", Kind.CLASS, "cls-2")
-    assert (keys.id_of(key.pk), keys.id_of(key.sk)) == ("stu-1", "cls-2")
+    # The edge sits in the class's partition (its roster), inverted under the student.
+    assert (keys.id_of(key.pk), keys.id_of(key.sk)) == ("cls-2", "stu-1")
+    assert key.pk == keys.roster(Kind.CLASS, "cls-2", Kind.STUDENT).pk
     assert (inverse.pk, inverse.sk) == (key.sk, key.pk)
     assert keys.id_of(keys.home_location("stu-9", "A", "B", "C").sk) == "stu-9"
 
@@ -122,9 +124,10 @@ def test_id_of_reads_both_ends_of_an_edge_and_a_home_location() -> None:
 def test_keys_are_never_built_from_invalid_ids() -> None:
     for build in (
         lambda: keys.node(Kind.STUDENT, "a#b"),
-        lambda: keys.edges(Kind.STUDENT, "", Kind.CLASS),
-        lambda: keys.inverse_edges(Kind.CLASS, "x" * 65, Kind.STUDENT),
-        lambda: keys.home("a/b"),
+        lambda: keys.entries(Kind.STUDENT, "", Kind.CLASS),
+        lambda: keys.roster(Kind.CLASS, "x" * 65, Kind.STUDENT),
+        lambda: keys.home_location("a/b", "A", "B", "C"),
+        lambda: keys.entries(Kind.STUDENT, "s", Kind.CLASS).at("c#d"),
     ):
         with pytest.raises(BadUserInput):
             build()
@@ -134,19 +137,19 @@ def test_range_labels_differ_between_ranges() -> None:
     labels = {
         keys.catalog(Kind.TEACHER).label,
         keys.catalog(Kind.CLASS).label,
-        keys.inverse_edges(Kind.CLASS, "a", Kind.STUDENT).label,
-        keys.inverse_edges(Kind.CLASS, "b", Kind.STUDENT).label,
+        keys.roster(Kind.CLASS, "a", Kind.STUDENT).label,
+        keys.roster(Kind.CLASS, "b", Kind.STUDENT).label,
         keys.location("Canada").label,
         keys.location("Canada", "Ontario").label,
-        keys.edges(Kind.STUDENT, "a", Kind.CLASS).label,
+        keys.entries(Kind.STUDENT, "a", Kind.CLASS).label,
     }
     assert len(labels) == 7
 
 
 # -- cursors ---------------------------------------------------------------------------------
 
-RANGE = keys.inverse_edges(Kind.CLASS, "cls-1", Kind.STUDENT)
-KEY = {"PK": "STUDENT#stu-1", "SK": "CLASS#cls-1", "GSI1PK": RANGE.pk, "GSI1SK": "STUDENT#stu-1"}
+RANGE = keys.roster(Kind.CLASS, "cls-1", Kind.STUDENT)
+KEY = {"PK": RANGE.pk, "SK": "STUDENT#stu-1"}
 FIELD = "Class.students"
 
 
@@ -178,14 +181,14 @@ def test_cursor_of_another_field_or_range_is_refused() -> None:
     cursors = Cursors(b"k1")
     cursor = cursors.encode(FIELD, RANGE, KEY)
     assert refused(cursors, cursor, field="Sport.students")
-    assert refused(cursors, cursor, rng=keys.inverse_edges(Kind.CLASS, "cls-2", Kind.STUDENT))
+    assert refused(cursors, cursor, rng=keys.roster(Kind.CLASS, "cls-2", Kind.STUDENT))
 
 
 def test_signed_cursor_whose_key_lies_outside_its_range_is_refused() -> None:
     cursors = Cursors(b"k1")
-    elsewhere = {**KEY, "GSI1PK": "CLASS#cls-2"}
+    elsewhere = {**KEY, "PK": "CLASS#cls-2"}
     assert refused(cursors, cursors.encode(FIELD, RANGE, elsewhere))
-    wrong_prefix = {**KEY, "GSI1SK": "TEACHER#tch-1"}
+    wrong_prefix = {**KEY, "SK": "TEACHER#tch-1"}
     assert refused(cursors, cursors.encode(FIELD, RANGE, wrong_prefix))
 
 

@@ -66,7 +66,18 @@ def _nested(parent: str, field: str) -> str:
 
 
 def _homes(**where: str) -> Callable[[list[Item]], list[str]]:
-    return _ids("home", "studentId", **where)
+    """The students whose home (the student item's `home` map) matches `where`."""
+
+    def expected(demo_items: list[Item]) -> list[str]:
+        return sorted(
+            i["id"]
+            for i in demo_items
+            if i["type"] == "student"
+            and i.get("home")
+            and all(i["home"].get(k) == v for k, v in where.items())
+        )
+
+    return expected
 
 
 CONNECTIONS = {
@@ -95,7 +106,7 @@ CONNECTIONS = {
         _nested("teacher", "classes"),
         ("teacher", "classes"),
         {"id": "tch-001"},
-        _ids("teaching", "classId", teacherId="tch-001"),
+        _ids("class", teacherId="tch-001"),  # a class's teacher is its `teacherId`
     ),
     "studentsByLocation": Conn(
         _root("studentsByLocation", country="String!"),
@@ -117,7 +128,7 @@ def expected_ids(name: str, demo_items: list[Item]) -> list[str]:
     """The connection's node ids in the order the API must list them."""
     ids = CONNECTIONS[name].expected(demo_items)
     if name.startswith("studentsByLocation"):  # ordered by state, city, then student
-        homes = {i["studentId"]: i for i in demo_items if i["type"] == "home"}
+        homes = {i["id"]: i["home"] for i in demo_items if i["type"] == "student" and i.get("home")}
         place = keys.normalize_place
         ids.sort(key=lambda s: (place(homes[s]["state"]), place(homes[s]["city"]), s))
     return ids

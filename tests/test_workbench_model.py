@@ -63,6 +63,8 @@ def test_the_sample_items_show_every_item_type_and_the_gsi_view(table: dict[str,
     types = {item["type"]["S"] for item in items}
     assert types == {f["FacetName"] for f in table["TableFacets"]}
     assert set(workbench.FACET_KEYS) == types
+    # A student's home and a teacher's classes live on their node items: no item of their own.
+    assert types == {"student", "email", "enrolment", "membership", "teacher", "class", "sport"}
     # Every attribute an item carries is declared, with the type it is stored as.
     declared = {a["AttributeName"]: a["AttributeType"] for a in table["NonKeyAttributes"]}
     for item in items:
@@ -70,7 +72,19 @@ def test_the_sample_items_show_every_item_type_and_the_gsi_view(table: dict[str,
             if name not in ("PK", "SK"):
                 (tag,) = wire
                 assert tag in (declared[name], "NULL"), (name, tag)
-    # The inverse view: GSI1 holds edges under their target (a class's students).
+    # Edges live in their target's partition (a class's students, beside the class)...
+    enrolments = [i for i in items if i["type"]["S"] == "enrolment"]
+    assert enrolments
+    assert all(i["PK"]["S"] == f"CLASS#{i['classId']['S']}" for i in enrolments)
+    # ...and GSI1 holds them inverted, under their owner (a student's enrolments).
     in_gsi = [i for i in items if GSI1PK in i]
-    assert any(i["type"]["S"] == "enrolment" for i in in_gsi)
+    assert any(
+        i["type"]["S"] == "enrolment" and i[GSI1PK]["S"] == f"STUDENT#{i['studentId']['S']}"
+        for i in in_gsi
+    )
     assert any(i[GSI1PK]["S"].startswith("CATALOG#") for i in in_gsi)
+    # A student with a home is in GSI1 at its location, with its home map on the item.
+    assert any(
+        i["type"]["S"] == "student" and i[GSI1PK]["S"].startswith("COUNTRY#") and "home" in i
+        for i in in_gsi
+    )

@@ -15,6 +15,7 @@ from conftest import Result, execute, make_settings
 from graph_api.check import check_table
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import schema
+from graph_api.items import email_guard
 from graph_api.store import codec, table
 from graph_api.store.codec import Item
 
@@ -77,6 +78,17 @@ def scan(services: Services) -> list[Item]:
         if not last:
             return sorted(items, key=lambda i: (i["PK"], i["SK"]))
         params["ExclusiveStartKey"] = last
+
+
+def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Item]]) -> None:
+    """Write nodes and their relations directly (map entries, edge items, counts, email
+    guards), as the mutations would leave them: (relation, owner item, target item) each."""
+    out = list(nodes)
+    for relation, owner, target in links:
+        if (edge := relation.attach(owner, target)) is not None:
+            out.append(edge)
+    out += [email_guard(n) for n in nodes if n["type"] == "student"]
+    table.batch_write(services.dynamo, services.settings.table, out)
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:

@@ -1,12 +1,14 @@
-"""Home: a student's address, listed by country → state → city in GSI1."""
+"""Home: a student's address, a map on the student item (indexed by place in GSI1)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import strawberry
 
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
-from graph_api.store.codec import Item
 
 
 @strawberry.type
@@ -26,10 +28,10 @@ class Home:
         return self.street_
 
     @classmethod
-    def from_item(cls, item: Item) -> Home:
+    def from_map(cls, home: Mapping[str, Any]) -> Home:
         return cls(
-            country=item["country"],
-            state=item["state"],
-            city=item["city"],
-            street_=item.get("street"),
+            country=home["country"],
+            state=home["state"],
+            city=home["city"],
+            street_=home.get("street"),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from graph_api import validation
-from graph_api.writes.students import Place
+from graph_api.items import Place
 
 
 @strawberry.input

@@ -8,7 +8,7 @@ item loader, so asking for one more field of 50 nodes costs one BatchGetItem, no
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, TypeVar
 
 import strawberry
@@ -16,6 +16,7 @@ import strawberry
 from graph_api import keys
 from graph_api.errors import NotFound
 from graph_api.graph.context import Info
+from graph_api.items import TYPE
 from graph_api.keys import Kind
 from graph_api.store.codec import Item
 
@@ -41,14 +42,27 @@ class NodeBase:
         """The node as an edge sees it: its id and the edge's copies of its fields."""
         return cls(id=strawberry.ID(view[0]), known=view[1])
 
+    @classmethod
+    def from_entry(cls, id_: str, entry: Mapping[str, Any]) -> Self:
+        """The node as an entry of another node's map sees it (a student's class)."""
+        return cls(id=strawberry.ID(id_), known=dict(entry))
+
+    async def read(self, info: Info, name: str) -> Any:
+        """The field's value, loading the node's item if it is not known yet."""
+        value = self.get(info, name)
+        return await value if inspect.isawaitable(value) else value
+
     def get(self, info: Info, name: str) -> Any:
         """The field's value when known, else an awaitable of it (graphql-core awaits it).
 
         Returning plain values keeps the common case free of a coroutine and a task per
         field, which dominated the cost of wide lists.
         """
-        if name in self.known:
-            return self.known[name]
+        known = self.known
+        if name in known:
+            return known[name]
+        if TYPE in known:  # the whole item: an attribute it lacks is absent, not unread
+            return None
         return self._load(info, name)
 
     async def _load(self, info: Info, name: str) -> Any:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 import strawberry
 
@@ -50,25 +50,32 @@ def _after(info: Info, field: str, rng: Range, after: str | None) -> dict[str, s
     return None if after is None else info.context.cursors.decode(after, field, rng)
 
 
-async def from_partition(
+async def from_map(
     info: Info,
     field: str,
     rng: Range,
     first: int | None,
     after: str | None,
-    to_node: Callable[[Item], T],
+    entries: Mapping[str, Mapping[str, Any]],
+    to_node: Callable[[str, Mapping[str, Any]], T],
 ) -> Connection[T]:
-    """A page of edges held in one base-table partition, which is read whole once a request.
+    """A page of a bounded relation carried on its owner's item as a map keyed by id (a
+    student's classes and sports, a teacher's classes): no request beyond the owner's item.
 
-    Partitions owned by a node (a student's classes and sports, a teacher's classes) are
-    small, so one Query serves every field that reads them.
+    Entries are ordered by id, and a cursor is the entry's position in `rng` (its `SK`), so
+    cursors look and check like the cursors of a range read from the table.
     """
     count = check_first(first)
     start = _after(info, field, rng, after)
-    items = await info.context.loaders.partition.load(rng.pk)
     after_sk = start[SK] if start else ""
-    selected = [i for i in items if i[SK].startswith(rng.prefix) and i[SK] > after_sk]
-    return _connection(info, field, rng, selected[: count + 1], count, to_node)
+    positions = ((rng.at(id_).as_item(), id_) for id_ in sorted(entries))  # SK order
+    selected = [(key, id_) for key, id_ in positions if key[SK] > after_sk][: count + 1]
+    cursors = info.context.cursors
+    edges = [
+        Edge(cursor=cursors.encode(field, rng, key), node=to_node(id_, entries[id_]))
+        for key, id_ in selected[:count]
+    ]
+    return _page(edges, len(selected) > count)
 
 
 async def from_range(
@@ -79,7 +86,7 @@ async def from_range(
     after: str | None,
     to_node: Callable[[Item], T],
 ) -> Connection[T]:
-    """A page of a GSI1 range (unbounded: a class's students, a catalog, a city)."""
+    """A page of a range (unbounded: a class's students, a catalog, a city)."""
     count = check_first(first)
     start = _after(info, field, rng, after)
     # One item more than asked tells whether a next page exists, without an empty page.
@@ -102,9 +109,9 @@ def _connection(
         Edge(cursor=cursors.encode(field, rng, {n: item[n] for n in names}), node=to_node(item))
         for item in items[:first]
     ]
-    return Connection(
-        edges=edges,
-        page_info=PageInfo(
-            has_next_page=len(items) > first, end_cursor=edges[-1].cursor if edges else None
-        ),
-    )
+    return _page(edges, len(items) > first)
+
+
+def _page(edges: list[Edge[T]], more: bool) -> Connection[T]:
+    end_cursor = edges[-1].cursor if edges else None
+    return Connection(edges=edges, page_info=PageInfo(has_next_page=more, end_cursor=end_cursor))

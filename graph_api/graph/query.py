@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import strawberry
 
-from graph_api import items, keys, validation
+from graph_api import keys, validation
 from graph_api.errors import BadUserInput
-from graph_api.graph import paging
+from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.graph.paging import Connection
 from graph_api.graph.school_class import Class
@@ -32,12 +32,12 @@ class Query:
 
     @strawberry.field(name="class")
     async def class_(self, info: Info, id: strawberry.ID) -> Class | None:
-        item = await info.context.loaders.item.load(keys.node(Kind.CLASS, id))
+        item = await prefetch.node_with_roster(info, Kind.CLASS, id)
         return Class.from_item(item) if item else None
 
     @strawberry.field
     async def sport(self, info: Info, id: strawberry.ID) -> Sport | None:
-        item = await info.context.loaders.item.load(keys.node(Kind.SPORT, id))
+        item = await prefetch.node_with_roster(info, Kind.SPORT, id)
         return Sport.from_item(item) if item else None
 
     @strawberry.field(
@@ -92,5 +92,5 @@ class Query:
             rng,
             first,
             after,
-            lambda home: Student.from_view(items.home_view(home)),
+            Student.from_item,  # whole students: their classes and sports come along
         )

@@ -1,4 +1,4 @@
-"""Class: a node taught by one teacher; its students are read from GSI1."""
+"""Class: a node taught by one teacher; its partition holds its roster (enrolment edges)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Class(NodeBase):
     async def students(
         self, info: Info, first: int | None = 20, after: str | None = None
     ) -> Connection[Student]:
-        rng = keys.inverse_edges(Kind.CLASS, self.id, Kind.STUDENT)
+        rng = keys.roster(Kind.CLASS, self.id, Kind.STUDENT)
         return await paging.from_range(
             info,
             "Class.students",

@@ -1,4 +1,4 @@
-"""Sport: a node whose members are read from GSI1."""
+"""Sport: a node whose partition holds its members (membership edges)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class Sport(NodeBase):
     async def students(
         self, info: Info, first: int | None = 20, after: str | None = None
     ) -> Connection[Student]:
-        rng = keys.inverse_edges(Kind.SPORT, self.id, Kind.STUDENT)
+        rng = keys.roster(Kind.SPORT, self.id, Kind.STUDENT)
         return await paging.from_range(
             info,
             "Sport.students",

@@ -1,4 +1,4 @@
-"""Student: a node whose partition holds its home, enrolments and sport memberships."""
+"""Student: a node whose item carries its home, its classes and its sports."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from graph_api.graph.context import Info
 from graph_api.graph.home import Home
 from graph_api.graph.nodes import NodeBase
 from graph_api.graph.paging import Connection
+from graph_api.items import ENROLMENT, MEMBERSHIP
 from graph_api.keys import Kind
 
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ class Student(NodeBase):
 
     @strawberry.field
     async def home(self, info: Info) -> Home | None:
-        item = await info.context.loaders.item.load(keys.home(self.id))
-        return Home.from_item(item) if item else None
+        home = await self.read(info, items.HOME)
+        return Home.from_map(home) if home else None
 
     @strawberry.field
     async def classes(
@@ -53,14 +54,14 @@ class Student(NodeBase):
     ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
         from graph_api.graph.school_class import Class
 
-        rng = keys.edges(Kind.STUDENT, self.id, Kind.CLASS)
-        return await paging.from_partition(
+        return await paging.from_map(
             info,
             "Student.classes",
-            rng,
+            keys.entries(Kind.STUDENT, self.id, Kind.CLASS),
             first,
             after,
-            lambda edge: Class.from_view(items.ENROLMENT.target_view(edge)),
+            await self.read(info, ENROLMENT.field) or {},
+            Class.from_entry,
         )
 
     @strawberry.field
@@ -69,12 +70,12 @@ class Student(NodeBase):
     ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]]:
         from graph_api.graph.sport import Sport
 
-        rng = keys.edges(Kind.STUDENT, self.id, Kind.SPORT)
-        return await paging.from_partition(
+        return await paging.from_map(
             info,
             "Student.sports",
-            rng,
+            keys.entries(Kind.STUDENT, self.id, Kind.SPORT),
             first,
             after,
-            lambda edge: Sport.from_view(items.MEMBERSHIP.target_view(edge)),
+            await self.read(info, MEMBERSHIP.field) or {},
+            Sport.from_entry,
         )

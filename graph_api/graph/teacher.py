@@ -1,4 +1,4 @@
-"""Teacher: a node whose partition holds the classes it teaches."""
+"""Teacher: a node whose item carries the classes it teaches."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from graph_api import items, keys
+from graph_api import keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import NodeBase
 from graph_api.graph.paging import Connection
+from graph_api.items import TEACHING
 from graph_api.keys import Kind
 
 if TYPE_CHECKING:
@@ -37,12 +38,15 @@ class Teacher(NodeBase):
     ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
         from graph_api.graph.school_class import Class
 
-        rng = keys.edges(Kind.TEACHER, self.id, Kind.CLASS)
-        return await paging.from_partition(
+        # Entries copy the subject; the class's teacher is this teacher, by definition.
+        name = self.known.get("name")
+        ours = {"teacherId": self.id} | ({"teacherName": name} if name is not None else {})
+        return await paging.from_map(
             info,
             "Teacher.classes",
-            rng,
+            keys.entries(Kind.TEACHER, self.id, Kind.CLASS),
             first,
             after,
-            lambda edge: Class.from_view(items.TEACHING.target_view(edge)),
+            await self.read(info, TEACHING.field) or {},
+            lambda id_, entry: Class.from_entry(id_, {**entry, **ours}),
         )

@@ -1,9 +1,11 @@
 """Per-request DataLoaders: the three request shapes every field resolves through.
 
 - `item`: items by primary key, one BatchGetItem wave for all keys asked in a loop turn.
-- `partition`: a whole base-table partition (a node and the edges it owns), one Query each,
-  all partitions of a wave concurrently; a partition is never queried twice in a request.
-- `page`: a page of a GSI1 range (inverse edges, catalogs, locations), one Query each.
+- `page`: a page of a range (a roster in its node's partition; a catalog or a location in
+  GSI1), one Query each, all pages of a wave concurrently.
+
+Bounded relations (a student's classes and sports, a teacher's classes) are maps on their
+owner's item: they cost no request of their own.
 
 Loaders are made per request (`graph/context.py`): their caches are the request's view of
 the table. `naive=True` turns batching and caching off, for the benchmark's comparison.
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from strawberry.dataloader import DataLoader
 
-from graph_api.keys import HOME_SK, PK, SK, Key, Range
+from graph_api.keys import Key, Range
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 
@@ -47,9 +49,6 @@ class Loaders:
         self.item: DataLoader[Key, Item | None] = DataLoader(
             self._get_one if naive else self._get_items, cache=cache, max_batch_size=batch
         )
-        self.partition: DataLoader[str, list[Item]] = DataLoader(
-            self._query_partitions, cache=cache, max_batch_size=batch
-        )
         self.page: DataLoader[PageRequest, list[Item]] = DataLoader(
             self._query_pages, cache=cache, max_batch_size=batch
         )
@@ -61,7 +60,7 @@ class Loaders:
         (DynamoDB offers nothing else on a GSI).
         """
         self.consistent = True
-        for loader in (self.item, self.partition, self.page):
+        for loader in (self.item, self.page):
             loader.clear_all()
 
     async def _get_items(self, keys: list[Key]) -> list[Item | None]:
@@ -70,23 +69,6 @@ class Loaders:
 
     async def _get_one(self, keys: list[Key]) -> list[Item | None]:
         return [await self.table.get(key, consistent=self.consistent) for key in keys]
-
-    async def _query_partitions(self, pks: list[str]) -> Sequence[list[Item] | BaseException]:
-        results = await asyncio.gather(
-            *(self.table.query_all(Range(None, pk, ""), consistent=self.consistent) for pk in pks),
-            return_exceptions=True,
-        )
-        if not self.naive:
-            for result in results:
-                if isinstance(result, list):
-                    self._prime(result)
-        return results
-
-    def _prime(self, items: list[Item]) -> None:
-        # A partition holds its node and home items: later loads of them cost nothing.
-        for item in items:
-            if item[SK] == item[PK] or item[SK] == HOME_SK:
-                self.item.prime(Key(item[PK], item[SK]), item)
 
     async def _query_pages(
         self, requests: list[PageRequest]

@@ -29,8 +29,13 @@ log = logging.getLogger(__name__)
 MAX_ACTIONS = 100  # per TransactWriteItems (DynamoDB's limit)
 
 # A condition is a conjunction of clauses: ("exists",), ("not_exists",), ("eq", attr, value),
-# ("gt", attr, value), ("owned_by", attr, value), ("zero_or_missing", attr).
+# ("gt", attr, value), ("owned_by", attr, value), ("zero_or_missing", attr), ("has", path),
+# ("lacks", path), ("size_lt", attr, n). An attribute is a name or a document path: a tuple
+# of names into nested maps (`("classes", "cls-1", "subject")`).
 Clause = tuple[Any, ...]
+Path = str | tuple[str, ...]
+# Attribute or path -> value to SET (Mapping's key type is invariant, hence the union).
+Assign = Mapping[str, Any] | Mapping[tuple[str, ...], Any] | Mapping[Path, Any]
 
 
 class Stale(Exception):
@@ -45,7 +50,11 @@ class _Expression:
     names: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
 
-    def name(self, attr: str) -> str:
+    def name(self, attr: Path) -> str:
+        """A placeholder for an attribute, or a dotted one for a document path: map keys
+        are ids, never parsed as expression syntax."""
+        if isinstance(attr, tuple):
+            return ".".join(self.name(part) for part in attr)
         placeholder = f"#n{len(self.names)}"
         self.names[placeholder] = attr
         return placeholder
@@ -70,6 +79,12 @@ class _Expression:
                 parts.append(
                     f"(attribute_not_exists(PK) OR {self.name(args[0])} = {self.value(args[1])})"
                 )
+            elif op == "has":
+                parts.append(f"attribute_exists({self.name(args[0])})")
+            elif op == "lacks":
+                parts.append(f"attribute_not_exists({self.name(args[0])})")
+            elif op == "size_lt":
+                parts.append(f"size({self.name(args[0])}) < {self.value(args[1])}")
             elif op == "zero_or_missing":
                 n = self.name(args[0])
                 parts.append(f"(attribute_not_exists({n}) OR {n} = {self.value(0)})")
@@ -106,9 +121,9 @@ def put(item: Item, *clauses: Clause, on_fail: ApiError | Stale | None = None) -
 def update(
     key: Key,
     *clauses: Clause,
-    assign: Mapping[str, Any] | None = None,
+    assign: Assign | None = None,
     add: Mapping[str, int] | None = None,
-    remove: Sequence[str] = (),
+    remove: Sequence[Path] = (),
     on_fail: ApiError | Stale | None = None,
 ) -> Action:
     expr = _Expression()

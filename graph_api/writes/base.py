@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from graph_api import keys
 from graph_api.errors import Conflict, NotFound, Unavailable
-from graph_api.keys import PK, SK, Key, Kind, Range
+from graph_api.keys import PK, SK, Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.retry import MAX_ATTEMPTS
 from graph_api.store.table import Table
@@ -24,7 +24,7 @@ def key_of(item: Item) -> Key:
 
 
 class Reads:
-    """Reads for writers: base table, strongly consistent; GSI1 where nothing else can."""
+    """Reads for writers: base table, strongly consistent."""
 
     def __init__(self, table: Table) -> None:
         self.table = table
@@ -53,13 +53,11 @@ class Reads:
         found = await self.table.get_many([keys.node(kind, i) for i in ids], consistent=True)
         return list(found.values())
 
-    async def partition(self, kind: Kind, id_: str) -> list[Item]:
-        return await self.table.query_all(
-            Range(None, keys.partition(kind, id_), ""), consistent=True
-        )
-
-    async def inverse(self, target: Kind, target_id: str, owner: Kind) -> list[Item]:
-        return await self.table.query_all(keys.inverse_edges(target, target_id, owner))
+    async def roster(self, target: Kind, target_id: str) -> list[Item]:
+        """The edge items of a class's or a sport's students, from its own partition: a
+        base-table Query, so strongly consistent (the count it is checked against is too)."""
+        rng = keys.roster(target, target_id, Kind.STUDENT)
+        return await self.table.query_all(rng, consistent=True)
 
 
 def expect_version(node: Item, expected: int | None) -> None:

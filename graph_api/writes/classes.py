@@ -5,27 +5,51 @@ from __future__ import annotations
 from typing import Any
 
 from graph_api import ids, items, keys
-from graph_api.errors import AlreadyExists, Conflict
+from graph_api.errors import AlreadyExists, BadUserInput, Conflict
 from graph_api.items import TEACHING
 from graph_api.keys import Kind
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
-from graph_api.store.transactions import STALE, Action, check, delete, put, transact, update
+from graph_api.store.transactions import (
+    STALE,
+    Action,
+    Stale,
+    delete,
+    put,
+    transact,
+    update,
+)
 from graph_api.writes import propagation
 from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
 
 
-def _join_teacher(teacher: Item, klass: Item) -> list[Action]:
-    """The teaching edge and the teacher's count, guarded by the name the class copied."""
-    return [
-        put(TEACHING.item(teacher, klass), NOT_EXISTS, on_fail=STALE),
-        update(
-            key_of(teacher),
-            ("eq", "name", teacher["name"]),
-            add={TEACHING.owner_count: 1},
-            on_fail=STALE,
-        ),
-    ]
+def _join_teacher(teacher: Item, klass: Item) -> Action:
+    """The teacher's entry for the class and its count, guarded by the name the class copied
+    and by the bound on a teacher's classes."""
+    if len(TEACHING.entries(teacher)) >= TEACHING.limit:
+        raise BadUserInput(
+            f"teacher {teacher['id']} already teaches {TEACHING.limit} classes,"
+            " the most one teacher can",
+            field="teacherId",
+        )
+    return update(
+        key_of(teacher),
+        ("eq", "name", teacher["name"]),
+        ("size_lt", TEACHING.field, TEACHING.limit),
+        assign={TEACHING.path(klass["id"]): TEACHING.entry_of(klass)},
+        add={TEACHING.owner_count: 1},
+        on_fail=STALE,
+    )
+
+
+def _leave_teacher(teacher_id: str, class_id: str, on_fail: Conflict | Stale) -> Action:
+    return update(
+        keys.node(Kind.TEACHER, teacher_id),
+        ("gt", TEACHING.owner_count, 0),
+        remove=[TEACHING.path(class_id)],
+        add={TEACHING.owner_count: -1},
+        on_fail=on_fail,
+    )
 
 
 async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -> str:
@@ -37,7 +61,7 @@ async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -
         klass = items.school_class(class_id, subject, teacher)
         exists = AlreadyExists(f"class {class_id} already exists", field="id")
         await transact(
-            table, [put(klass, NOT_EXISTS, on_fail=exists), *_join_teacher(teacher, klass)]
+            table, [put(klass, NOT_EXISTS, on_fail=exists), _join_teacher(teacher, klass)]
         )
         return class_id
 
@@ -61,20 +85,13 @@ async def update_class(
         head: list[Action] = []
         if teacher_id is not None:
             teacher = await reads.node(Kind.TEACHER, teacher_id, field="teacherId")
+            # The name we copy must still be the teacher's when we write: the teacher's entry
+            # (moving: `_join_teacher`; else the copies' first action) is guarded by it.
             changes.update(teacherId=teacher["id"], teacherName=teacher["name"])
-            if not moving:  # the name we copy must still be the teacher's when we write
-                head.append(check(key_of(teacher), ("eq", "name", teacher["name"]), on_fail=STALE))
         if moving:
-            old_edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, id_)
             head += [
-                delete(old_edge),
-                update(
-                    keys.node(Kind.TEACHER, klass["teacherId"]),
-                    ("gt", TEACHING.owner_count, 0),
-                    add={TEACHING.owner_count: -1},
-                    on_fail=STALE,
-                ),
-                *_join_teacher(teacher, {**klass, **changes}),
+                _leave_teacher(klass["teacherId"], id_, STALE),
+                _join_teacher(teacher, {**klass, **changes}),
             ]
         await propagation.update_node(reads, Kind.CLASS, klass, changes, head, moving=moving)
         return id_
@@ -95,7 +112,7 @@ async def delete_class(table: Table, id_: str) -> str:
         if klass.get("studentCount", 0):
             raise busy
         teacher_id = klass["teacherId"]
-        teaching, _ = keys.edge(Kind.TEACHER, teacher_id, Kind.CLASS, id_)
+        damaged = Conflict(f"teacher {teacher_id} counts no classes; run graph-api check")
         await transact(
             table,
             [
@@ -107,15 +124,7 @@ async def delete_class(table: Table, id_: str) -> str:
                     ("zero_or_missing", "studentCount"),
                     on_fail=STALE,
                 ),
-                delete(teaching),
-                update(
-                    keys.node(Kind.TEACHER, teacher_id),
-                    ("gt", TEACHING.owner_count, 0),
-                    add={TEACHING.owner_count: -1},
-                    on_fail=Conflict(
-                        f"teacher {teacher_id} counts no classes; run graph-api check"
-                    ),
-                ),
+                _leave_teacher(teacher_id, id_, damaged),
             ],
         )
         return id_

@@ -1,13 +1,14 @@
-"""Enrolments and sport memberships: an edge, its copies and both counters, in one transaction."""
+"""Enrolments and sport memberships: the student's map entry, the edge item in the class's
+(or sport's) roster and both counters, in one transaction."""
 
 from __future__ import annotations
 
 from graph_api import keys
-from graph_api.errors import AlreadyExists, Conflict, NotFound
-from graph_api.items import EdgeType
+from graph_api.errors import AlreadyExists, BadUserInput, Conflict, NotFound
+from graph_api.items import Relation
 from graph_api.store.table import Table
 from graph_api.store.transactions import STALE, delete, put, transact, update
-from graph_api.writes.base import NOT_EXISTS, Reads, retrying
+from graph_api.writes.base import EXISTS, NOT_EXISTS, Reads, retrying
 
 _VERBS = {"enrolment": "enrolled in", "membership": "a member of"}
 
@@ -16,48 +17,57 @@ def _field(kind: str) -> str:
     return f"{kind.lower()}Id"
 
 
-async def link(table: Table, edge_type: EdgeType, owner_id: str, target_id: str) -> str:
-    """Create the edge; both counts move with it. Twice is ALREADY_EXISTS, counted once."""
+def _too_many(relation: Relation, owner_id: str) -> BadUserInput:
+    return BadUserInput(
+        f"{relation.owner.lower()} {owner_id} already has {relation.limit}"
+        f" {relation.field}, the most one {relation.owner.lower()} can have",
+        field=_field(relation.target),
+    )
+
+
+async def link(table: Table, relation: Relation, owner_id: str, target_id: str) -> str:
+    """Create the relation: the owner's map entry, the edge item and both counts, in one
+    transaction. Twice is ALREADY_EXISTS, counted once."""
     reads = Reads(table)
-    verb = _VERBS[edge_type.name]
+    verb = _VERBS[relation.name]
+    assert relation.target_count is not None
+    target_count = relation.target_count
 
     async def attempt() -> str:
         owner, target = await reads.both(
-            (edge_type.owner, owner_id, _field(edge_type.owner)),
-            (edge_type.target, target_id, _field(edge_type.target)),
+            (relation.owner, owner_id, _field(relation.owner)),
+            (relation.target, target_id, _field(relation.target)),
         )
+        already = AlreadyExists(
+            f"{relation.owner.lower()} {owner_id} is already {verb}"
+            f" {relation.target.lower()} {target_id}"
+        )
+        if target_id in relation.entries(owner):
+            raise already
+        if len(relation.entries(owner)) >= relation.limit:
+            raise _too_many(relation, owner_id)
         # Guards that the fields we copy are still the nodes' fields: a rename committed
         # after our read makes this transaction fail, and we copy again.
-        owner_fresh = [
-            ("eq", src, owner[src]) for src in sorted(set(edge_type.owner_copies.values()))
-        ]
-        target_fresh = [
-            ("eq", src, target[src]) for src in sorted(set(edge_type.target_copies.values()))
-        ]
-        assert edge_type.target_count is not None
+        owner_fresh = [("eq", src, owner[src]) for src in sorted(set(relation.roster_fields()))]
+        target_fresh = [("eq", src, target[src]) for src in relation.entry]
         await transact(
             table,
             [
-                put(
-                    edge_type.item(owner, target),
-                    NOT_EXISTS,
-                    on_fail=AlreadyExists(
-                        f"{edge_type.owner.lower()} {owner_id} is already {verb}"
-                        f" {edge_type.target.lower()} {target_id}"
-                    ),
-                ),
+                put(relation.edge_item(owner, target), NOT_EXISTS, on_fail=already),
                 update(
-                    keys.node(edge_type.target, target_id),
-                    ("exists",),
+                    keys.node(relation.target, target_id),
+                    EXISTS,
                     *target_fresh,
-                    add={edge_type.target_count: 1},
+                    add={target_count: 1},
                     on_fail=STALE,
                 ),
                 update(
-                    keys.node(edge_type.owner, owner_id),
-                    ("exists",),
+                    keys.node(relation.owner, owner_id),
+                    EXISTS,
                     *owner_fresh,
-                    add={edge_type.owner_count: 1},
+                    ("size_lt", relation.field, relation.limit),
+                    assign={relation.path(target_id): relation.entry_of(target)},
+                    add={relation.owner_count: 1},
                     on_fail=STALE,
                 ),
             ],
@@ -67,34 +77,35 @@ async def link(table: Table, edge_type: EdgeType, owner_id: str, target_id: str)
     return await retrying(table, attempt)
 
 
-async def unlink(table: Table, edge_type: EdgeType, owner_id: str, target_id: str) -> str:
-    """Remove the edge; both counts move with it, never below zero."""
-    keys.check_id(owner_id, _field(edge_type.owner))
-    keys.check_id(target_id, _field(edge_type.target))
-    edge, _ = keys.edge(edge_type.owner, owner_id, edge_type.target, target_id)
-    assert edge_type.target_count is not None
+async def unlink(table: Table, relation: Relation, owner_id: str, target_id: str) -> str:
+    """Remove the relation: entry, edge item and both counts, never below zero."""
+    keys.check_id(owner_id, _field(relation.owner))
+    keys.check_id(target_id, _field(relation.target))
+    edge, _ = keys.edge(relation.owner, owner_id, relation.target, target_id)
+    assert relation.target_count is not None
     damaged = Conflict("a count disagrees with the edges; run graph-api check")
     await transact(
         table,
         [
             delete(
                 edge,
-                ("exists",),
+                EXISTS,
                 on_fail=NotFound(
-                    f"{edge_type.owner.lower()} {owner_id} is not {_VERBS[edge_type.name]}"
-                    f" {edge_type.target.lower()} {target_id}"
+                    f"{relation.owner.lower()} {owner_id} is not {_VERBS[relation.name]}"
+                    f" {relation.target.lower()} {target_id}"
                 ),
             ),
             update(
-                keys.node(edge_type.target, target_id),
-                ("gt", edge_type.target_count, 0),
-                add={edge_type.target_count: -1},
+                keys.node(relation.target, target_id),
+                ("gt", relation.target_count, 0),
+                add={relation.target_count: -1},
                 on_fail=damaged,
             ),
             update(
-                keys.node(edge_type.owner, owner_id),
-                ("gt", edge_type.owner_count, 0),
-                add={edge_type.owner_count: -1},
+                keys.node(relation.owner, owner_id),
+                ("gt", relation.owner_count, 0),
+                remove=[relation.path(target_id)],
+                add={relation.owner_count: -1},
                 on_fail=damaged,
             ),
         ],

@@ -1,9 +1,11 @@
 """Renames reach every denormalized copy (see the copy table in schema/table.md).
 
 A node's write is a `NodeWrite` (the node's own update, with its guards), a few more head
-actions, and `Copies`: units of copy updates, each unit in order (a class's own
-`teacherName` before the enrolments that copy it from the class). Everything goes in one
-transaction when it fits. When it does not:
+actions, and `Copies`: units of copy updates, each unit in order (a teacher's classes'
+own `teacherName` before the student entries that copy it from the classes). Copies are
+edge items (a student's name on its rosters) and map entries on other nodes' items (a
+class's subject in its students' `classes`). Everything goes in one transaction when it
+fits. When it does not:
 
 - the head commits first, claiming the node's copies with a token (`propagation`);
 - the copies follow in chunks, each guarded by "the token is still ours": a later write of
@@ -12,19 +14,20 @@ transaction when it fits. When it does not:
 - the claim is released at the end. A write that fails half-way is resumed by sending it
   again: fields that are sent are propagated even when the node already has their value.
 
-Every plan carries fences: conditions that the edge counts we saw are still the counts, so
-an edge written between our read of the edges and our write makes us read again. A count
-can hide a swap (one edge unlinked, another linked, which copied the old value): the copy
-of the unlinked edge then fails its `exists` condition, in whichever chunk it is, and the
-write reads again. And every plan names its `source`, the node's copied fields as the
-copies carry them: a class's `teacherName` changes with its teacher, not with the class's
-version, so every transaction that writes a class's copies checks that the class still
-holds the values written. A teacher's rename writes only `teacherName` into its classes'
-edges, never the subject it happened to read.
+Every plan carries fences: conditions that the relation counts we saw are still the
+counts, so a relation written between our read and our write makes us read again. A count
+can hide a swap (one relation unlinked, another linked, which copied the old value): the
+copy for the unlinked one then fails its condition (the edge item or the map entry must
+still exist), in whichever chunk it is, and the write reads again. And every plan names
+its `source`, the node's copied fields as the copies carry them: a class's `teacherName`
+changes with its teacher, not with the class's version, so every transaction that writes
+a class's copies checks that the class still holds the values written. A teacher's rename
+writes only `teacherName` into its classes' entries, never the subject it happened to read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +35,7 @@ from typing import Any
 
 from graph_api import keys
 from graph_api.errors import Conflict, Unavailable
-from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING
+from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING, Relation
 from graph_api.keys import Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.retry import MAX_ATTEMPTS
@@ -42,6 +45,7 @@ from graph_api.store.transactions import (
     STALE,
     Action,
     Clause,
+    Path,
     Stale,
     new_token,
     transact,
@@ -89,7 +93,7 @@ class NodeWrite:
     def action(self, claim: str | None, copies: bool) -> Action:
         if claim is not None:
             return update(
-                self.key, *self.clauses, assign={**self.assign, CLAIM: claim}, on_fail=STALE
+                self.key, *self.clauses, assign={CLAIM: claim, **self.assign}, on_fail=STALE
             )
         # Applied whole. A write that copies takes over any older claim: it has just written
         # every copy from the node's state; one that copies nothing leaves a claim alone.
@@ -97,11 +101,11 @@ class NodeWrite:
         return update(self.key, *self.clauses, assign=self.assign, remove=remove, on_fail=STALE)
 
 
-# The node fields that edges (or other nodes) copy, by the kind of node they belong to.
+# The node fields that other items copy, by the kind of node they belong to.
 COPIED: dict[Kind, frozenset[str]] = {
-    Kind.STUDENT: frozenset(ENROLMENT.owner_copies.values()),
-    Kind.CLASS: frozenset(ENROLMENT.target_copies.values()),
-    Kind.SPORT: frozenset(MEMBERSHIP.target_copies.values()),
+    Kind.STUDENT: frozenset(ENROLMENT.roster_fields()),  # onto its roster edges
+    Kind.CLASS: frozenset(ENROLMENT.entry),  # into its students' entries (subject: teacher's)
+    Kind.SPORT: frozenset(MEMBERSHIP.entry),  # into its members' entries
     Kind.TEACHER: frozenset({"name"}),  # into its classes' teacherName, and on from there
 }
 
@@ -110,29 +114,39 @@ def copies_needed(kind: Kind, sent: Mapping[str, Any]) -> bool:
     return not COPIED[kind].isdisjoint(sent)
 
 
-def _assign(copies: Mapping[str, str], node: Mapping[str, Any]) -> dict[str, Any]:
-    """Edge attribute -> the node's value, for every field the edge copies."""
-    return {attr: node[src] for attr, src in copies.items()}
-
-
-def _source(copies: Mapping[str, str], node: Mapping[str, Any]) -> dict[str, Any]:
-    return {src: node[src] for src in copies.values()}
-
-
-def _set_all(
-    items: Sequence[Item], assign: Mapping[str, Any], guard: Sequence[Clause] = ()
-) -> list[Action]:
+def _roster_copies(keys_: Sequence[Key], assign: Mapping[str, Any]) -> list[Action]:
     # Conditioned on `exists`: a copy never resurrects an edge deleted meanwhile. A vanished
     # edge means the edges changed since the plan (its count may hide one linked in its
     # place, which copied the old value): the write reads again, even in a follow-up chunk.
-    return [update(key_of(item), EXISTS, *guard, assign=assign, on_fail=STALE) for item in items]
+    return [update(key, EXISTS, assign=assign, on_fail=STALE) for key in keys_]
+
+
+def _entry_copies(
+    relation: Relation,
+    owners: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    guard: Mapping[str, Any] | None = None,
+) -> list[Action]:
+    """One update per owner item (a transaction may touch an item once) setting fields of
+    its entries: owner id -> target id -> field -> value. Each entry must still be there
+    (an unlink since the plan makes the write read again) and hold `guard`'s values."""
+    actions = []
+    for owner_id, targets in sorted(owners.items()):
+        clauses: list[Clause] = []
+        assign: dict[Path, Any] = {}
+        for target_id, fields in sorted(targets.items()):
+            clauses.append(("has", relation.path(target_id)))
+            clauses += [("eq", relation.path(target_id, f), v) for f, v in (guard or {}).items()]
+            assign.update({relation.path(target_id, f): v for f, v in fields.items()})
+        node = keys.node(relation.owner, owner_id)
+        actions.append(update(node, *clauses, assign=assign, on_fail=STALE))
+    return actions
 
 
 async def copies_for(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> Copies:
     """Every copy of `node`'s copied fields, set to `node`'s values (its state after the
     write): a write that claims the copies leaves none behind, whoever started them."""
     if kind is Kind.STUDENT:
-        return await _student_copies(reads, node)
+        return _student_copies(node)
     if kind is Kind.CLASS:
         return await _class_copies(reads, node)
     if kind is Kind.SPORT:
@@ -140,76 +154,102 @@ async def copies_for(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> Copie
     return await _teacher_copies(reads, node)
 
 
-async def _student_copies(reads: Reads, student: Mapping[str, Any]) -> Copies:
-    owned = await reads.partition(Kind.STUDENT, student["id"])
-    edges = [i for i in owned if i["type"] in (ENROLMENT.name, MEMBERSHIP.name)]
-    homes = [i for i in owned if i["type"] == "home"]
-    assign = _assign(ENROLMENT.owner_copies, student)  # memberships and homes copy the same
+def _student_copies(student: Mapping[str, Any]) -> Copies:
+    """A student's name on the edge items of its rosters, found from its own maps."""
+    sid = student["id"]
+    edges = [
+        keys.edge(Kind.STUDENT, sid, relation.target, target_id)[0]
+        for relation in (ENROLMENT, MEMBERSHIP)
+        for target_id in relation.entries(student)
+    ]
+    assert ENROLMENT.roster is not None  # memberships copy the same
+    assign = {attr: student[src] for attr, src in ENROLMENT.roster.items()}
     return Copies(
-        units=[_set_all(edges + homes, assign)],
+        units=[_roster_copies(edges, assign)],
         fences=[("eq", ENROLMENT.owner_count, len(edges))],
-        source=_source(ENROLMENT.owner_copies, student),
+        source={src: student[src] for src in ENROLMENT.roster.values()},
     )
+
+
+async def _students_of(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> list[str]:
+    roster = await reads.roster(kind, node["id"])
+    if len(roster) != node["studentCount"]:
+        raise Stale()  # an edge and its count always move together: we read mid-way
+    return [edge["studentId"] for edge in roster]
 
 
 async def _class_copies(
     reads: Reads,
     klass: Mapping[str, Any],
-    guard: Sequence[Clause] = (),
     teaching: bool = True,
     only: Collection[str] | None = None,
+    teacher_id: str | None = None,
 ) -> Copies:
-    """`teaching=False` when the caller replaces the class's teaching edge itself; `only`
-    limits the copies to some of the class's fields."""
-    enrolments = await reads.inverse(Kind.CLASS, klass["id"], Kind.STUDENT)
-    if len(enrolments) != klass["studentCount"]:
-        raise Stale()  # GSI1 has not caught up with the count yet: read again shortly
-    copied = {a: src for a, src in ENROLMENT.target_copies.items() if only is None or src in only}
-    actions = _set_all(enrolments, _assign(copied, klass), guard)
-    if teaching:
-        edge, _ = keys.edge(Kind.TEACHER, klass["teacherId"], Kind.CLASS, klass["id"])
-        taught = {a: src for a, src in TEACHING.target_copies.items() if src in copied.values()}
-        actions.append(update(edge, EXISTS, *guard, assign=_assign(taught, klass), on_fail=STALE))
+    """`teaching=False` when the caller writes the teacher's entry itself; `only` limits the
+    copies to some of the class's fields; `teacher_id`: copy only into entries that still
+    name that teacher (a teacher's rename)."""
+    cid = klass["id"]
+    copied = {f: klass[f] for f in ENROLMENT.entry if only is None or f in only}
+    students = await _students_of(reads, Kind.CLASS, klass)
+    guard = {"teacherId": teacher_id} if teacher_id is not None else {}
+    actions = _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in students}, guard)
+    taught = {f: klass[f] for f in TEACHING.entry if f in copied}
+    if teaching and taught:
+        # The teacher's entry first (so it commits with the class), guarded by the name the
+        # class copies: the class's teacher is still the one we copied.
+        own = update(
+            keys.node(Kind.TEACHER, klass["teacherId"]),
+            ("has", TEACHING.path(cid)),
+            ("eq", "name", klass["teacherName"]),
+            assign={TEACHING.path(cid, f): v for f, v in taught.items()},
+            on_fail=STALE,
+        )
+        actions.insert(0, own)
     return Copies(
         units=[actions],
-        fences=[("eq", "studentCount", len(enrolments))],
-        source=_source(copied, klass),
+        fences=[("eq", "studentCount", len(students))],
+        source=copied,
     )
 
 
 async def _sport_copies(reads: Reads, sport: Mapping[str, Any]) -> Copies:
-    members = await reads.inverse(Kind.SPORT, sport["id"], Kind.STUDENT)
-    if len(members) != sport["studentCount"]:
-        raise Stale()
-    assign = _assign(MEMBERSHIP.target_copies, sport)
+    pid = sport["id"]
+    copied = MEMBERSHIP.entry_of(sport)
+    students = await _students_of(reads, Kind.SPORT, sport)
     return Copies(
-        units=[_set_all(members, assign)],
-        fences=[("eq", "studentCount", len(members))],
-        source=_source(MEMBERSHIP.target_copies, sport),
+        units=[_entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in students})],
+        fences=[("eq", "studentCount", len(students))],
+        source=copied,
     )
 
 
 async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any]) -> Copies:
-    owned = await reads.partition(Kind.TEACHER, teacher["id"])
-    class_ids = [i["classId"] for i in owned if i["type"] == TEACHING.name]
-    copies = Copies(
-        fences=[("eq", TEACHING.owner_count, len(class_ids))], source={"name": teacher["name"]}
-    )
+    """The name on each of the teacher's classes, then in the entries of their students
+    (one update per student, however many of the teacher's classes it is in)."""
+    tid, name = teacher["id"], teacher["name"]
+    class_ids = sorted(TEACHING.entries(teacher))
+    copies = Copies(fences=[("eq", TEACHING.owner_count, len(class_ids))], source={"name": name})
     # Every copy is guarded by "still this teacher's": a class moved away meanwhile keeps
     # the copies its move wrote. Only the name is copied: the subject is the class's to copy.
-    ours: Clause = ("eq", "teacherId", teacher["id"])
-    for klass in await reads.nodes(Kind.CLASS, class_ids):
-        renamed = {**klass, "teacherName": teacher["name"]}
-        inner = await _class_copies(reads, renamed, guard=[ours], only={"teacherName"})
-        # The class first: enrolments from then on copy the new name from it.
-        own = update(
-            key_of(klass),
-            ours,
-            *inner.fences,
-            assign={"teacherName": teacher["name"]},
-            on_fail=STALE,
+    ours: Clause = ("eq", "teacherId", tid)
+    own: list[Action] = []
+    entries: dict[str, dict[str, dict[str, Any]]] = {}
+    classes = await reads.nodes(Kind.CLASS, class_ids)
+    rosters = await asyncio.gather(*(_students_of(reads, Kind.CLASS, k) for k in classes))
+    for klass, students in zip(classes, rosters, strict=True):
+        own.append(
+            update(
+                key_of(klass),
+                ours,
+                ("eq", "studentCount", len(students)),
+                assign={"teacherName": name},
+                on_fail=STALE,
+            )
         )
-        copies.units.append([own, *inner.actions()])
+        for sid in students:
+            entries.setdefault(sid, {})[klass["id"]] = {"teacherName": name}
+    # The classes first: links from then on copy the new name from them.
+    copies.units = [own, _entry_copies(ENROLMENT, entries, {"teacherId": tid})]
     return copies
 
 
@@ -223,7 +263,7 @@ async def plan(
 ) -> Copies:
     """The copies a write of `changes` to `node` must bring along: none if it sends no
     copied field; else every copy of the node's state after the write. `moving`: a class
-    changing teacher, whose write replaces the teaching edge itself."""
+    changing teacher, whose write moves the teachers' entries itself."""
     if not copies_needed(kind, changes):
         return Copies()
     state = {**node, **changes}

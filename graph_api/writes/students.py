@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from graph_api import ids, items, keys
-from graph_api.errors import AlreadyExists, Conflict
-from graph_api.items import ENROLMENT, MEMBERSHIP
+from graph_api.errors import AlreadyExists, Conflict, NotFound
+from graph_api.items import ENROLMENT, MEMBERSHIP, Place
 from graph_api.keys import Kind
 from graph_api.store.table import Table
 from graph_api.store.transactions import MAX_ACTIONS, STALE, Action, delete, put, transact, update
 from graph_api.writes import propagation
-from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
-
-
-@dataclass(frozen=True)
-class Place:
-    country: str
-    state: str
-    city: str
-    street: str | None = None
+from graph_api.writes.base import EXISTS, NOT_EXISTS, Reads, expect_version, key_of, retrying
 
 
 def _taken(email: str) -> AlreadyExists:
@@ -33,18 +23,15 @@ def _release_guard(email: str, student_id: str) -> Action:
 
 async def create(table: Table, id_: str | None, name: str, email: str, home: Place | None) -> str:
     student_id = keys.check_id(id_) if id_ is not None else ids.new_id()
-    node = items.student(student_id, name, email)
-    actions = [
-        put(
-            node,
-            NOT_EXISTS,
-            on_fail=AlreadyExists(f"student {student_id} already exists", field="id"),
-        ),
-        put(items.email_guard(node), NOT_EXISTS, on_fail=_taken(email)),
-    ]
-    if home is not None:
-        actions.append(put(items.home(node, home.country, home.state, home.city, home.street)))
-    await transact(table, actions)
+    node = items.student(student_id, name, email, home)
+    exists = AlreadyExists(f"student {student_id} already exists", field="id")
+    await transact(
+        table,
+        [
+            put(node, NOT_EXISTS, on_fail=exists),
+            put(items.email_guard(node), NOT_EXISTS, on_fail=_taken(email)),
+        ],
+    )
     return student_id
 
 
@@ -72,73 +59,73 @@ async def update_student(
 
 
 async def set_home(table: Table, student_id: str, home: Place | None) -> str:
-    reads = Reads(table)
-
-    async def attempt() -> str:
-        node = await reads.node(Kind.STUDENT, student_id, field="studentId")
-        version = node["version"]
-        bump = update(
-            key_of(node), ("eq", "version", version), assign={"version": version + 1}, on_fail=STALE
-        )
-        if home is None:
-            change = delete(keys.home(student_id))
-        else:
-            change = put(items.home(node, home.country, home.state, home.city, home.street))
-        await transact(table, [bump, change])
-        return student_id
-
-    return await retrying(table, attempt)
+    """Set or clear the home map and, with it, the student's place in the location index:
+    one conditional update, nothing to read first."""
+    node = keys.node(Kind.STUDENT, keys.check_id(student_id, "studentId"))
+    missing = NotFound(f"student {student_id} does not exist", field="studentId", id=student_id)
+    bump = {"version": 1}
+    if home is None:
+        remove = [items.HOME, *items.LOCATION_KEYS]
+        change = update(node, EXISTS, remove=remove, add=bump, on_fail=missing)
+    else:
+        assign = items.home_attributes(student_id, home)
+        change = update(node, EXISTS, assign=assign, add=bump, on_fail=missing)
+    await transact(table, [change])
+    return student_id
 
 
 async def delete_student(table: Table, id_: str) -> str:
-    """Remove the student, its home, its email guard and its edges; move the counters."""
+    """Remove the student, its email guard and its edge items; move the counters."""
     reads = Reads(table)
 
     async def attempt() -> str:
         node = await reads.node(Kind.STUDENT, id_)
-        owned = await reads.partition(Kind.STUDENT, id_)
-        edges = [i for i in owned if i["type"] in (ENROLMENT.name, MEMBERSHIP.name)]
-        unlinks: list[Action] = []
-        for edge in edges:
-            kind = Kind.CLASS if edge["type"] == ENROLMENT.name else Kind.SPORT
-            target_id = edge.get("classId") or edge["sportId"]
-            # Messages name ids, never keys.
-            damaged = f"{kind.lower()} {target_id} counts no students; run graph-api check"
-            unlinks += [
-                delete(key_of(edge), ("exists",), on_fail=STALE),
-                update(
-                    keys.node(kind, target_id),
-                    ("gt", "studentCount", 0),
-                    add={"studentCount": -1},
-                    on_fail=Conflict(damaged, id=target_id),
-                ),
-            ]
-        last = [
+        unlinks: list[tuple[tuple[str, ...], list[Action]]] = []  # (map entry, its actions)
+        for relation in (ENROLMENT, MEMBERSHIP):
+            for target_id in relation.entries(node):
+                edge, _ = keys.edge(Kind.STUDENT, id_, relation.target, target_id)
+                # Messages name ids, never keys.
+                damaged = (
+                    f"{relation.target.lower()} {target_id} counts no students; run graph-api check"
+                )
+                actions = [
+                    delete(edge, EXISTS, on_fail=STALE),
+                    update(
+                        keys.node(relation.target, target_id),
+                        ("gt", "studentCount", 0),
+                        add={"studentCount": -1},
+                        on_fail=Conflict(damaged, id=target_id),
+                    ),
+                ]
+                unlinks.append((relation.path(target_id), actions))
+
+        def last(remaining: int) -> list[Action]:
             # The version fences out an email change (whose guard we would miss) and the
-            # count an enrolment, each committed since our read.
-            delete(
-                key_of(node),
-                ("eq", "version", node["version"]),
-                ("eq", "edgeCount", len(edges)),
-                on_fail=STALE,
-            ),
-            delete(keys.home(id_)),
-            _release_guard(node["email"], id_),
-        ]
+            # count a link or unlink, each committed since our read.
+            return [
+                delete(
+                    key_of(node),
+                    ("eq", "version", node["version"]),
+                    ("eq", "edgeCount", remaining),
+                    on_fail=STALE,
+                ),
+                _release_guard(node["email"], id_),
+            ]
+
         # A student with more edges than fit one transaction sheds them in chunks first,
-        # each chunk moving the student's own count with it; the node goes last.
-        room = MAX_ACTIONS - 1
-        while len(unlinks) > MAX_ACTIONS - len(last):
-            chunk, unlinks = unlinks[: room - room % 2], unlinks[room - room % 2 :]
-            shed = update(key_of(node), ("exists",), add={"edgeCount": -(len(chunk) // 2)})
-            await transact(table, [shed, *chunk])
-            last[0] = delete(
+        # each chunk removing its entries and moving the student's count with it; the node
+        # goes last.
+        per_chunk = (MAX_ACTIONS - 1) // 2
+        while len(unlinks) * 2 > MAX_ACTIONS - 2:
+            chunk, unlinks = unlinks[:per_chunk], unlinks[per_chunk:]
+            shed = update(
                 key_of(node),
-                ("eq", "version", node["version"]),
-                ("eq", "edgeCount", len(unlinks) // 2),
-                on_fail=STALE,
+                EXISTS,
+                remove=[path for path, _ in chunk],
+                add={"edgeCount": -len(chunk)},
             )
-        await transact(table, [*last, *unlinks])
+            await transact(table, [shed, *(a for _, actions in chunk for a in actions)])
+        await transact(table, [*last(len(unlinks)), *(a for _, acts in unlinks for a in acts)])
         return id_
 
     return await retrying(table, attempt)

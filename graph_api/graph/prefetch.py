@@ -1,0 +1,81 @@
+"""A root node and its roster in one request: `class(id) { students }` is one Query.
+
+A class's or a sport's partition holds the node item and, after it in key order, the edge
+items of its roster (`schema/table.md`). When the selection under `class(id)` or `sport(id)`
+asks for the first page of `students`, the root field reads the node and that page with one
+Query of the partition and primes the request's loaders with both, so the `students` field
+finds its page already read instead of sending a second request after the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
+
+from graph_api import keys
+from graph_api.graph.context import Info
+from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
+from graph_api.keys import PK, SK, Kind, Range
+from graph_api.store.codec import Item
+from graph_api.store.loaders import PageRequest
+
+ROSTER_FIELD = "students"
+
+Selection = SelectedField | FragmentSpread | InlineFragment
+
+
+def _fields(selections: Iterable[Selection]) -> Iterable[SelectedField]:
+    for selection in selections:
+        if isinstance(selection, SelectedField):
+            yield selection
+        else:  # fragments: their fields are the parent's fields
+            yield from _fields(selection.selections)
+
+
+def _as_int(value: Any) -> int | None:
+    """An argument as Strawberry hands it over: a literal comes as the token's text
+    (`"50"`), a variable as its value, an omitted argument as the default."""
+    if value is None:
+        return DEFAULT_FIRST  # `first: null` means the default
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def first_page_size(info: Info) -> int | None:
+    """`first` of a `students` field selected, from the start, under this root field."""
+    for root in info.selected_fields:
+        for field in _fields(root.selections):
+            args: dict[str, Any] = field.arguments
+            if field.name != ROSTER_FIELD or args.get("after") is not None:
+                continue
+            first = _as_int(args.get("first", DEFAULT_FIRST))
+            if first is not None and 1 <= first <= MAX_FIRST:
+                return first  # out of range: the field itself says BAD_USER_INPUT
+    return None
+
+
+async def node_with_roster(info: Info, kind: Kind, id_: str) -> Item | None:
+    """The node item, read together with its roster's first page when one is selected."""
+    loaders = info.context.loaders
+    node_key = keys.node(kind, id_)
+    first = first_page_size(info)
+    if first is None or loaders.naive:
+        return await loaders.item.load(node_key)
+    # The node sorts before its edges (`CLASS#c` < `STUDENT#…`, `SPORT#s` < `STUDENT#…`): one
+    # more than the node and the page the field asks for (its `first + 1`).
+    whole = Range(None, keys.partition(kind, id_), "")
+    items = await loaders.page.load(PageRequest(whole, first + 2))
+    node = items[0] if items and items[0][SK] == items[0][PK] else None
+    roster = keys.roster(kind, id_, Kind.STUDENT)
+    edges = [i for i in items if i[SK].startswith(roster.prefix)]
+    loaders.item.prime(node_key, node)
+    if node is not None:
+        loaders.page.prime(PageRequest(roster, first + 1), edges[: first + 1])
+    return node
