@@ -9,19 +9,21 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from starlette.testclient import TestClient
 
 from graph_api import demo
-from graph_api.app import create_app
-from graph_api.graph.context import Context, Services
-from graph_api.graph.schema import build_schema
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.codec import Item
 from graph_api.store.embedded import EmbeddedDynamoDB
+
+if TYPE_CHECKING:  # the API is imported by the fixtures that use it, so that tests of the
+    # store and the CLI (check, migrate) run on their own
+    from starlette.testclient import TestClient
+
+    from graph_api.graph.context import Context, Services
 
 DEMO_STUDENTS = 60  # small: seeded once a session on each backend
 
@@ -111,6 +113,8 @@ def demo_items() -> list[Item]:
 @pytest.fixture(scope="session")
 def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
     """Services over a table seeded with the demo school. Tests must not write to it."""
+    from graph_api.graph.context import Services
+
     settings = make_settings(endpoint, table="test-read")
     services = Services.create(settings)
     table.create(services.dynamo, settings.table)
@@ -122,6 +126,8 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
 @pytest.fixture
 def empty_services(endpoint: str) -> Iterator[Services]:
     """Services over a fresh, empty table of the test's own."""
+    from graph_api.graph.context import Services
+
     settings = make_settings(endpoint)
     services = Services.create(settings)
     table.create(services.dynamo, settings.table)
@@ -139,6 +145,8 @@ def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
 
 def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
     """Run one operation through the schema with a fresh request context."""
+    from graph_api.graph.context import Context
+    from graph_api.graph.schema import build_schema
 
     async def run() -> Result:
         context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")
@@ -159,5 +167,9 @@ def gql(services: Services) -> Any:
 
 @pytest.fixture
 def client(services: Services) -> Iterator[TestClient]:
+    from starlette.testclient import TestClient
+
+    from graph_api.app import create_app
+
     with TestClient(create_app(services)) as test_client:
         yield test_client
