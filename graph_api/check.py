@@ -7,8 +7,9 @@ its kind, the item and what is wrong; none means the materialized graph is whole
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from time import sleep
 from typing import Any
 
@@ -16,8 +17,9 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from graph_api import items, keys
 from graph_api.errors import BadUserInput, Unavailable
-from graph_api.items import EDGE_TYPES, TEACHING, EdgeType
+from graph_api.items import EDGE_TYPES, RELATIONS, TEACHING, Relation
 from graph_api.keys import GSI1PK, GSI1SK, PK, SK, Kind
+from graph_api.migrate import LEGACY_HOME, LEGACY_TEACHING, legacy_kind
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
@@ -39,12 +41,40 @@ SMALLEST_PAGE = 10
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # orphan-edge, bad-key, stale-copy, count, email-guard, unknown-item, ...
+    kind: str  # orphan-edge, missing-entry, bad-key, stale-copy, count, old-layout, ...
     key: str
     message: str
 
     def __str__(self) -> str:
         return f"{self.kind:<13} {self.key}: {self.message}"
+
+
+# Items of the layout before issue 12, and what each one is, for the old-layout finding.
+_MIGRATE = " (old layout: run `graph-api migrate`)"
+
+
+def _old_item(legacy: str, item: Item) -> str:
+    """What an item of the old layout is, by ids."""
+    student = f"student {item.get('studentId')}"
+    if legacy == LEGACY_HOME:
+        return f"home of {student} is an item of its own"
+    if legacy == LEGACY_TEACHING:
+        return f"teaching edge of teacher {item.get('teacherId')} to class {item.get('classId')}"
+    target = _RELATIONS_BY_NAME[legacy].target.lower()
+    return (
+        f"{legacy} of {student} in {target} {item.get(f'{target}Id')} is in the student's partition"
+    )
+
+
+_RELATIONS_BY_NAME = {r.name: r for r in EDGE_TYPES}
+
+
+def _ends(relation: Relation, edge: Item) -> tuple[str, str]:
+    """An edge item's (owner id, target id)."""
+    return (
+        str(edge.get(f"{relation.owner.lower()}Id", "")),
+        str(edge.get(f"{relation.target.lower()}Id", "")),
+    )
 
 
 class ScanGaveUp(Exception):
@@ -117,39 +147,66 @@ def _keys_differ(actual: Item, expected: Item) -> list[str]:
     return [a for a in KEY_ATTRS if actual.get(a) != expected.get(a)]
 
 
+def _label(kind: Kind, id_: str) -> str:
+    return f"{kind.lower()} {id_}"
+
+
+OWNED = {kind: tuple(r for r in RELATIONS if r.owner is kind) for kind in Kind}
+COUNTERS = {
+    kind: {r.owner_count for r in OWNED[kind]}
+    | {r.target_count for r in RELATIONS if r.target is kind and r.target_count}
+    for kind in Kind
+}
+
+
 class _Checker:
+    """The invariants of the layout in `items.py` (see `schema/table.md`)."""
+
     def __init__(self) -> None:
         self.findings: list[Finding] = []
         self.nodes: dict[tuple[str, str], Item] = {}
-        self.homes: list[Item] = []
         self.guards: list[Item] = []
-        self.edges: dict[str, list[Item]] = defaultdict(list)
+        self.edges: dict[str, list[Item]] = defaultdict(list)  # relation name -> edge items
+        # (relation, owner id, target id) of every edge item, old layout's included
+        self.pairs: set[tuple[str, str, str]] = set()
+        self.counted: Counter[tuple[str, str, str]] = Counter()  # (type, id, counter) -> edges
 
     def report(self, kind: str, item: Item, message: str) -> None:
         self.findings.append(Finding(kind, _where(item), message))
 
     def add(self, item: Item) -> None:
         kind = item.get(items.TYPE)
-        if kind in NODE_TYPES:
+        legacy = legacy_kind(item)
+        if legacy is not None:
+            self.report("old-layout", item, _old_item(legacy, item) + _MIGRATE)
+            if legacy in _RELATIONS_BY_NAME:  # an old edge still counts for its target
+                self.count_edge(_RELATIONS_BY_NAME[legacy], item)
+        elif kind in NODE_TYPES:
             self.nodes[(kind, item.get("id", ""))] = item
-        elif kind == "home":
-            self.homes.append(item)
         elif kind == "email":
             self.guards.append(item)
-        elif kind in {et.name for et in EDGE_TYPES}:
+        elif kind in _RELATIONS_BY_NAME:
             self.edges[kind].append(item)
+            relation = _RELATIONS_BY_NAME[kind]
+            self.pairs.add((kind, *_ends(relation, item)))
+            self.count_edge(relation, item)
         else:
             self.report("unknown-item", item, f"item of unknown type {kind!r}")
+
+    def count_edge(self, relation: Relation, edge: Item) -> None:
+        if relation.target_count:
+            target_id = edge.get(f"{relation.target.lower()}Id", "")
+            self.counted[(relation.target.lower(), target_id, relation.target_count)] += 1
 
     def node(self, kind: Kind, id_: str) -> Item | None:
         return self.nodes.get((kind.lower(), id_))
 
     def run(self) -> list[Finding]:
-        self.check_nodes()
-        self.check_homes()
-        for edge_type in EDGE_TYPES:
-            self.check_edges(edge_type)
-        self.check_counts()
+        for node in self.nodes.values():
+            self.checked(node, self.check_node)
+        for relation in EDGE_TYPES:
+            for edge in self.edges[relation.name]:
+                self.checked(edge, partial(self.check_edge, relation))
         self.check_guards()
         return self.findings
 
@@ -157,86 +214,128 @@ class _Checker:
         """Run one item's check; an item too damaged to rebuild is a finding too."""
         try:
             check(item)
-        except (KeyError, TypeError, BadUserInput) as error:
+        except (KeyError, TypeError, AttributeError, BadUserInput) as error:
             self.report("malformed", item, f"cannot be checked: {error!r}")
 
-    def check_nodes(self) -> None:
-        for node in self.nodes.values():
-            self.checked(node, self.check_node)
+    # -- nodes ---------------------------------------------------------------------------
 
     def check_node(self, node: Item) -> None:
         kind = NODE_TYPES[node[items.TYPE]]
-        if bad := _keys_differ(node, items.node_item(kind, node["id"])):
-            self.report("bad-key", node, f"{', '.join(bad)} disagree with the node's id")
+        expected = items.node_item(kind, node["id"])
+        if kind is Kind.STUDENT and isinstance(node.get(items.HOME), dict):
+            home = node[items.HOME]
+            place = items.Place(home["country"], home["state"], home["city"])
+            expected.update(items.home_attributes(node["id"], place))
+        if bad := _keys_differ(node, expected):
+            where = "the home's place" if kind is Kind.STUDENT else "the node's id"
+            self.report("bad-key", node, f"{', '.join(bad)} disagree with {where}")
         if kind is Kind.CLASS:
-            teacher = self.node(Kind.TEACHER, node["teacherId"])
-            if teacher is None:
-                self.report("orphan-class", node, f"teacher {node['teacherId']} does not exist")
-            elif node.get("teacherName") != teacher["name"]:
-                self.report("stale-copy", node, f"teacherName is not {teacher['name']!r}")
+            self.check_class(node)
+        relations = OWNED[kind]
+        if missing := [r.field for r in relations if not isinstance(node.get(r.field), dict)]:
+            self.report(
+                "old-layout",
+                node,
+                f"{_label(kind, node['id'])} has no {' or '.join(missing)} map" + _MIGRATE,
+            )
+        else:
+            for relation in relations:
+                self.check_entries(relation, node)
+        self.check_counts(kind, node, relations if not missing else ())
 
-    def check_homes(self) -> None:
-        for home in self.homes:
-            self.checked(home, self.check_home)
-
-    def check_home(self, home: Item) -> None:
-        student = self.node(Kind.STUDENT, home["studentId"])
-        if student is None:
-            self.report("orphan-home", home, f"student {home['studentId']} does not exist")
+    def check_class(self, klass: Item) -> None:
+        teacher = self.node(Kind.TEACHER, klass["teacherId"])
+        if teacher is None:
+            self.report("orphan-class", klass, f"teacher {klass['teacherId']} does not exist")
             return
-        expected = items.home(student, home["country"], home["state"], home["city"], None)
-        if bad := _keys_differ(home, expected):
-            self.report("bad-key", home, f"{', '.join(bad)} disagree with the home's place")
-        if home.get("studentName") != student["name"]:
-            self.report("stale-copy", home, f"studentName is not {student['name']!r}")
+        if klass.get("teacherName") != teacher["name"]:
+            self.report("stale-copy", klass, f"teacherName is not {teacher['name']!r}")
+        taught = teacher.get(TEACHING.field)
+        if isinstance(taught, dict) and klass["id"] not in taught:
+            self.report(
+                "missing-entry",
+                klass,
+                f"class {klass['id']} is not in the classes of its teacher {teacher['id']}",
+            )
 
-    def check_edges(self, edge_type: EdgeType) -> None:
-        for edge in self.edges[edge_type.name]:
-            self.checked(edge, lambda item: self.check_edge(edge_type, item))
+    def check_entries(self, relation: Relation, owner: Item) -> None:
+        entries = relation.entries(owner)
+        name = f"{_label(relation.owner, owner['id'])}'s {relation.field}"
+        if len(entries) > relation.limit:
+            self.report(
+                "bounds", owner, f"{name} has {len(entries)} entries, more than {relation.limit}"
+            )
+        for target_id, entry in entries.items():
+            target = self.node(relation.target, target_id)
+            listed = f"{name} list {_label(relation.target, target_id)}"
+            if target is None:
+                self.report("orphan-entry", owner, f"{listed}, which does not exist")
+                continue
+            expected = relation.entry_of(target)
+            if stale := [
+                a for a in expected if not isinstance(entry, dict) or entry.get(a) != expected[a]
+            ]:
+                self.report(
+                    "stale-copy",
+                    owner,
+                    f"{listed} with {', '.join(stale)} unlike the {relation.target.lower()}'s",
+                )
+            if (
+                relation.roster is not None
+                and (relation.name, owner["id"], target_id) not in self.pairs
+            ):
+                self.report("missing-edge", owner, f"{listed} but no {relation.name} edge")
+            if relation is TEACHING and target.get("teacherId") != owner["id"]:
+                self.report(
+                    "teaching", owner, f"{listed}, whose teacher is {target.get('teacherId')}"
+                )
 
-    def check_edge(self, edge_type: EdgeType, edge: Item) -> None:
-        ends = [(kind, edge[f"{kind.lower()}Id"]) for kind in (edge_type.owner, edge_type.target)]
-        owner, target = (self.node(kind, id_) for kind, id_ in ends)
+    def check_counts(self, kind: Kind, node: Item, relations: Sequence[Relation]) -> None:
+        """Owner counters equal their entries (maps of old-layout nodes are not counted);
+        target counters equal the edges pointing at the node."""
+        entries: Counter[str] = Counter()
+        for relation in relations:
+            entries[relation.owner_count] += len(relation.entries(node))
+        for counter in sorted(COUNTERS[kind]):
+            if counter in entries:
+                actual, what = entries[counter], "entries"
+            elif any(r.owner_count == counter for r in OWNED[kind]):
+                continue  # an old-layout node: no maps to count
+            else:
+                actual, what = self.counted[(kind.lower(), node["id"], counter)], "edges"
+            if node.get(counter, 0) != actual:
+                self.report("count", node, f"{counter} is {node.get(counter)}, {what} say {actual}")
+
+    # -- edges ---------------------------------------------------------------------------
+
+    def check_edge(self, relation: Relation, edge: Item) -> None:
+        owner_id, target_id = _ends(relation, edge)
+        owner, target = self.node(relation.owner, owner_id), self.node(relation.target, target_id)
         if owner is None or target is None:
-            missing = [f"{k.lower()} {i}" for (k, i) in ends if self.node(k, i) is None]
+            ends = [(relation.owner, owner_id, owner), (relation.target, target_id, target)]
+            missing = [_label(k, i) for k, i, node in ends if node is None]
             self.report("orphan-edge", edge, f"{' and '.join(missing)} missing")
             return
-        expected = edge_type.item(owner, target)
+        expected = relation.edge_item(owner, target)
         if bad := _keys_differ(edge, expected):
             self.report("bad-key", edge, f"{', '.join(bad)} disagree with its endpoints")
-        copied = (*edge_type.owner_copies, *edge_type.target_copies)
-        if stale := [a for a in copied if edge.get(a) != expected[a]]:
-            self.report("stale-copy", edge, f"{', '.join(stale)} differ from the nodes")
+        assert relation.roster is not None
+        if stale := [a for a in relation.roster if edge.get(a) != expected[a]]:
+            self.report(
+                "stale-copy",
+                edge,
+                f"{', '.join(stale)} differ from {_label(relation.owner, owner_id)}'s",
+            )
+        entries = owner.get(relation.field)
+        if isinstance(entries, dict) and target_id not in entries:
+            self.report(
+                "missing-entry",
+                edge,
+                f"{_label(relation.owner, owner_id)}'s {relation.field} do not list"
+                f" {_label(relation.target, target_id)}",
+            )
 
-    def check_counts(self) -> None:
-        counted: dict[tuple[str, str, str], int] = Counter()
-        for edge_type in EDGE_TYPES:
-            for edge in self.edges[edge_type.name]:
-                owner = (edge_type.owner.lower(), edge.get(f"{edge_type.owner.lower()}Id", ""))
-                counted[(*owner, edge_type.owner_count)] += 1
-                if edge_type.target_count:
-                    target = (
-                        edge_type.target.lower(),
-                        edge.get(f"{edge_type.target.lower()}Id", ""),
-                    )
-                    counted[(*target, edge_type.target_count)] += 1
-        counters = {(et.owner.lower(), et.owner_count) for et in EDGE_TYPES}
-        counters |= {(et.target.lower(), et.target_count) for et in EDGE_TYPES if et.target_count}
-        for (type_name, id_), node in self.nodes.items():
-            for counter_type, counter in counters:
-                if counter_type != type_name:
-                    continue
-                edges = counted.get((type_name, id_, counter), 0)
-                if node.get(counter, 0) != edges:
-                    self.report(
-                        "count", node, f"{counter} is {node.get(counter)}, edges say {edges}"
-                    )
-        teaching = {e.get("classId"): e.get("teacherId") for e in self.edges[TEACHING.name]}
-        for (type_name, id_), node in self.nodes.items():
-            if type_name == "class" and teaching.get(id_) != node.get("teacherId"):
-                self.report(
-                    "teaching", node, f"no teaching edge from teacher {node.get('teacherId')}"
-                )
+    # -- email guards --------------------------------------------------------------------
 
     def check_guards(self) -> None:
         guarded: dict[str, Item] = {}

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from conftest import make_settings
+from old_layout import new_items, old_items, random_school
 
-from graph_api import check, cli, demo
+from graph_api import check, cli
 from graph_api.check import Finding, ScanGaveUp, check_table
 from graph_api.errors import Unavailable
-from graph_api.graph.context import Services
 from graph_api.settings import Settings
 from graph_api.store import codec, table
 from graph_api.store.client import Dynamo
@@ -21,131 +22,263 @@ from graph_api.store.client import Dynamo
 SEED_STUDENTS = 12
 
 
+@dataclass
+class Graph:
+    dynamo: Dynamo
+    settings: Settings
+
+
 @pytest.fixture
-def graph(endpoint: str) -> Iterator[Services]:
-    """A fresh table holding a small, whole demo school."""
-    services = Services.create(make_settings(endpoint))
-    table.create(services.dynamo, services.settings.table)
-    table.batch_write(services.dynamo, services.settings.table, demo.generate(SEED_STUDENTS, 5))
-    yield services
-    services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
-    services.close()
+def graph(endpoint: str) -> Iterator[Graph]:
+    """A fresh table holding a small, whole school."""
+    settings = make_settings(endpoint)
+    dynamo = Dynamo(settings)
+    table.create(dynamo, settings.table)
+    table.batch_write(dynamo, settings.table, new_items(random_school(SEED_STUDENTS, 5)))
+    yield Graph(dynamo, settings)
+    dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+    dynamo.close()
 
 
-def call(services: Services, operation: str, **params: Any) -> Any:
-    return services.dynamo.call_sync(
-        operation, {"TableName": services.settings.table, **params}, None
-    )
+def call(graph: Graph, operation: str, **params: Any) -> Any:
+    return graph.dynamo.call_sync(operation, {"TableName": graph.settings.table, **params}, None)
 
 
 def key(pk: str, sk: str) -> dict[str, Any]:
     return codec.encode({"PK": pk, "SK": sk})
 
 
-def set_attr(services: Services, pk: str, sk: str, name: str, value: Any) -> None:
+def node(kind: str, id_: str) -> tuple[str, str]:
+    return f"{kind}#{id_}", f"{kind}#{id_}"
+
+
+def where(pk: str, sk: str) -> str:
+    return f"{pk} / {sk}"
+
+
+def set_attr(graph: Graph, pk: str, sk: str, path: str | tuple[str, ...], value: Any) -> None:
+    """SET one attribute, or a document path into maps."""
+    parts = (path,) if isinstance(path, str) else path
+    names = {f"#a{i}": part for i, part in enumerate(parts)}
     call(
-        services,
+        graph,
         "UpdateItem",
         Key=key(pk, sk),
-        UpdateExpression="SET #a = :v",
-        ExpressionAttributeNames={"#a": name},
+        UpdateExpression=f"SET {'.'.join(names)} = :v",
+        ExpressionAttributeNames=names,
         ExpressionAttributeValues={":v": codec.encode_value(value)},
     )
 
 
-def findings(services: Services) -> list[Finding]:
-    return check_table(services.dynamo, services.settings.table)
+def remove_attr(graph: Graph, pk: str, sk: str, *path: str) -> None:
+    names = {f"#a{i}": part for i, part in enumerate(path)}
+    call(
+        graph,
+        "UpdateItem",
+        Key=key(pk, sk),
+        UpdateExpression=f"REMOVE {'.'.join(names)}",
+        ExpressionAttributeNames=names,
+    )
 
 
-def kinds(services: Services) -> set[tuple[str, str]]:
-    return {(f.kind, f.key) for f in findings(services)}
+def put(graph: Graph, item: dict[str, Any]) -> None:
+    call(graph, "PutItem", Item=codec.encode(item))
 
 
-def first_enrolment(services: Services) -> dict[str, Any]:
-    items = [codec.decode(i) for i in call(services, "Scan")["Items"]]
-    return sorted((i for i in items if i["type"] == "enrolment"), key=lambda i: (i["PK"], i["SK"]))[
-        0
-    ]
+def scan(graph: Graph) -> list[dict[str, Any]]:
+    items = [codec.decode(i) for i in call(graph, "Scan")["Items"]]
+    return sorted(items, key=lambda i: (i["PK"], i["SK"]))
 
 
-def test_a_seeded_school_is_clean(graph: Services) -> None:
+def findings(graph: Graph) -> list[Finding]:
+    return check_table(graph.dynamo, graph.settings.table)
+
+
+def kinds(graph: Graph) -> set[tuple[str, str]]:
+    return {(f.kind, f.key) for f in findings(graph)}
+
+
+def found(graph: Graph, kind: str) -> list[tuple[str, str]]:
+    """(key, message) of every finding of `kind`."""
+    return sorted((f.key, f.message) for f in findings(graph) if f.kind == kind)
+
+
+def first_enrolment(graph: Graph) -> dict[str, Any]:
+    return next(i for i in scan(graph) if i["type"] == "enrolment")
+
+
+def student_with_home(graph: Graph) -> dict[str, Any]:
+    return next(i for i in scan(graph) if i["type"] == "student" and "home" in i)
+
+
+def test_a_seeded_school_is_clean(graph: Graph) -> None:
     assert findings(graph) == []
 
 
-def test_edge_without_its_class_is_an_orphan(graph: Services) -> None:
+def test_edge_and_entries_of_a_missing_class_are_orphans(graph: Graph) -> None:
     edge = first_enrolment(graph)
-    call(graph, "DeleteItem", Key=key(f"CLASS#{edge['classId']}", f"CLASS#{edge['classId']}"))
-    assert ("orphan-edge", f"{edge['PK']} / {edge['SK']}") in kinds(graph)
+    student, klass = edge["studentId"], edge["classId"]
+    call(graph, "DeleteItem", Key=key(*node("CLASS", klass)))
+    assert (where(edge["PK"], edge["SK"]), f"class {klass} missing") in found(graph, "orphan-edge")
+    assert (
+        where(*node("STUDENT", student)),
+        f"student {student}'s classes list class {klass}, which does not exist",
+    ) in found(graph, "orphan-entry")
 
 
-def test_gsi_key_that_disagrees_with_its_item(graph: Services) -> None:
+def test_gsi_key_that_disagrees_with_its_item(graph: Graph) -> None:
     edge = first_enrolment(graph)
-    set_attr(graph, edge["PK"], edge["SK"], "GSI1PK", "CLASS#elsewhere")
-    assert ("bad-key", f"{edge['PK']} / {edge['SK']}") in kinds(graph)
+    set_attr(graph, edge["PK"], edge["SK"], "GSI1PK", "STUDENT#elsewhere")
+    assert found(graph, "bad-key") == [
+        (where(edge["PK"], edge["SK"]), "GSI1PK disagree with its endpoints")
+    ]
 
 
-def test_stale_copy_on_an_edge(graph: Services) -> None:
+def test_location_keys_follow_the_home(graph: Graph) -> None:
+    student = student_with_home(graph)
+    set_attr(graph, student["PK"], student["SK"], ("home", "city"), "Elsewhere")
+    assert found(graph, "bad-key") == [
+        (where(student["PK"], student["SK"]), "GSI1SK disagree with the home's place")
+    ]
+    remove_attr(graph, student["PK"], student["SK"], "home")  # keys left without a home
+    assert found(graph, "bad-key") == [
+        (where(student["PK"], student["SK"]), "GSI1PK, GSI1SK disagree with the home's place")
+    ]
+
+
+def test_stale_student_name_on_an_edge(graph: Graph) -> None:
     edge = first_enrolment(graph)
-    set_attr(graph, edge["PK"], edge["SK"], "subject", "Old subject")
-    found = [f for f in findings(graph) if f.kind == "stale-copy"]
-    assert [f.key for f in found] == [f"{edge['PK']} / {edge['SK']}"]
-    assert "subject" in found[0].message
+    set_attr(graph, edge["PK"], edge["SK"], "studentName", "Old name")
+    assert found(graph, "stale-copy") == [
+        (where(edge["PK"], edge["SK"]), f"studentName differ from student {edge['studentId']}'s")
+    ]
 
 
-def test_stale_teacher_name_on_a_class(graph: Services) -> None:
-    set_attr(graph, "CLASS#cls-001", "CLASS#cls-001", "teacherName", "Somebody Else")
-    assert ("stale-copy", "CLASS#cls-001 / CLASS#cls-001") in kinds(graph)
+def test_stale_copy_in_a_map_entry(graph: Graph) -> None:
+    edge = first_enrolment(graph)
+    student, klass = edge["studentId"], edge["classId"]
+    set_attr(graph, *node("STUDENT", student), ("classes", klass, "subject"), "Old subject")
+    assert found(graph, "stale-copy") == [
+        (
+            where(*node("STUDENT", student)),
+            f"student {student}'s classes list class {klass} with subject unlike the class's",
+        )
+    ]
 
 
-def test_counter_that_differs_from_its_edges(graph: Services) -> None:
-    set_attr(graph, "CLASS#cls-002", "CLASS#cls-002", "studentCount", 999)
-    set_attr(graph, "STUDENT#stu-0001", "STUDENT#stu-0001", "edgeCount", 0)
-    found = kinds(graph)
-    assert ("count", "CLASS#cls-002 / CLASS#cls-002") in found
-    assert ("count", "STUDENT#stu-0001 / STUDENT#stu-0001") in found
+def test_stale_teacher_name_on_a_class(graph: Graph) -> None:
+    set_attr(graph, *node("CLASS", "cls-001"), "teacherName", "Somebody Else")
+    assert ("stale-copy", where(*node("CLASS", "cls-001"))) in kinds(graph)
 
 
-def test_email_guard_without_student_and_student_without_guard(graph: Services) -> None:
+def test_counters_that_differ_from_entries_and_edges(graph: Graph) -> None:
+    set_attr(graph, *node("CLASS", "cls-002"), "studentCount", 999)
+    set_attr(graph, *node("STUDENT", "stu-0001"), "edgeCount", 0)
+    set_attr(graph, *node("TEACHER", "tch-001"), "classCount", 7)
+    counts = dict(found(graph, "count"))
+    assert counts[where(*node("CLASS", "cls-002"))].startswith("studentCount is 999, edges say ")
+    assert counts[where(*node("STUDENT", "stu-0001"))].startswith("edgeCount is 0, entries say ")
+    assert counts[where(*node("TEACHER", "tch-001"))] == "classCount is 7, entries say 3"
+
+
+def test_entry_without_its_edge(graph: Graph) -> None:
+    edge = first_enrolment(graph)
+    student, klass = edge["studentId"], edge["classId"]
+    call(graph, "DeleteItem", Key=key(edge["PK"], edge["SK"]))
+    assert found(graph, "missing-edge") == [
+        (
+            where(*node("STUDENT", student)),
+            f"student {student}'s classes list class {klass} but no enrolment edge",
+        )
+    ]
+    assert ("count", where(*node("CLASS", klass))) in kinds(graph)  # one edge fewer
+
+
+def test_edge_without_its_entry(graph: Graph) -> None:
+    edge = first_enrolment(graph)
+    student, klass = edge["studentId"], edge["classId"]
+    remove_attr(graph, *node("STUDENT", student), "classes", klass)
+    assert found(graph, "missing-entry") == [
+        (
+            where(edge["PK"], edge["SK"]),
+            f"student {student}'s classes do not list class {klass}",
+        )
+    ]
+    assert ("count", where(*node("STUDENT", student))) in kinds(graph)  # one entry fewer
+
+
+def test_a_teacher_lists_exactly_the_classes_naming_it(graph: Graph) -> None:
+    # cls-001 is tch-001's: listed by tch-002 as well, and no longer by tch-001.
+    set_attr(graph, *node("TEACHER", "tch-002"), ("classes", "cls-001"), {"subject": "x"})
+    remove_attr(graph, *node("TEACHER", "tch-001"), "classes", "cls-001")
+    assert found(graph, "teaching") == [
+        (
+            where(*node("TEACHER", "tch-002")),
+            "teacher tch-002's classes list class cls-001, whose teacher is tch-001",
+        )
+    ]
+    assert found(graph, "missing-entry") == [
+        (
+            where(*node("CLASS", "cls-001")),
+            "class cls-001 is not in the classes of its teacher tch-001",
+        )
+    ]
+
+
+def test_a_map_past_its_bound(graph: Graph) -> None:
+    sports = {f"spt-{i:03d}": {"name": f"Sport {i}"} for i in range(51)}
+    set_attr(graph, *node("STUDENT", "stu-0001"), "sports", sports)
+    assert found(graph, "bounds") == [
+        (
+            where(*node("STUDENT", "stu-0001")),
+            "student stu-0001's sports has 51 entries, more than 50",
+        )
+    ]
+
+
+def test_email_guard_without_student_and_student_without_guard(graph: Graph) -> None:
     call(graph, "DeleteItem", Key=key("EMAIL#student1@school.example", "EMAIL"))
-    call(
+    put(
         graph,
-        "PutItem",
-        Item=codec.encode(
-            {
-                "PK": "EMAIL#ghost@school.example",
-                "SK": "EMAIL",
-                "type": "email",
-                "studentId": "ghost",
-            }
-        ),
+        {"PK": "EMAIL#ghost@school.example", "SK": "EMAIL", "type": "email", "studentId": "ghost"},
     )
-    found = kinds(graph)
-    assert ("email-guard", "STUDENT#stu-0001 / STUDENT#stu-0001") in found
-    assert ("email-guard", "EMAIL#ghost@school.example / EMAIL") in found
+    found_kinds = kinds(graph)
+    assert ("email-guard", where(*node("STUDENT", "stu-0001"))) in found_kinds
+    assert ("email-guard", "EMAIL#ghost@school.example / EMAIL") in found_kinds
 
 
-def test_home_of_a_missing_student(graph: Services) -> None:
-    call(
-        graph,
-        "PutItem",
-        Item=codec.encode(
-            {
-                "PK": "STUDENT#gone",
-                "SK": "HOME",
-                "type": "home",
-                "studentId": "gone",
-                "studentName": "Gone",
-                "country": "X",
-                "state": "Y",
-                "city": "Z",
-            }
-        ),
+def test_items_of_the_old_layout_say_to_migrate(graph: Graph) -> None:
+    old = {(i["PK"], i["SK"]): i for i in old_items(random_school(SEED_STUDENTS, 5))}
+    home = next(i for i in old.values() if i["type"] == "home")
+    teaching = old[("TEACHER#tch-001", "CLASS#cls-001")]
+    enrolment = next(i for i in old.values() if i["type"] == "enrolment")
+    for item in (home, teaching, enrolment):
+        put(graph, item)
+    remove_attr(graph, *node("TEACHER", "tch-002"), "classes")  # an old-layout node
+    migrate = " (old layout: run `graph-api migrate`)"
+    student, klass = enrolment["studentId"], enrolment["classId"]
+    assert found(graph, "old-layout") == sorted(
+        [
+            (
+                where(home["PK"], "HOME"),
+                f"home of student {home['studentId']} is an item of its own" + migrate,
+            ),
+            (
+                where("TEACHER#tch-001", "CLASS#cls-001"),
+                "teaching edge of teacher tch-001 to class cls-001" + migrate,
+            ),
+            (
+                where(enrolment["PK"], enrolment["SK"]),
+                f"enrolment of student {student} in class {klass} is in the student's partition"
+                + migrate,
+            ),
+            (where(*node("TEACHER", "tch-002")), "teacher tch-002 has no classes map" + migrate),
+        ]
     )
-    assert ("orphan-home", "STUDENT#gone / HOME") in kinds(graph)
 
 
 def test_cli_exit_status_says_clean_or_not(
-    graph: Services,
+    graph: Graph,
     endpoint: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -156,10 +289,10 @@ def test_cli_exit_status_says_clean_or_not(
     monkeypatch.setenv("GRAPH_API_TABLE", graph.settings.table)
     assert cli.main(["check"]) == 0
     assert "clean" in capsys.readouterr().out
-    set_attr(graph, "SPORT#spt-01", "SPORT#spt-01", "studentCount", -1)
+    set_attr(graph, *node("SPORT", "spt-01"), "studentCount", -1)
     assert cli.main(["check"]) == 1
     out = capsys.readouterr().out
-    assert "SPORT#spt-01" in out and "1 finding(s)" in out
+    assert "SPORT#spt-01" in out and "studentCount is -1" in out and "1 finding(s)" in out
 
 
 class ScanTimeouts:
@@ -187,12 +320,12 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return asked
 
 
-def item_count(services: Services) -> int:
-    return int(call(services, "Scan", Select="COUNT")["Count"])
+def item_count(graph: Graph) -> int:
+    return int(call(graph, "Scan", Select="COUNT")["Count"])
 
 
 def test_a_page_that_times_out_is_retried_smaller_and_the_scan_pages_on(
-    graph: Services, endpoint: str, pauses: list[float]
+    graph: Graph, endpoint: str, pauses: list[float]
 ) -> None:
     dynamo = Dynamo(make_settings(endpoint, table=graph.settings.table))
     timeouts = ScanTimeouts(lambda n: n in (2, 3))  # the second page, twice
@@ -213,7 +346,7 @@ def test_a_page_that_times_out_is_retried_smaller_and_the_scan_pages_on(
 
 
 def test_the_check_gives_up_on_a_page_saying_how_far_it_got(
-    graph: Services,
+    graph: Graph,
     endpoint: str,
     pauses: list[float],
     monkeypatch: pytest.MonkeyPatch,
@@ -246,7 +379,7 @@ def test_the_check_gives_up_on_a_page_saying_how_far_it_got(
 
 
 def test_scan_gave_up_carries_the_count_and_the_last_error(
-    graph: Services, endpoint: str, pauses: list[float]
+    graph: Graph, endpoint: str, pauses: list[float]
 ) -> None:
     dynamo = Dynamo(make_settings(endpoint, table=graph.settings.table))
     ScanTimeouts(lambda n: n > 2).install(dynamo)
