@@ -225,6 +225,63 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def _bar(done: int, total: int, width: int = 30) -> str:
+    filled = width * done // total if total else width
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+
+
+def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from graph_api.check import ScanGaveUp
+    from graph_api.migrate import migrate_table
+
+    with _dynamodb(settings) as (settings, dynamo), _progress_line() as line:
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase == "scan":
+                line.show(f"migrating {settings.table}: scanning, {done} items")
+            else:
+                line.show(f"migrating {settings.table}: {_bar(done, total)} nodes")
+
+        try:
+            report = migrate_table(dynamo, settings.table, progress, page_size=args.page_size)
+        except ScanGaveUp as error:
+            assert error.__cause__ is not None
+            reason = explain(error.__cause__, dynamo, settings.table)
+            if error.scanned or error.attempts > 1:
+                reason = (
+                    f"migrate stopped after {error.scanned} items scanned: the next Scan page"
+                    f" failed {error.attempts} time(s): {reason}; what was migrated stays,"
+                    " run `graph-api migrate` again to go on"
+                )
+            raise CommandError(reason) from error
+    for problem in report.changed + report.skipped:
+        print(problem)
+    if report.nothing_done and report.complete:
+        print(
+            f"nothing to migrate: {settings.table} is already in the new layout"
+            f" ({report.scanned} items scanned)"
+        )
+        return 0
+    if report.transactions:
+        print(
+            f"migrated {settings.table}: {report.students} student(s)"
+            f" ({report.edges_moved} edge(s) moved to their class or sport,"
+            f" {report.homes_moved} home(s) onto the student),"
+            f" {report.teachers} teacher(s) ({report.teaching_deleted} teaching edge(s) folded"
+            f" into the teacher) in {report.transactions} transaction(s)"
+        )
+    if report.changed:
+        print(
+            f"{len(report.changed)} node(s) changed during the migration and are not migrated:"
+            " stop the API's writers and run `graph-api migrate` again"
+        )
+    if report.skipped:
+        print(f"{len(report.skipped)} node(s) cannot be migrated: see above")
+    if report.complete:
+        print("done: run `graph-api check` to verify the table")
+    return 0 if report.complete else 1
+
+
 def _write_out(text: str, output: str | None) -> int:
     """Write to the file named by `-o`, or to stdout for none or `-`."""
     if output in (None, "-"):
@@ -288,6 +345,13 @@ def parser() -> argparse.ArgumentParser:
         "--page-size", type=_positive, help="items a Scan page (default: DynamoDB's 1 MB pages)"
     )
     check.set_defaults(run=cmd_check)
+    migrate = commands.add_parser(
+        "migrate", help="rewrite a table of the old layout into the new one (resumable)"
+    )
+    migrate.add_argument(
+        "--page-size", type=_positive, help="items a Scan page (default: DynamoDB's 1 MB pages)"
+    )
+    migrate.set_defaults(run=cmd_migrate)
     export = commands.add_parser("export-schema", help="print the GraphQL SDL")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
     export.set_defaults(run=cmd_export_schema)

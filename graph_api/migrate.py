@@ -1,12 +1,53 @@
-"""`graph-api migrate` (to come): rewriting a table of the old layout (before issue 12) into
-the new one. First, the old layout it recognizes, which `graph-api check` reports too."""
+"""`graph-api migrate`: rewrite a table of the old layout (before issue 12) into the new one.
+
+The new layout (`graph_api/items.py`, `schema/table.md`) keeps a node's bounded relations on
+the node: a student item carries its `classes`, `sports` and `home` maps (and, with a home,
+its place in GSI1), a teacher item its `classes`; enrolment and membership edges live in
+their class's or sport's partition; home items and teaching edges are gone.
+
+How it runs (an offline tool, like `graph-api check`): one paged, retrying Scan
+(`check.scan`) reads the table; each node still in the old layout becomes a *job* of
+transactions, sent one after the other:
+
+- a student: one transaction sets the node's maps and home (with its GSI1 keys), deletes
+  its home item and moves its old edges to their target's partition (put the new edge,
+  delete the old one). A student with more than 49 edges takes several: its edges move
+  first, 49 pairs a transaction beside a check of the student node, then, last, the node
+  update, whose maps are built from its old edges *and* any already-moved new edges, so a
+  run that crashed between the two finishes the job;
+- a teacher: one transaction sets its `classes` map (from the class nodes naming it, the
+  new layout's statement of who teaches what) and deletes its first 99 teaching edges;
+  further ones, if any, go 99 a transaction.
+
+Every transaction is conditioned on what the plan was made from: the node still at the
+`version` and counter scanned, each old item still there, each new edge not yet there. So
+a crash at any point leaves a table that a later run finishes (a node is done when it
+carries its maps and no old item of it is left), nothing is lost and nothing doubled; a
+second run changes nothing. A node changed by a writer during the run fails its step: it is
+planned again from a new Scan (up to `PASSES` scans), else reported. Writers must be
+stopped for a migration all the same: neither the old API nor the new one writes the other
+layout, and copies of a class or sport renamed mid-run are not fenced (`graph-api check`
+reports them as stale).
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from time import sleep
+from typing import Any
+
+from botocore.exceptions import ClientError
+
 from graph_api import items, keys
-from graph_api.items import ENROLMENT, MEMBERSHIP
-from graph_api.keys import PK
+from graph_api.errors import Unavailable
+from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
+from graph_api.keys import PK, SK, Key, Kind
+from graph_api.store import transactions as tx
+from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
+from graph_api.store.retry import MAX_ATTEMPTS, backoff
 
 # -- The legacy layout: what migrate (and check, to point at migrate) must recognize --------
 #
@@ -46,3 +87,324 @@ def legacy_kind(item: Item) -> str | None:
     if relation is not None and keys.kind_of(str(item.get(PK, ""))) == relation.owner:
         return relation.name
     return None
+
+
+# -- Planning: from the scanned table, the transactions each node still needs --------------
+
+PAIRS_PER_TRANSACTION = (tx.MAX_ACTIONS - 1) // 2  # beside the node's check
+DELETES_PER_TRANSACTION = tx.MAX_ACTIONS - 1
+PASSES = 3  # scans at most: a node changed during a pass is planned again from a new scan
+
+
+@dataclass
+class _School:
+    """What the scan found that migration needs."""
+
+    nodes: dict[tuple[str, str], Item] = field(default_factory=dict)
+    old_edges: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
+    new_edges: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
+    homes: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
+    teaching: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
+    classes_of: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
+    scanned: int = 0
+
+    def add(self, item: Item) -> None:
+        self.scanned += 1
+        type_ = item.get(items.TYPE)
+        legacy = legacy_kind(item)
+        if legacy == LEGACY_HOME:
+            self.homes[str(item.get("studentId"))].append(item)
+        elif legacy == LEGACY_TEACHING:
+            self.teaching[str(item.get("teacherId"))].append(item)
+        elif legacy is not None:
+            self.old_edges[str(item.get("studentId"))].append(item)
+        elif type_ in _EDGES:
+            self.new_edges[str(item.get("studentId"))].append(item)
+        elif type_ in {kind.lower() for kind in Kind}:
+            self.nodes[(str(type_), str(item.get("id")))] = item
+            if type_ == "class":
+                self.classes_of[str(item.get("teacherId"))].append(item)
+
+    def node(self, kind: Kind, id_: str) -> Item | None:
+        return self.nodes.get((kind.lower(), id_))
+
+    def ids(self, kind: Kind, *extra: dict[str, list[Item]]) -> list[str]:
+        found = {id_ for (type_, id_) in self.nodes if type_ == kind.lower()}
+        for by_id in extra:
+            found.update(id_ for id_, listed in by_id.items() if listed)
+        return sorted(found)
+
+
+@dataclass
+class Job:
+    """One node's migration: transactions in order, and what they move."""
+
+    kind: Kind
+    id: str
+    transactions: list[list[tx.Action]]
+    edges_moved: int = 0
+    homes_moved: int = 0
+    teaching_deleted: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind.lower()} {self.id}"
+
+
+class Skip(Exception):
+    """A node migrate cannot rewrite: the message says why (one line, ids only)."""
+
+
+def _guard(node: Item, counter: str) -> tuple[tx.Clause, ...]:
+    """The node as scanned: its version and its relation counter (writers move both)."""
+    clauses: list[tx.Clause] = [("exists",), ("eq", "version", node.get("version"))]
+    if counter in node:
+        clauses.append(("eq", counter, node[counter]))
+    return tuple(clauses)
+
+
+def _key(item: Item) -> Key:
+    return Key(item[PK], item[SK])
+
+
+def _chunks(actions: Sequence[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(actions), size):
+        yield list(actions[start : start + size])
+
+
+def _entry(school: _School, relation: Relation, edge: Item, legacy: bool) -> dict[str, Any]:
+    target_id = edge[f"{relation.target.lower()}Id"]
+    target = school.node(relation.target, target_id)
+    if target is not None:
+        return relation.entry_of(target)
+    if legacy:
+        return {attr: edge.get(src) for attr, src in LEGACY_ENTRY_COPIES[relation.name].items()}
+    raise Skip(
+        f"student {edge['studentId']}: {relation.target.lower()} {target_id} does not exist"
+        " and its moved edge has no copy of it; fix it by hand (graph-api check shows it)"
+    )
+
+
+def plan_student(school: _School, student_id: str) -> Job | None:
+    """The transactions that bring one student to the new layout; None when it is there."""
+    node = school.node(Kind.STUDENT, student_id)
+    old, moved, homes = (
+        school.old_edges.get(student_id, []),
+        school.new_edges.get(student_id, []),
+        school.homes.get(student_id, []),
+    )
+    if node is None:
+        if old or homes:
+            raise Skip(
+                f"student {student_id} does not exist: its {len(old) + len(homes)} old-layout"
+                " item(s) are left in place (graph-api check reports them)"
+            )
+        return None
+    has_maps = all(isinstance(node.get(r.field), dict) for r in STUDENT_RELATIONS)
+    if has_maps and not old and not homes:
+        return None
+    guard = _guard(node, ENROLMENT.owner_count)
+    maps: dict[str, dict[str, Any]] = {}
+    for relation in STUDENT_RELATIONS:
+        entries = dict(relation.entries(node))
+        for edge, legacy in [(e, False) for e in moved] + [(e, True) for e in old]:
+            if edge[items.TYPE] == relation.name:
+                target_id = edge[f"{relation.target.lower()}Id"]
+                entries[target_id] = _entry(school, relation, edge, legacy)
+        maps[relation.field] = entries
+    already = {(e[items.TYPE], _key(e)) for e in moved}
+    pairs: list[list[tx.Action]] = []
+    for edge in old:
+        relation = _EDGES[edge[items.TYPE]]
+        new = relation.edge_item(node, {"id": edge[f"{relation.target.lower()}Id"]})
+        pair = [tx.delete(_key(edge), ("exists",))]
+        if (relation.name, _key(new)) not in already:
+            pair.insert(0, tx.put(new, ("not_exists",)))
+        pairs.append(pair)
+    node_key = keys.node(Kind.STUDENT, student_id)
+    assign: dict[str, Any] = dict(maps)
+    for home in homes[:1]:  # one home item a student (its key is fixed)
+        place = Place(home["country"], home["state"], home["city"], home.get("street"))
+        assign.update(items.home_attributes(student_id, place))
+    last = [
+        tx.update(node_key, *guard, assign=assign),
+        *(tx.delete(_key(home), ("exists",)) for home in homes),
+    ]
+    moves = [action for pair in pairs for action in pair]
+    if len(last) + len(moves) <= tx.MAX_ACTIONS:  # the usual student: one transaction
+        return Job(
+            Kind.STUDENT, student_id, [last + moves], edges_moved=len(old), homes_moved=len(homes)
+        )
+    transactions = [
+        [tx.check(node_key, *guard), *(action for pair in chunk for action in pair)]
+        for chunk in _chunks(pairs, PAIRS_PER_TRANSACTION)
+    ]
+    transactions.append(last)
+    return Job(Kind.STUDENT, student_id, transactions, edges_moved=len(old), homes_moved=len(homes))
+
+
+def plan_teacher(school: _School, teacher_id: str) -> Job | None:
+    """The transactions that bring one teacher to the new layout; None when it is there."""
+    node = school.node(Kind.TEACHER, teacher_id)
+    edges = school.teaching.get(teacher_id, [])
+    if node is None:
+        if edges:
+            raise Skip(
+                f"teacher {teacher_id} does not exist: its {len(edges)} teaching edge(s) are"
+                " left in place (graph-api check reports them)"
+            )
+        return None
+    has_map = isinstance(node.get(TEACHING.field), dict)
+    if has_map and not edges:
+        return None
+    guard = _guard(node, TEACHING.owner_count)
+    node_key = keys.node(Kind.TEACHER, teacher_id)
+    deletes = [tx.delete(_key(edge), ("exists",)) for edge in edges]
+    transactions: list[list[tx.Action]] = []
+    if not has_map:
+        taught = {c["id"]: TEACHING.entry_of(c) for c in school.classes_of.get(teacher_id, [])}
+        first = tx.update(node_key, *guard, assign={TEACHING.field: taught})
+        transactions.append([first, *deletes[:DELETES_PER_TRANSACTION]])
+        deletes = deletes[DELETES_PER_TRANSACTION:]
+    transactions += [
+        [tx.check(node_key, *guard), *chunk] for chunk in _chunks(deletes, DELETES_PER_TRANSACTION)
+    ]
+    return Job(Kind.TEACHER, teacher_id, transactions, teaching_deleted=len(edges))
+
+
+def plan(school: _School) -> tuple[list[Job], list[str]]:
+    """Every node's job, teachers first, and the nodes that cannot be migrated."""
+    jobs: list[Job] = []
+    skipped: list[str] = []
+    planners: list[tuple[Kind, Callable[[_School, str], Job | None], list[str]]] = [
+        (Kind.TEACHER, plan_teacher, school.ids(Kind.TEACHER, school.teaching)),
+        (Kind.STUDENT, plan_student, school.ids(Kind.STUDENT, school.old_edges, school.homes)),
+    ]
+    for kind, planner, ids in planners:
+        for id_ in ids:
+            try:
+                job = planner(school, id_)
+            except Skip as skip:
+                skipped.append(str(skip))
+            except (KeyError, TypeError, AttributeError) as error:  # too damaged to rewrite
+                skipped.append(f"{kind.lower()} {id_} cannot be migrated: malformed ({error!r})")
+            else:
+                if job is not None:
+                    jobs.append(job)
+    return jobs, skipped
+
+
+# -- Running the jobs -----------------------------------------------------------------------
+
+
+class Refused(Exception):
+    """A transaction's condition failed: what the plan was made from changed."""
+
+
+def transact(dynamo: Dynamo, table: str, actions: Sequence[tx.Action]) -> None:
+    """One TransactWriteItems, retried (same ClientRequestToken) on conflicts and throttles;
+    Refused when a condition fails."""
+    params = {
+        "TransactItems": [action.request(table) for action in actions],
+        "ClientRequestToken": tx.new_token(),
+    }
+    for attempt in range(MAX_ATTEMPTS):
+        if attempt:
+            sleep(backoff(attempt))
+        try:
+            dynamo.call_sync("TransactWriteItems", params, None)
+            return
+        except Unavailable:
+            if attempt == MAX_ATTEMPTS - 1:
+                raise
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code == "TransactionInProgressException":
+                continue
+            if code != "TransactionCanceledException":
+                raise
+            reasons = {
+                str(r.get("Code", "None")) for r in error.response.get("CancellationReasons") or []
+            }
+            if "ConditionalCheckFailed" in reasons:
+                raise Refused() from None
+            if not reasons <= {
+                "None",
+                "TransactionConflict",
+                "ThrottlingError",
+                "ProvisionedThroughputExceeded",
+            }:
+                raise
+    raise Unavailable("DynamoDB kept refusing a migration transaction; run migrate again")
+
+
+@dataclass
+class Report:
+    scanned: int = 0  # items, in the first scan
+    students: int = 0  # rewritten
+    teachers: int = 0
+    edges_moved: int = 0
+    homes_moved: int = 0
+    teaching_deleted: int = 0
+    transactions: int = 0
+    scans: int = 0
+    changed: list[str] = field(default_factory=list)  # nodes a writer changed: not migrated
+    skipped: list[str] = field(default_factory=list)  # nodes migrate cannot rewrite
+
+    @property
+    def complete(self) -> bool:
+        return not self.changed and not self.skipped
+
+    @property
+    def nothing_done(self) -> bool:
+        return self.transactions == 0
+
+
+# progress(phase, done, total): "scan" (items so far, total 0) or "migrate" (jobs)
+Progress = Callable[[str, int, int], None]
+
+
+def migrate_table(
+    dynamo: Dynamo,
+    table: str,
+    progress: Progress | None = None,
+    *,
+    page_size: int | None = None,
+    passes: int = PASSES,
+) -> Report:
+    """Bring every node of `table` to the new layout; what was done and what was not."""
+    from graph_api.check import scan  # check imports this module's legacy layout
+
+    report = Report()
+    for _ in range(passes):
+        school = _School()
+        scanned = None if progress is None else lambda n: progress("scan", n, 0)
+        for item in scan(dynamo, table, scanned, page_size=page_size):
+            school.add(item)
+        report.scans += 1
+        report.scanned = report.scanned or school.scanned
+        jobs, report.skipped = plan(school)
+        report.changed = []
+        for done, job in enumerate(jobs, 1):
+            try:
+                for actions in job.transactions:
+                    transact(dynamo, table, actions)
+                    report.transactions += 1
+            except Refused:
+                report.changed.append(
+                    f"{job.label} changed while it was migrated (a writer is running?)"
+                )
+                continue
+            finally:
+                if progress:
+                    progress("migrate", done, len(jobs))
+            if job.kind is Kind.STUDENT:
+                report.students += 1
+            else:
+                report.teachers += 1
+            report.edges_moved += job.edges_moved
+            report.homes_moved += job.homes_moved
+            report.teaching_deleted += job.teaching_deleted
+        if not report.changed:
+            break
+    return report

@@ -1,0 +1,325 @@
+"""`graph-api migrate` rewrites a table of the old layout into exactly the new one: whole,
+idempotent, and finished by a later run after a crash at any point."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from conftest import make_settings
+from old_layout import Pupil, School, new_items, old_items, random_school
+
+from graph_api import cli, migrate
+from graph_api.check import check_table
+from graph_api.items import Place
+from graph_api.migrate import Report, migrate_table
+from graph_api.settings import Settings
+from graph_api.store import codec, table
+from graph_api.store.client import Dynamo
+from graph_api.store.codec import Item
+
+
+@dataclass
+class Table:
+    dynamo: Dynamo
+    settings: Settings
+
+    @property
+    def name(self) -> str:
+        return self.settings.table
+
+    def seed(self, items: list[Item]) -> None:
+        table.batch_write(self.dynamo, self.name, items)
+
+    def items(self) -> list[Item]:
+        found: list[Item] = []
+        params: dict[str, Any] = {"TableName": self.name, "ConsistentRead": True}
+        while True:
+            page = self.dynamo.call_sync("Scan", params, None)
+            found += [codec.decode(wire) for wire in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return _sorted(found)
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def migrate(self, **options: Any) -> Report:
+        return migrate_table(self.dynamo, self.name, **options)
+
+
+def _sorted(items: list[Item]) -> list[Item]:
+    return sorted(items, key=lambda i: (i["PK"], i["SK"]))
+
+
+@pytest.fixture
+def fresh(endpoint: str) -> Iterator[Table]:
+    settings = make_settings(endpoint)
+    dynamo = Dynamo(settings)
+    table.create(dynamo, settings.table)
+    yield Table(dynamo, settings)
+    dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+    dynamo.close()
+
+
+def small_school() -> School:
+    """The old demo's school of 12, and the cases it may miss: a student with no home and no
+    edges, a home without a street, a teacher with no class."""
+    school = random_school(12, 5)
+    school.students.append(Pupil("stu-lone", "Lone Wolf", "lone@school.example"))
+    school.students.append(
+        Pupil("stu-nost", "No Street", "nost@school.example", Place("Canada", "Québec", "Montréal"))
+    )
+    school.teachers["tch-idle"] = "Idle Teacher"
+    return school
+
+
+def big_school() -> School:
+    """One student in 60 classes and 10 sports, one teacher of 120 classes: several
+    transactions for one node."""
+    school = School(teachers={"tch-busy": "Busy Bee", "tch-2": "Second"})
+    for i in range(120):
+        school.classes[f"cls-{i:03d}"] = (f"Subject {i}", "tch-busy")
+    school.classes["cls-other"] = ("Other", "tch-2")
+    for i in range(10):
+        school.sports[f"spt-{i:02d}"] = (f"Sport {i}", None)
+    school.students = [
+        Pupil(
+            "stu-many",
+            "Many Things",
+            "many@school.example",
+            Place("Germany", "Berlin", "Berlin", "1 Unter den Linden"),
+            classes=[f"cls-{i:03d}" for i in range(60)],
+            sports=list(school.sports),
+        ),
+        Pupil("stu-few", "Few Things", "few@school.example", classes=["cls-other", "cls-001"]),
+    ]
+    return school
+
+
+def assert_migrated(fresh: Table, school: School) -> None:
+    assert fresh.items() == _sorted(new_items(school))
+    assert check_table(fresh.dynamo, fresh.name) == []
+
+
+@pytest.mark.parametrize("school", [small_school, big_school])
+def test_migrate_leaves_exactly_the_new_layout(fresh: Table, school: Any) -> None:
+    built: School = school()
+    fresh.seed(old_items(built))
+    report = fresh.migrate()
+    assert report.complete
+    assert report.students == len(built.students)
+    assert report.teachers == len(built.teachers)
+    pupils = built.students
+    assert report.edges_moved == sum(len(p.classes) + len(p.sports) for p in pupils)
+    assert report.homes_moved == sum(p.home is not None for p in pupils)
+    assert report.teaching_deleted == len(built.classes)
+    assert_migrated(fresh, built)
+
+
+def test_old_table_is_reported_by_check_until_migrated(fresh: Table) -> None:
+    fresh.seed(old_items(small_school()))
+    kinds = {f.kind for f in check_table(fresh.dynamo, fresh.name)}
+    assert "old-layout" in kinds
+
+
+def test_a_second_run_changes_nothing(fresh: Table) -> None:
+    fresh.seed(old_items(small_school()))
+    fresh.migrate()
+    before = fresh.items()
+    again = fresh.migrate()
+    assert again.nothing_done and again.complete
+    assert (again.students, again.teachers, again.scans) == (0, 0, 1)
+    assert fresh.items() == before
+
+
+def test_a_table_in_the_new_layout_is_left_alone(fresh: Table) -> None:
+    fresh.seed(new_items(small_school()))
+    report = fresh.migrate()
+    assert report.nothing_done and report.complete
+    assert_migrated(fresh, small_school())
+
+
+class Crash(BaseException):
+    """The process dies: nothing of migrate's catches it."""
+
+
+class CrashAfter:
+    """A botocore hook that kills migrate at its transaction number `n` (from 1): before
+    the request is sent, or after DynamoDB committed it but before migrate hears so."""
+
+    def __init__(self, n: int, when: str) -> None:
+        self.n, self.when, self.seen = n, when, 0
+
+    def __call__(self, **_: Any) -> None:
+        self.seen += 1
+        if self.seen == self.n:
+            raise Crash()
+
+    def install(self, dynamo: Dynamo) -> None:
+        event = "before-send" if self.when == "before" else "after-call"
+        dynamo.client.meta.events.register(f"{event}.dynamodb.TransactWriteItems", self)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize(
+    ("school", "n"), [(small_school, 1), (small_school, 9), (big_school, 3), (big_school, 6)]
+)
+def test_a_crash_halfway_is_finished_by_the_next_run(
+    fresh: Table, endpoint: str, school: Any, n: int, when: str
+) -> None:
+    built: School = school()
+    fresh.seed(old_items(built))
+    dying = Dynamo(fresh.settings)
+    CrashAfter(n, when).install(dying)
+    try:
+        with pytest.raises(Crash):
+            migrate_table(dying, fresh.name)
+    finally:
+        dying.close()
+    halfway = fresh.items()
+    assert halfway != _sorted(new_items(built))  # the crash did leave work undone
+    findings = check_table(fresh.dynamo, fresh.name)
+    assert "old-layout" in {f.kind for f in findings}
+    report = fresh.migrate()  # the resend
+    assert report.complete and report.transactions > 0
+    assert_migrated(fresh, built)
+
+
+def test_a_student_changed_during_the_run_is_planned_again(
+    fresh: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    school = small_school()
+    fresh.seed(old_items(school))
+    plan = migrate.plan
+    changed: list[str] = []
+
+    def plan_then_write(found: Any) -> Any:
+        jobs, skipped = plan(found)
+        if not changed:  # a writer renames the first student after the first scan
+            job = next(j for j in jobs if j.kind == "STUDENT")
+            changed.append(job.id)
+            fresh.dynamo.call_sync(
+                "UpdateItem",
+                {
+                    "TableName": fresh.name,
+                    "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
+                    "UpdateExpression": "SET version = version + :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                },
+                None,
+            )
+        return jobs, skipped
+
+    monkeypatch.setattr(migrate, "plan", plan_then_write)
+    once = fresh.migrate(passes=1)
+    assert once.changed == [
+        f"student {changed[0]} changed while it was migrated (a writer is running?)"
+    ]
+    assert not once.complete
+    report = fresh.migrate()
+    assert report.complete and report.students == 1  # only the one left
+    items = {(i["PK"], i["SK"]): i for i in fresh.items()}
+    student = items[(f"STUDENT#{changed[0]}", f"STUDENT#{changed[0]}")]
+    assert student["version"] == 2 and "classes" in student
+
+
+def test_a_changed_student_is_retried_within_one_run(
+    fresh: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh.seed(old_items(small_school()))
+    plan = migrate.plan
+    bumped: list[str] = []
+
+    def plan_then_write(found: Any) -> Any:
+        jobs, skipped = plan(found)
+        if not bumped:
+            job = next(j for j in jobs if j.kind == "STUDENT")
+            bumped.append(job.id)
+            fresh.dynamo.call_sync(
+                "UpdateItem",
+                {
+                    "TableName": fresh.name,
+                    "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
+                    "UpdateExpression": "SET version = version + :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                },
+                None,
+            )
+        return jobs, skipped
+
+    monkeypatch.setattr(migrate, "plan", plan_then_write)
+    report = fresh.migrate()
+    assert report.complete and report.scans == 2
+    assert check_table(fresh.dynamo, fresh.name) == []
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def env(fresh: Table, endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Table:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("GRAPH_API_TABLE", fresh.name)
+    return fresh
+
+
+def test_the_command_migrates_then_says_there_is_nothing_to_do(
+    env: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    school = small_school()
+    env.seed(old_items(school))
+    assert cli.main(["migrate", "--page-size", "50"]) == 0
+    captured = capsys.readouterr()
+    students, teachers = len(school.students), len(school.teachers)
+    edges = sum(len(p.classes) + len(p.sports) for p in school.students)
+    homes = sum(p.home is not None for p in school.students)
+    assert captured.out.splitlines() == [  # one transaction a node: each fits in one
+        f"migrated {env.name}: {students} student(s) ({edges} edge(s) moved to their class or"
+        f" sport, {homes} home(s) onto the student), {teachers} teacher(s) ({len(school.classes)}"
+        f" teaching edge(s) folded into the teacher) in {students + teachers} transaction(s)",
+        "done: run `graph-api check` to verify the table",
+    ]
+    progress = captured.err.split("\r")
+    assert f"migrating {env.name}: scanning, 50 items" in progress
+    bar = "#" * 30
+    assert progress[-1].rstrip("\n") == (
+        f"migrating {env.name}: [{bar}] {students + teachers}/{students + teachers} nodes"
+    )
+    assert cli.main(["check"]) == 0
+    capsys.readouterr()
+    assert cli.main(["migrate"]) == 0
+    assert capsys.readouterr().out == (
+        f"nothing to migrate: {env.name} is already in the new layout"
+        f" ({len(new_items(school))} items scanned)\n"
+    )
+
+
+def test_the_command_names_what_it_cannot_migrate_and_exits_1(
+    env: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    school = small_school()
+    orphan = next(i for i in old_items(school) if i["type"] == "membership")
+    env.seed([{**orphan, "PK": "STUDENT#gone", "GSI1SK": "STUDENT#gone", "studentId": "gone"}])
+    assert cli.main(["migrate"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "student gone does not exist: its 1 old-layout item(s) are left in place"
+        " (graph-api check reports them)",
+        "1 node(s) cannot be migrated: see above",
+    ]
+
+
+def test_the_command_says_in_one_line_when_the_table_is_missing(
+    env: Table, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GRAPH_API_TABLE", "no-such-table")
+    assert cli.main(["migrate"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert (
+        err.rstrip("\n")
+        .split("\n")[-1]
+        .startswith("graph-api: table no-such-table does not exist at ")
+    )
