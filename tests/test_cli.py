@@ -31,7 +31,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyP
 
 
 @pytest.mark.parametrize(
-    "argv", [["seed"], ["create-table"], ["seed", "--students", "5"], ["check"]]
+    "argv", [["seed"], ["create-table"], ["seed", "--students", "5"], ["check"], ["migrate"]]
 )
 def test_table_commands_without_dynamodb_exit_2_naming_make_run_and_the_endpoint_variable(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
@@ -53,7 +53,9 @@ def closed_port() -> int:
     return port
 
 
-@pytest.mark.parametrize("argv", [["create-table"], ["seed", "--students", "2"], ["check"]])
+@pytest.mark.parametrize(
+    "argv", [["create-table"], ["seed", "--students", "2"], ["check"], ["migrate"]]
+)
 def test_table_commands_say_in_one_line_that_dynamodb_is_unreachable(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
@@ -67,7 +69,7 @@ def test_table_commands_say_in_one_line_that_dynamodb_is_unreachable(
     assert captured.out == ""
 
 
-@pytest.mark.parametrize("argv", [["seed", "--students", "2"], ["check"]])
+@pytest.mark.parametrize("argv", [["seed", "--students", "2"], ["check"], ["migrate"]])
 def test_table_commands_say_in_one_line_that_the_table_is_missing(
     remote_table: str, endpoint: str, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:

@@ -309,17 +309,3 @@ def test_the_command_names_what_it_cannot_migrate_and_exits_1(
         " (graph-api check reports them)",
         "1 node(s) cannot be migrated: see above",
     ]
-
-
-def test_the_command_says_in_one_line_when_the_table_is_missing(
-    env: Table, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("GRAPH_API_TABLE", "no-such-table")
-    assert cli.main(["migrate"]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert (
-        err.rstrip("\n")
-        .split("\n")[-1]
-        .startswith("graph-api: table no-such-table does not exist at ")
-    )
