@@ -9,7 +9,7 @@ UV_VERSION := $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}'
 # uv finds this machine's Python (the venv's); it never downloads one.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-embedded schema clean lock
+.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-naive bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (dev extra and this project, editable, included): nothing is resolved at install,
@@ -55,7 +55,12 @@ lint: $(STAMP)  ## ruff, mypy, and uv.lock up to date with pyproject.toml
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP)  ## DynamoDB requests and latency per query, batched vs naive
+# Needs Java 17 and npm (DynamoDB Local), Debian's postgresql (the peer); without the peer's
+# needs it says why in one line and measures our side only. BENCH_ARGS="--requests 200".
+bench: $(STAMP)  ## us beside the PostGraphile peer: five queries, one run (about 2 min)
+	$(BIN)/python -m tools.peer_bench $(BENCH_ARGS)
+
+bench-naive: $(STAMP)  ## DynamoDB requests and latency per query, batched vs naive
 	$(BIN)/python -m tools.bench
 
 bench-embedded: $(STAMP)  ## the embedded backend as make run serves it (500 and 5,000 students)

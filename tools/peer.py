@@ -1,0 +1,150 @@
+"""The PostGraphile peer (`../shared/peers/postgraphile`), run from a copy of our own.
+
+The peer's folder is read-only and shared: we copy it into `.cache/peer/postgraphile`
+(again whenever its files change), let its `run.sh` install the pinned Node 22 and npm
+packages there (`run.sh --help` installs, then only prints bench.py's options), and import
+its modules from the copy: `dataset` (the seed-11 school and the query targets), `queries`
+(its documents and exact checks), `httpbench` (the keep-alive client) and `bench`
+(the throwaway PostgreSQL cluster and the PostGraphile server).
+
+    python -m tools.peer install   # copy + install, print the copy's folder
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SOURCE = ROOT.parent / "shared" / "peers" / "postgraphile"
+COPY = ROOT / ".cache" / "peer" / "postgraphile"
+# What run.sh and npm create inside the copy: kept across re-copies (run.sh re-installs
+# when package.json or package-lock.json change), never copied from the source.
+_INSTALLED = frozenset({"node_modules", ".cache", "results", "RESULTS.md"})
+_STAMP = ".source.sha256"
+
+
+class PeerUnavailable(Exception):
+    """The peer cannot run here; the message is one line that says why."""
+
+
+def source_dir() -> Path:
+    return Path(os.environ.get("PEER_DIR", DEFAULT_SOURCE)).resolve()
+
+
+def _source_files(source: Path) -> list[Path]:
+    files = []
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if relative.parts[0] in _INSTALLED or not path.is_file():
+            continue
+        files.append(relative)
+    return files
+
+
+def fingerprint(source: Path) -> str:
+    digest = hashlib.sha256()
+    for relative in _source_files(source):
+        digest.update(str(relative).encode() + b"\0")
+        digest.update((source / relative).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def copy(source: Path | None = None, dest: Path = COPY) -> Path:
+    """The peer's files in `dest`, copied again if the source changed since the last copy."""
+    source = source or source_dir()
+    if not (source / "dataset.py").is_file():
+        raise PeerUnavailable(f"the peer is not at {source} (set PEER_DIR)")
+    want = fingerprint(source)
+    stamp = dest / _STAMP
+    if stamp.is_file() and stamp.read_text().strip() == want:
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in dest.iterdir():  # files the source no longer has
+        if entry.name in _INSTALLED or entry.name == _STAMP:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    for relative in _source_files(source):
+        target = dest / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # The source is read-only; the copy is ours (copyfile takes no mode bits).
+        shutil.copyfile(source / relative, target)
+        mode = 0o755 if os.access(source / relative, os.X_OK) else 0o644
+        target.chmod(mode)
+    stamp.write_text(want + "\n")
+    return dest
+
+
+def install(folder: Path = COPY) -> str:
+    """Run the copy's `run.sh --help` (Node 22 and `npm ci`); return the node binary."""
+    if shutil.which("bash") is None:
+        raise PeerUnavailable("bash is not installed: the peer's run.sh needs it")
+    done = subprocess.run(
+        ["bash", str(folder / "run.sh"), "--help"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        if shutil.which("npm") is None:
+            raise PeerUnavailable(
+                "npm is not installed: the peer installs Node 22 and PostGraphile"
+            )
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        raise PeerUnavailable(f"the peer's install (run.sh) failed: {lines[-1]}")
+    if os.environ.get("NODE_BIN"):
+        return os.environ["NODE_BIN"]
+    found = sorted(
+        glob.glob(str(folder / ".cache" / "node" / "node_modules" / "*" / "bin" / "node"))
+    )
+    if found:
+        return found[0]
+    node = shutil.which("node")
+    if node is None:
+        raise PeerUnavailable("no Node >= 22 for the peer: set NODE_BIN=/path/to/node")
+    return node
+
+
+def modules(folder: Path = COPY) -> dict[str, ModuleType]:
+    """The peer's modules, imported from the copy: dataset, queries, httpbench, bench."""
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    import bench  # type: ignore[import-not-found]
+    import dataset  # type: ignore[import-not-found]
+    import httpbench  # type: ignore[import-not-found]
+    import queries  # type: ignore[import-not-found]
+
+    for module in (bench, dataset, httpbench, queries):
+        where = Path(module.__file__ or "").resolve().parent
+        if where != folder.resolve():
+            raise PeerUnavailable(f"a module named {module.__name__} shadows the peer's ({where})")
+    return {"bench": bench, "dataset": dataset, "httpbench": httpbench, "queries": queries}
+
+
+def postgres_bindir() -> Path:
+    """PostgreSQL's server binaries, found as the peer's bench.py finds them."""
+    bench = modules()["bench"]
+    try:
+        return Path(bench.find_pg_bindir())
+    except SystemExit as error:  # bench.py exits with its message when there are none
+        raise PeerUnavailable(f"{error} (Debian: apt-get install postgresql)") from None
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["install"]:
+        raise SystemExit("usage: python -m tools.peer install")
+    try:
+        folder = copy()
+        print(f"{folder} (node: {install(folder)}, PostgreSQL: {postgres_bindir()})")
+    except PeerUnavailable as error:
+        raise SystemExit(f"peer unavailable: {error}") from None

@@ -1,0 +1,559 @@
+"""`make bench`: our API beside the PostGraphile peer, in one run, on the same school.
+
+The peer (`../shared/peers/postgraphile`, see tools/peer.py) runs from a copy in
+`.cache/peer/`: a throwaway PostgreSQL cluster loaded with its seed-11 dataset, PostGraphile
+on a loopback port. We seed the same dataset into a fresh table of DynamoDB Local through our
+own GraphQL mutations (so the seeding follows whatever item layout the writes produce), serve
+the API on another loopback port, check both sides' answers against the dataset, then time
+the five logical queries on both, interleaved in blocks, one keep-alive connection per side,
+the same number of timed requests each. Prints a Markdown table and writes
+`test-output/bench-peer-<time>.json`. Without postgres or npm, says why and prints our side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+from graph_api.graph.context import Services
+from graph_api.settings import Settings
+from graph_api.store import table
+from tools import dynamodb_local, peer, peer_queries
+from tools.bench import serve
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "test-output"
+HOME_FIELDS = ("country", "state", "city", "street")
+ALIASES = 20  # mutations per seeding request (the API allows 30 aliases)
+
+
+# -- DynamoDB calls of one GraphQL request, timed at the boto3 client ---------------------
+
+
+class CallClock:
+    """Every DynamoDB call the API's boto3 client makes, with its operation and interval.
+
+    Registered on botocore's events (public API, whatever the API's own code looks like):
+    a call starts before its parameters are serialized and ends when its response is parsed.
+    The bench sends one GraphQL request at a time, so the calls between two `take()`s are
+    that request's.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._calls: list[tuple[str, float, float]] = []
+        events = client.meta.events
+        events.register("before-parameter-build.dynamodb", self._start)
+        events.register("after-call.dynamodb", self._end)
+
+    @staticmethod
+    def _start(context: dict[str, Any], **_: Any) -> None:
+        context["bench_started"] = time.perf_counter()
+
+    def _end(self, model: Any, context: dict[str, Any], **_: Any) -> None:
+        started = context.get("bench_started")
+        if started is not None:
+            self._calls.append((model.name, started, time.perf_counter()))  # atomic append
+
+    def take(self) -> list[tuple[str, float, float]]:
+        calls, self._calls = self._calls, []
+        return calls
+
+
+def waves(calls: list[tuple[str, float, float]]) -> tuple[int, float, float]:
+    """(waves, wall ms, serial ms): calls that overlap in time form a wave; wall is the sum
+    of the waves' spans (time with at least one call in flight), serial the sum of calls."""
+    spans = sorted((start, end) for _, start, end in calls)
+    count, wall, serial = 0, 0.0, sum(end - start for start, end in spans)
+    current: list[float] | None = None
+    for start, end in spans:
+        if current is None or start > current[1]:
+            if current is not None:
+                wall += current[1] - current[0]
+            current, count = [start, end], count + 1
+        else:
+            current[1] = max(current[1], end)
+    if current is not None:
+        wall += current[1] - current[0]
+    return count, wall * 1000, serial * 1000
+
+
+# -- seeding through our own mutations -------------------------------------------------
+
+
+def _document(
+    field: str, types: dict[str, str], rows: list[dict[str, Any]]
+) -> tuple[str, dict[str, Any]]:
+    params, selections, variables = [], [], {}
+    for i, row in enumerate(rows):
+        args = []
+        for name, type_ in types.items():
+            params.append(f"${name}{i}: {type_}")
+            args.append(f"{name}: ${name}{i}")
+            variables[f"{name}{i}"] = row[name]
+        selections.append(f"m{i}: {field}({', '.join(args)}) {{ userErrors {{ code message }} }}")
+    return f"mutation Seed({', '.join(params)}) {{\n" + "\n".join(selections) + "\n}", variables
+
+
+def seed(port: int, data: dict[str, Any], httpbench: ModuleType, workers: int) -> int:
+    """Write the dataset through the API's mutations; returns how many were sent."""
+    home = {h["student_id"]: h for h in data["homes"]}
+    phases: list[tuple[str, dict[str, str], list[dict[str, Any]]]] = [
+        (
+            "createTeacher",
+            {"input": "CreateTeacherInput!"},
+            [{"input": {"id": t["id"], "name": t["name"]}} for t in data["teachers"]],
+        ),
+        (
+            "createClass",
+            {"input": "CreateClassInput!"},
+            [
+                {"input": {"id": c["id"], "subject": c["subject"], "teacherId": c["teacher_id"]}}
+                for c in data["classes"]
+            ],
+        ),
+        (
+            "createSport",
+            {"input": "CreateSportInput!"},
+            [
+                {"input": {"id": s["id"], "name": s["name"], "coach": s["coach"]}}
+                for s in data["sports"]
+            ],
+        ),
+        (
+            "createStudent",
+            {"input": "CreateStudentInput!"},
+            [
+                {
+                    "input": {
+                        "id": s["id"],
+                        "name": s["name"],
+                        "email": s["email"],
+                        "home": {
+                            k: home[s["id"]][k] for k in ("country", "state", "city", "street")
+                        },
+                    }
+                }
+                for s in data["students"]
+            ],
+        ),
+        (
+            "enrollStudent",
+            {"studentId": "ID!", "classId": "ID!"},
+            [{"studentId": e["student_id"], "classId": e["class_id"]} for e in data["enrollments"]],
+        ),
+        (
+            "joinSport",
+            {"studentId": "ID!", "sportId": "ID!"},
+            [
+                {"studentId": x["student_id"], "sportId": x["sport_id"]}
+                for x in data["student_sports"]
+            ],
+        ),
+    ]
+    local = threading.local()
+
+    def send(job: tuple[str, dict[str, Any]]) -> None:
+        if not hasattr(local, "client"):
+            local.client = httpbench.GraphQLClient("127.0.0.1", port, timeout=120)
+        out = local.client.query(*job)  # raises on GraphQL errors
+        refused = [e for payload in out.values() for e in payload["userErrors"]]
+        if refused:
+            raise RuntimeError(f"seeding refused: {refused[:3]}")
+
+    sent = 0
+    with ThreadPoolExecutor(workers) as pool:
+        # Phases in order (an edge needs both its nodes); requests of a phase concurrently.
+        for field, types, rows in phases:
+            chunks = [rows[i : i + ALIASES] for i in range(0, len(rows), ALIASES)]
+            list(pool.map(send, [_document(field, types, chunk) for chunk in chunks]))
+            sent += len(rows)
+    return sent
+
+
+# -- the peer ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Peer:
+    bench: ModuleType
+    pg: Any
+    port: int
+    versions: dict[str, str]
+
+    def statements(self) -> int:
+        return int(self.bench.app_calls(self.pg))
+
+
+@contextmanager
+def peer_running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -> Iterator[Peer]:
+    """The peer's PostgreSQL cluster (loaded) and PostGraphile, as its bench.py runs them."""
+    bench = mods["bench"]
+    bindir = peer.postgres_bindir()
+    tmp = Path(tempfile.mkdtemp(prefix="pg-peer-bench-"))
+    pg = server = None
+    try:
+        try:
+            pg = bench.PgCluster(bindir, tmp, bench.free_port())
+            pg.init()
+            pg.start()
+            bench.load_database(pg, data)
+            url = f"postgres://{bench.APP_ROLE}@127.0.0.1:{pg.port}/{bench.DB}"
+            server = bench.PostGraphile(node, url, bench.free_port(), tmp / "postgraphile.log")
+            server.start()
+            versions = {
+                "postgraphile": bench.postgraphile_version(),
+                "node": bench.node_version(node).lstrip("v"),
+                "postgres": pg.version(),
+            }
+        except (Exception, SystemExit) as error:
+            detail = str(error).strip().splitlines() or [type(error).__name__]
+            raise peer.PeerUnavailable(f"the peer did not start: {detail[0]}") from error
+        yield Peer(bench, pg, server.port, versions)
+    finally:
+        if server is not None:
+            server.stop()
+        if pg is not None:
+            pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- measuring ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Side:
+    """One keep-alive connection to one server, and what its timed requests gave."""
+
+    client: Any
+    body: bytes
+    latencies: list[float] = dataclasses.field(default_factory=list)
+    samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    last: bytes = b""
+
+
+def _post(side: Side, clock: CallClock | None) -> None:
+    if clock is not None:
+        clock.take()
+    started = time.perf_counter()
+    status, raw = side.client.post_raw(side.body)
+    side.latencies.append(time.perf_counter() - started)
+    if status != 200:
+        raise RuntimeError(f"HTTP {status}: {raw[:300]!r}")
+    side.last = raw
+    if clock is not None:
+        calls = clock.take()
+        count, wall, serial = waves(calls)
+        extensions = json.loads(raw).get("extensions") or {}
+        side.samples.append(
+            {
+                "requests": (extensions.get("dynamodb") or {}).get("requests"),
+                "extensions": extensions.get("dynamodb"),
+                "calls": len(calls),
+                "operations": dict(Counter(name for name, _, _ in calls)),
+                "waves": count,
+                "wall_ms": wall,
+                "serial_ms": serial,
+            }
+        )
+
+
+def _answer(raw: bytes, what: str) -> dict[str, Any]:
+    out = json.loads(raw)
+    if out.get("errors") or "data" not in out:
+        raise RuntimeError(f"{what}: {json.dumps(out.get('errors'))[:500]}")
+    return out["data"]  # type: ignore[no-any-return]
+
+
+def measure(
+    ours: Side,
+    theirs: Side | None,
+    clock: CallClock,
+    requests: int,
+    warmup: int,
+    block: int,
+) -> None:
+    """Warm-up, then `requests` timed requests a side, alternating blocks of `block`."""
+    for _ in range(warmup):
+        _post(ours, clock)
+        if theirs is not None:
+            _post(theirs, None)
+    ours.latencies.clear()
+    ours.samples.clear()
+    if theirs is not None:
+        theirs.latencies.clear()
+    done = 0
+    while done < requests:
+        n = min(block, requests - done)
+        sides = (
+            [(ours, clock), (theirs, None)]
+            if (done // block) % 2 == 0
+            else [
+                (theirs, None),
+                (ours, clock),
+            ]
+        )
+        for side, side_clock in sides:
+            if side is not None:
+                for _ in range(n):
+                    _post(side, side_clock)
+        done += n
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summarize(side: Side, httpbench: ModuleType) -> dict[str, Any]:
+    out: dict[str, Any] = dict(httpbench.summarize_ms(side.latencies))
+    if side.samples:
+        requests = [s["requests"] for s in side.samples if s["requests"] is not None]
+        out.update(
+            {
+                "dynamodb_requests": _median(requests) if requests else None,
+                "dynamodb_requests_range": [min(requests), max(requests)] if requests else None,
+                "calls": _median([s["calls"] for s in side.samples]),
+                "operations": side.samples[-1]["operations"],
+                "waves": _median([s["waves"] for s in side.samples]),
+                "dynamodb_wall_ms": _median([s["wall_ms"] for s in side.samples]),
+                "dynamodb_serial_ms": _median([s["serial_ms"] for s in side.samples]),
+                "extensions": side.samples[-1]["extensions"],
+            }
+        )
+    return out
+
+
+# -- report ------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None or value != value else f"{value:.1f}"
+
+
+def _count(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g}"
+
+
+def render(result: dict[str, Any]) -> str:
+    env, params = result["env"], result["params"]
+    peer_line = (
+        f"PostGraphile {env['postgraphile']} on PostgreSQL {env['postgres']} (Node {env['node']})"
+        if result["peer"]
+        else f"not measured ({result['peer_unavailable']})"
+    )
+    lines = [
+        f"### make bench, {result['started_utc']}",
+        "",
+        f"Us: the API on {env['backend']}, seeded through its mutations "
+        f"({result['seeding']['mutations']} in {result['seeding']['seconds']:.0f} s). "
+        f"Peer: {peer_line}. Same dataset (seed 11: {result['dataset']}), same targets; "
+        f"{params['warmup']} warm-up + {params['requests']} timed requests per query and side, "
+        f"one keep-alive connection each, interleaved in blocks of {params['block']}; "
+        f"{env['cpus']} CPUs, Python {env['python']}.",
+        "",
+        "| query | us p50 ms | us p95 ms | peer p50 ms | peer p95 ms | p50 us/peer "
+        "| our DynamoDB requests | our waves | our DynamoDB wall ms | peer SQL statements |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for q in result["queries"]:
+        us, them = q["us"], q.get("peer")
+        ratio = f"{us['median_ms'] / them['median_ms']:.1f}\u00d7" if them else "n/a"
+        lines.append(
+            f"| {q['name']} {q['title']} | {_ms(us['median_ms'])} | {_ms(us['p95_ms'])} "
+            f"| {_ms(them and them['median_ms'])} | {_ms(them and them['p95_ms'])} | {ratio} "
+            f"| {_count(us['dynamodb_requests'])} | {_count(us['waves'])} "
+            f"| {_ms(us['dynamodb_wall_ms'])} "
+            f"| {_count(them and round(them['statements_per_request'], 2))} |"
+        )
+    lines += [
+        "",
+        "Our DynamoDB requests: `extensions.dynamodb.requests` (median over the timed "
+        "requests). Waves and wall ms: the API's boto3 calls timed in this process (serialize, "
+        "send, parse); calls that overlap form one wave, wall ms is the sum of the waves' "
+        "spans (medians). Peer SQL statements: pg_stat_statements calls of PostGraphile's role "
+        "over the timed requests.",
+        "",
+        "| query | our calls by operation | DynamoDB serial ms | rest of our p50 ms "
+        "| our check | peer check |",
+        "|---|---|---:|---:|---|---|",
+    ]
+    for q in result["queries"]:
+        us = q["us"]
+        operations = ", ".join(f"{n} {op}" for op, n in sorted(us["operations"].items()))
+        rest = us["median_ms"] - us["dynamodb_wall_ms"]
+        lines.append(
+            f"| {q['name']} | {operations} | {_ms(us['dynamodb_serial_ms'])} | {_ms(rest)} "
+            f"| {q['check']} | {q.get('peer_check', 'n/a')} |"
+        )
+    return "\n".join(lines)
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def _on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100, help="timed requests a query a side")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed requests first")
+    parser.add_argument("--block", type=int, default=10, help="requests a side before switching")
+    parser.add_argument("--workers", type=int, default=4, help="connections that seed")
+    parser.add_argument("--no-peer", action="store_true", help="measure our side only")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    begun = time.monotonic()
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    # The dataset and the client come from the peer's files, whether or not it can run.
+    try:
+        folder = peer.copy()
+    except peer.PeerUnavailable as error:
+        raise SystemExit(f"make bench: {error}") from None
+    mods = peer.modules(folder)
+    dataset, httpbench, queries = mods["dataset"], mods["httpbench"], mods["queries"]
+    data = dataset.generate()
+    targets = dataset.pick_targets(data)
+    school = peer_queries.School(data)
+
+    unavailable = "--no-peer" if args.no_peer else ""
+    node = ""
+    if not args.no_peer:
+        try:
+            node = peer.install(folder)
+            peer.postgres_bindir()
+        except peer.PeerUnavailable as error:
+            unavailable = str(error)
+            print(f"peer unavailable: {unavailable}; measuring our side only", flush=True)
+
+    settings = dataclasses.replace(
+        Settings.from_env(),
+        table=f"bench-peer-{uuid.uuid4().hex[:8]}",
+        jwks_url="",
+        jwt_secret="",
+        auth_reads=False,
+    )
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    backend = "the endpoint in AWS_ENDPOINT_URL_DYNAMODB"
+    if not os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):
+        local = dynamodb_local.start()
+        stop, backend = local.stop, f"DynamoDB Local {dynamodb_local.VERSION}"
+        settings = dataclasses.replace(settings, backend="remote", endpoint_url=local.endpoint)
+    services = Services.create(settings)
+    server = None
+    try:
+        table.create(services.dynamo, settings.table)
+        server, port = serve(services)
+        t0 = time.monotonic()
+        mutations = seed(port, data, httpbench, args.workers)
+        seeded = time.monotonic() - t0
+        print(f"seeded {mutations} mutations in {seeded:.1f} s", flush=True)
+        clock = CallClock(services.dynamo.client)
+
+        with ExitStack() as stack:
+            running: Peer | None = None
+            if not unavailable:
+                try:
+                    running = stack.enter_context(peer_running(mods, node, data))
+                except peer.PeerUnavailable as error:
+                    unavailable = str(error)
+                    print(f"peer unavailable: {unavailable}; measuring our side only", flush=True)
+            result = run(args, running, port, clock, data, targets, school, httpbench, queries)
+    finally:
+        if server is not None:
+            server.should_exit = True
+        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        services.close()
+        stop()
+
+    result.update(
+        {
+            "started_utc": started,
+            "dataset": ", ".join(f"{v} {k}" for k, v in dataset.summary(data).items()),
+            "targets": targets,
+            "peer": running is not None,
+            "peer_unavailable": unavailable,
+            "seeding": {"mutations": mutations, "seconds": seeded, "workers": args.workers},
+            "params": {"requests": args.requests, "warmup": args.warmup, "block": args.block},
+        }
+    )
+    result["env"].update(
+        {"backend": backend, "cpus": os.cpu_count(), "python": platform.python_version()}
+    )
+    result["seconds"] = time.monotonic() - begun
+    print()
+    print(render(result))
+    OUTPUT.mkdir(exist_ok=True)
+    path = OUTPUT / f"bench-peer-{started.replace(':', '').replace('-', '')}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\n{path.relative_to(ROOT)}; {result['seconds']:.0f} s in all")
+
+
+def run(
+    args: argparse.Namespace,
+    running: Peer | None,
+    port: int,
+    clock: CallClock,
+    data: dict[str, Any],
+    targets: dict[str, Any],
+    school: peer_queries.School,
+    httpbench: ModuleType,
+    queries: ModuleType,
+) -> dict[str, Any]:
+    env: dict[str, Any] = dict(running.versions) if running else {}
+    ours_client = httpbench.GraphQLClient("127.0.0.1", port)
+    theirs_client = httpbench.GraphQLClient("127.0.0.1", running.port) if running else None
+    peer_specs = {s.name: s for s in queries.build(targets)}
+    out = []
+    for spec in peer_queries.build(data, targets):
+        ours = Side(ours_client, httpbench.encode(spec.query, spec.variables))
+        row: dict[str, Any] = {"name": spec.name, "title": spec.title, "query": spec.query}
+        row["check"] = spec.check(ours_client.query(spec.query, spec.variables), school, targets)
+        theirs = None
+        if running is not None and theirs_client is not None:
+            theirs_spec = peer_specs[spec.name]
+            theirs = Side(theirs_client, httpbench.encode(theirs_spec.query, theirs_spec.variables))
+            answer = theirs_client.query(theirs_spec.query, theirs_spec.variables)
+            row["peer_check"] = theirs_spec.check(answer, data, targets)
+            before = running.statements()
+        measure(ours, theirs, clock, args.requests, args.warmup, args.block)
+        spec.check(_answer(ours.last, spec.name), school, targets)  # still right under load
+        row["us"] = summarize(ours, httpbench)
+        if running is not None and theirs is not None:
+            statements = (running.statements() - before) / (args.requests + args.warmup)
+            theirs_spec.check(_answer(theirs.last, spec.name), data, targets)
+            row["peer"] = {**summarize(theirs, httpbench), "statements_per_request": statements}
+        print(
+            f"{spec.name}: us p50 {row['us']['median_ms']:.1f} ms"
+            + (f", peer p50 {row['peer']['median_ms']:.1f} ms" if "peer" in row else "")
+            + f" ({row['check']})",
+            flush=True,
+        )
+        out.append(row)
+    ours_client.close()
+    if theirs_client is not None:
+        theirs_client.close()
+    return {"env": env, "queries": out}
+
+
+if __name__ == "__main__":
+    main()
