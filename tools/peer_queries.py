@@ -129,7 +129,7 @@ def _some_of(got: list[str], allowed: list[str], first: int, what: str) -> bool:
 
 
 def _same(peers: bool) -> str:
-    return "the peer's" if peers else "not the peer's: our order differs"
+    return "same as the peer's" if peers else "not the peer's: our order differs"
 
 
 def check_q1(data: dict[str, Any], school: School, targets: dict[str, Any]) -> str:
