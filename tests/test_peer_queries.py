@@ -11,7 +11,7 @@ from graphql.execution.values import get_variable_values
 
 from graph_api.graph.schema import build_schema
 from tools import peer_queries
-from tools.peer_bench import waves
+from tools.peer_bench import shape, waves
 
 TARGETS = {
     "q1_student_ids": [f"s{i:04d}" for i in range(1, 31)],
@@ -42,3 +42,4 @@ def test_overlapping_calls_are_one_wave() -> None:
     assert count == 2
     assert round(wall_ms, 6) == 29.0  # 10 ms, then 19 ms with one or two calls in flight
     assert round(serial_ms, 6) == 37.0
+    assert shape(calls) == "1 BatchGetItem \u2192 2 Query"
