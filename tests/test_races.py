@@ -280,6 +280,7 @@ def test_a_chunked_student_rename_reaches_a_membership_swapped_in_before_it(
     classes_ = [items.school_class(f"c{n:03d}", f"Class {n}", alice) for n in range(60)]
     links: list[tuple[Any, Item, Item]] = [
         *((MEMBERSHIP, ada, p) for p in sports_[:49]),
+        *((items.TEACHING, alice, c) for c in classes_),
         *((ENROLMENT, ada, c) for c in classes_),
     ]
     seed(svc, [ada, alice, *sports_, *classes_], links)
