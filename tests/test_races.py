@@ -29,8 +29,10 @@ from write_support import (
 
 from graph_api import items
 from graph_api.app import create_app
+from graph_api.errors import NotFound
 from graph_api.graph.context import Services
 from graph_api.items import ENROLMENT, MEMBERSHIP
+from graph_api.store import transactions
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.writes import classes, edges, propagation, sports, teachers
@@ -291,6 +293,90 @@ def test_a_chunked_student_rename_reaches_a_membership_swapped_in_before_it(
       student {{ id }} {USER_ERRORS} }} }}"""
     write_after_swap(svc, monkeypatch, swap, rename)
     assert [s["name"] for s in sport_students(svc, "p049")] == ["Ada L"]
+    assert_clean(svc)
+
+
+# -- renames under enrolment churn -----------------------------------------------------------
+#
+# Issue 11.2: with students enrolling and unenrolling in a teacher's classes all the time, a
+# rename that re-plans whenever a roster moved never finishes. A write whose plan went stale
+# follows instead: the classes take the new name first, so later enrolments copy it, and the
+# students' entries are read after that; a student who left meanwhile is skipped.
+
+
+@pytest.fixture
+def churn(monkeypatch: pytest.MonkeyPatch, svc: Services) -> Callable[[list[str]], list[str]]:
+    """Before every transaction the write sends, another client enrols a waiting student in
+    one of `classes` or unenrols one (alternately): the rosters never hold still. Returns
+    the log of what the churn did."""
+    log: list[str] = []
+    original = transactions._apply
+    busy = False
+
+    def install(class_ids: list[str]) -> list[str]:
+        async def churned(*args: Any, **kwargs: Any) -> None:
+            nonlocal busy
+            if not busy:
+                busy = True
+                try:
+                    n = len(log)
+                    class_id = class_ids[n % len(class_ids)]
+                    if n % 2 == 0:
+                        await edges.link(table_of(svc), ENROLMENT, f"w{n:03d}", class_id)
+                        log.append(f"+w{n:03d}>{class_id}")
+                    else:  # s<n> is in class n % 3 while the school lasts (else: enrol)
+                        try:
+                            await edges.unlink(table_of(svc), ENROLMENT, f"s{n:03d}", class_id)
+                            log.append(f"-s{n:03d}>{class_id}")
+                        except NotFound:
+                            await edges.link(table_of(svc), ENROLMENT, f"w{n:03d}", class_id)
+                            log.append(f"+w{n:03d}>{class_id}")
+                finally:
+                    busy = False
+            await original(*args, **kwargs)
+
+        monkeypatch.setattr(transactions, "_apply", churned)
+        return log
+
+    return install
+
+
+@pytest.mark.parametrize("size", [5, 40], ids=["one transaction", "chunked"])
+def test_a_teacher_rename_finishes_while_its_classes_churn(
+    svc: Services, churn: Callable[[list[str]], list[str]], size: int
+) -> None:
+    alice = items.teacher("tA", "Alice")
+    klasses = [items.school_class(f"c{n}", f"Subject {n}", alice) for n in range(3)]
+    pupils = students(3 * size)
+    waiting = [items.student(f"w{n:03d}", f"W{n}", f"w{n}@ex.org") for n in range(60)]
+    links: list[tuple[Any, Item, Item]] = [(items.TEACHING, alice, k) for k in klasses]
+    links += [(ENROLMENT, p, klasses[i % 3]) for i, p in enumerate(pupils)]
+    seed(svc, [alice, *klasses, *pupils, *waiting], links)
+    log = churn([k["id"] for k in klasses])
+    result = run(svc, RENAME_ALICE)
+    assert result.problems == []
+    assert result.data["updateTeacher"]["teacher"]["name"] == "Alicia"
+    assert len(log) >= 2  # the rosters moved under the rename, more than once
+    assert {e["teacherName"] for e in entries(svc, "classes")} == {"Alicia"}
+    assert {k["teacherName"] for k in of_type(scan(svc), "class")} == {"Alicia"}
+    assert_clean(svc)
+
+
+def test_a_class_subject_change_finishes_while_its_roster_churns(
+    svc: Services, churn: Callable[[list[str]], list[str]]
+) -> None:
+    alice = items.teacher("tA", "Alice")
+    klass = items.school_class("c1", "Math", alice)
+    pupils = students(120)
+    waiting = [items.student(f"w{n:03d}", f"W{n}", f"w{n}@ex.org") for n in range(60)]
+    links: list[tuple[Any, Item, Item]] = [(items.TEACHING, alice, klass)]
+    links += [(ENROLMENT, p, klass) for p in pupils]
+    seed(svc, [alice, klass, *pupils, *waiting], links)
+    log = churn(["c1"])
+    assert run(svc, CHANGE_SUBJECT).problems == []
+    assert len(log) >= 2
+    assert {e["subject"] for e in entries(svc, "classes")} == {"Physics"}
+    assert of_type(scan(svc), "teacher")[0]["classes"] == {"c1": {"subject": "Physics"}}
     assert_clean(svc)
 
 

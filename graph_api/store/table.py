@@ -84,11 +84,14 @@ class Table:
     def remaining(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
-    async def pause(self, attempt: int) -> None:
-        """Sleep before retry `attempt`, or give up if that would pass the deadline."""
+    async def pause(self, attempt: int, why: str | None = None) -> None:
+        """Sleep before retry `attempt`, or give up if that would pass the deadline, saying
+        `why` we were retrying (by default: DynamoDB did not answer in time)."""
         delay = backoff(attempt)
         if delay >= self.remaining():
-            raise Unavailable("DynamoDB did not answer within this request's deadline; try again")
+            raise Unavailable(
+                why or "DynamoDB did not answer within this request's deadline; try again"
+            )
         await asyncio.sleep(delay)
 
     async def call(self, operation: str, params: dict[str, Any]) -> Any:

@@ -167,8 +167,11 @@ def _reasons(error: ClientError) -> list[str]:
 
 
 class _Failed(Exception):
-    def __init__(self, index: int) -> None:
-        self.index = index
+    """Conditions failed: the indices of the actions whose conditions did, in order."""
+
+    def __init__(self, indices: list[int]) -> None:
+        self.indices = indices
+        self.index = indices[0]
 
 
 async def _apply(table: Table, actions: Sequence[Action], token: str) -> None:
@@ -191,7 +194,10 @@ async def _apply(table: Table, actions: Sequence[Action], token: str) -> None:
                 raise
             reasons = _reasons(error)
             if "ConditionalCheckFailed" in reasons:
-                raise _Failed(reasons.index("ConditionalCheckFailed")) from None
+                failed = [
+                    i for i, reason in enumerate(reasons) if reason == "ConditionalCheckFailed"
+                ]
+                raise _Failed(failed) from None
             if not set(reasons) <= _RETRYABLE:
                 log.error("transaction cancelled: %s", reasons)
                 raise
@@ -227,21 +233,34 @@ async def transact(table: Table, actions: Sequence[Action], token: str | None = 
 
 
 async def transact_each(
-    table: Table, owner: Key, guard: Sequence[Clause], actions: Sequence[Action], token: str
+    table: Table,
+    owner: Key,
+    guard: Sequence[Clause],
+    actions: Sequence[Action],
+    token: str,
+    label: str = "",
 ) -> bool:
-    """Apply follow-up actions 100 a transaction while `owner` still satisfies `guard`.
+    """Apply follow-up actions 99 a transaction while `owner` still satisfies `guard`.
 
     Each transaction checks the guard first: False when it fails (the caller finds out why).
-    Any other failed condition raises Stale: what the actions were planned from changed
-    (an edge vanished, perhaps with another in its place), for the caller to plan again.
+    An action whose own condition fails is dropped and the rest of its chunk sent again:
+    follow-up copies are conditioned on their target still being there, and one that left
+    meanwhile needs no copy. `label` tells apart the tokens of one write's calls.
     """
     step = MAX_ACTIONS - 1
     for n, start in enumerate(range(0, len(actions), step)):
-        chunk = actions[start : start + step]
-        try:  # each chunk is its own transaction, so it needs a token of its own
-            await _apply(table, [check(owner, *guard), *chunk], f"{token[:28]}-{n}")
-        except _Failed as failed:
-            if failed.index == 0:
-                return False
-            raise Stale() from None
+        chunk = list(actions[start : start + step])
+        retry = 0
+        while chunk:
+            # Each transaction (a chunk, or a chunk sent again) needs a token of its own.
+            chunk_token = f"{token[:16]}-{label[:6]}-{n}-{retry}"
+            try:
+                await _apply(table, [check(owner, *guard), *chunk], chunk_token)
+                break
+            except _Failed as failed:
+                if failed.index == 0:
+                    return False
+                gone = {i - 1 for i in failed.indices}
+                chunk = [action for i, action in enumerate(chunk) if i not in gone]
+                retry += 1
     return True

@@ -80,12 +80,15 @@ async def retrying(table: Table, attempt: Callable[[], Awaitable[T]]) -> T:
     """Run a read-then-write attempt until its guards hold (others wrote meanwhile)."""
     for n in range(MAX_WRITE_ATTEMPTS):
         if n:
-            await table.pause(n)
+            await table.pause(n, KEPT_CHANGING)
         try:
             return await attempt()
         except Stale:
             continue
-    raise Unavailable("the graph kept changing under this write; nothing was written, try again")
+    raise Unavailable(KEPT_CHANGING)
+
+
+KEPT_CHANGING = "the graph kept changing under this write; nothing was written, try again"
 
 
 async def delete_if_unlinked(table: Table, kind: Kind, id_: str, counter: str, busy: str) -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_api import keys
-from graph_api.errors import Conflict, Unavailable
+from graph_api.errors import Conflict, NotFound, Unavailable
 from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING, Relation
 from graph_api.keys import Key, Kind
 from graph_api.store.codec import Item
@@ -56,12 +56,28 @@ from graph_api.writes.base import EXISTS, Reads, key_of
 
 CLAIM = "propagation"  # the token of the write whose copies are still being applied
 
+Targets = Callable[[], Awaitable[list[Action]]]
+UNFINISHED = "the update was saved but not all its copies: send it again to finish them"
+
 
 @dataclass
 class Copies:
+    """The copies a node write brings along, planned two ways.
+
+    Held still (`units`, `fences`): every copy, from reads whose counts the `fences` pin on
+    the node, for one transaction with the write. Followed (`first`, `follow_fences`,
+    `targets`): the updates of the nodes the copies are read from (a teacher's classes)
+    commit with the write; `targets` then reads who holds copies, after that commit, so
+    whoever links from then on copies the new values itself and the write never has to
+    catch up with them.
+    """
+
     units: list[list[Action]] = field(default_factory=list)
-    fences: list[Clause] = field(default_factory=list)  # the edge counts the plan saw
+    fences: list[Clause] = field(default_factory=list)  # the relation counts the plan saw
     source: dict[str, Any] = field(default_factory=dict)  # node field -> value copied
+    first: list[Action] = field(default_factory=list)
+    follow_fences: list[Clause] = field(default_factory=list)
+    targets: Targets | None = None
 
     def actions(self) -> list[Action]:
         return [action for unit in self.units for action in unit]
@@ -80,13 +96,15 @@ class NodeWrite:
     assign: Mapping[str, Any]
 
     @classmethod
-    def versioned(cls, node: Item, changes: Mapping[str, Any], copies: Copies) -> NodeWrite:
+    def versioned(
+        cls, node: Item, changes: Mapping[str, Any], copies: Copies, fences: Sequence[Clause]
+    ) -> NodeWrite:
         """`changes` and a version bump, if the node is still the version we read, its
-        edges still number what the copies were planned from, and the fields it does not
-        change still hold what the copies copy."""
+        relations still number what the copies were planned from (`fences`), and the fields
+        it does not change still hold what the copies copy."""
         return cls(
             key_of(node),
-            (("eq", "version", node["version"]), *copies.fences, *copies.holds(skip=changes)),
+            (("eq", "version", node["version"]), *fences, *copies.holds(skip=changes)),
             {**changes, "version": node["version"] + 1},
         )
 
@@ -115,9 +133,10 @@ def copies_needed(kind: Kind, sent: Mapping[str, Any]) -> bool:
 
 
 def _roster_copies(keys_: Sequence[Key], assign: Mapping[str, Any]) -> list[Action]:
-    # Conditioned on `exists`: a copy never resurrects an edge deleted meanwhile. A vanished
-    # edge means the edges changed since the plan (its count may hide one linked in its
-    # place, which copied the old value): the write reads again, even in a follow-up chunk.
+    # Conditioned on `exists`: a copy never resurrects an edge deleted meanwhile. Held still,
+    # a vanished edge means the edges changed since the plan (its count may hide one linked
+    # in its place, which copied the old value): the write reads again. Followed, it is
+    # simply skipped: an edge linked since the write copied the new value.
     return [update(key, EXISTS, assign=assign, on_fail=STALE) for key in keys_]
 
 
@@ -128,7 +147,8 @@ def _entry_copies(
 ) -> list[Action]:
     """One update per owner item (a transaction may touch an item once) setting fields of
     its entries: owner id -> target id -> field -> value. Each entry must still be there
-    (an unlink since the plan makes the write read again) and hold `guard`'s values."""
+    (else, like a vanished edge, the write reads again or skips it) and hold `guard`'s
+    values."""
     actions = []
     for owner_id, targets in sorted(owners.items()):
         clauses: list[Clause] = []
@@ -142,115 +162,161 @@ def _entry_copies(
     return actions
 
 
-async def copies_for(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> Copies:
+async def copies_for(
+    reads: Reads, kind: Kind, node: Mapping[str, Any], held: bool = True
+) -> Copies:
     """Every copy of `node`'s copied fields, set to `node`'s values (its state after the
-    write): a write that claims the copies leaves none behind, whoever started them."""
+    write): a write that claims the copies leaves none behind, whoever started them.
+    `held=False` plans only the followed way, which reads no roster up front."""
     if kind is Kind.STUDENT:
-        return _student_copies(node)
+        return _student_copies(reads, node)
     if kind is Kind.CLASS:
-        return await _class_copies(reads, node)
+        return await _class_copies(reads, node, held=held)
     if kind is Kind.SPORT:
-        return await _sport_copies(reads, node)
-    return await _teacher_copies(reads, node)
+        return await _sport_copies(reads, node, held)
+    return await _teacher_copies(reads, node, held)
 
 
-def _student_copies(student: Mapping[str, Any]) -> Copies:
-    """A student's name on the edge items of its rosters, found from its own maps."""
+def _student_edges(student: Mapping[str, Any]) -> list[Key]:
     sid = student["id"]
-    edges = [
+    return [
         keys.edge(Kind.STUDENT, sid, relation.target, target_id)[0]
         for relation in (ENROLMENT, MEMBERSHIP)
         for target_id in relation.entries(student)
     ]
+
+
+def _student_copies(reads: Reads, student: Mapping[str, Any]) -> Copies:
+    """A student's name on the edge items of its rosters, found from its own maps."""
     assert ENROLMENT.roster is not None  # memberships copy the same
     assign = {attr: student[src] for attr, src in ENROLMENT.roster.items()}
+    edges = _student_edges(student)
+
+    async def targets() -> list[Action]:  # the edges as they are once the name is written
+        try:
+            now = await reads.node(Kind.STUDENT, student["id"])
+        except NotFound:
+            return []  # deleted meanwhile, with its edges: no copies left to write
+        return _roster_copies(_student_edges(now), assign)
+
     return Copies(
         units=[_roster_copies(edges, assign)],
         fences=[("eq", ENROLMENT.owner_count, len(edges))],
         source={src: student[src] for src in ENROLMENT.roster.values()},
+        targets=targets,
     )
 
 
 async def _students_of(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> list[str]:
-    roster = await reads.roster(kind, node["id"])
-    if len(roster) != node["studentCount"]:
+    """The students on a class's or a sport's roster, which must agree with its count."""
+    students = await _roster(reads, kind, node["id"])
+    if len(students) != node["studentCount"]:
         raise Stale()  # an edge and its count always move together: we read mid-way
-    return [edge["studentId"] for edge in roster]
+    return students
+
+
+async def _roster(reads: Reads, kind: Kind, id_: str) -> list[str]:
+    return [edge["studentId"] for edge in await reads.roster(kind, id_)]
 
 
 async def _class_copies(
     reads: Reads,
     klass: Mapping[str, Any],
     teaching: bool = True,
-    only: Collection[str] | None = None,
-    teacher_id: str | None = None,
+    copies_teacher: bool = False,
+    held: bool = True,
 ) -> Copies:
-    """`teaching=False` when the caller writes the teacher's entry itself; `only` limits the
-    copies to some of the class's fields; `teacher_id`: copy only into entries that still
-    name that teacher (a teacher's rename)."""
+    """`teaching=False` when the caller writes the teacher's entry itself; `copies_teacher`
+    when the write copies the teacher's name into the class: the teacher's entry is then
+    guarded by that name, so the name is still the teacher's when the write commits."""
     cid = klass["id"]
-    copied = {f: klass[f] for f in ENROLMENT.entry if only is None or f in only}
-    students = await _students_of(reads, Kind.CLASS, klass)
-    guard = {"teacherId": teacher_id} if teacher_id is not None else {}
-    actions = _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in students}, guard)
-    taught = {f: klass[f] for f in TEACHING.entry if f in copied}
-    if teaching and taught:
-        # The teacher's entry first (so it commits with the class), guarded by the name the
-        # class copies: the class's teacher is still the one we copied.
-        own = update(
-            keys.node(Kind.TEACHER, klass["teacherId"]),
-            ("has", TEACHING.path(cid)),
-            ("eq", "name", klass["teacherName"]),
-            assign={TEACHING.path(cid, f): v for f, v in taught.items()},
-            on_fail=STALE,
+    copied = {f: klass[f] for f in ENROLMENT.entry}
+    first: list[Action] = []
+    taught = {f: klass[f] for f in TEACHING.entry}
+    if teaching:
+        named: list[Clause] = [("eq", "name", klass["teacherName"])] if copies_teacher else []
+        first.append(
+            update(
+                keys.node(Kind.TEACHER, klass["teacherId"]),
+                ("has", TEACHING.path(cid)),
+                *named,
+                assign={TEACHING.path(cid, f): v for f, v in taught.items()},
+                on_fail=STALE,
+            )
         )
-        actions.insert(0, own)
+    students = await _students_of(reads, Kind.CLASS, klass) if held else []
+
+    async def targets() -> list[Action]:
+        now = await _roster(reads, Kind.CLASS, cid)
+        return _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in now})
+
     return Copies(
-        units=[actions],
+        units=[first + _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in students})],
         fences=[("eq", "studentCount", len(students))],
         source=copied,
+        first=first,
+        targets=targets,
     )
 
 
-async def _sport_copies(reads: Reads, sport: Mapping[str, Any]) -> Copies:
+async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = True) -> Copies:
     pid = sport["id"]
     copied = MEMBERSHIP.entry_of(sport)
-    students = await _students_of(reads, Kind.SPORT, sport)
+    students = await _students_of(reads, Kind.SPORT, sport) if held else []
+
+    async def targets() -> list[Action]:
+        now = await _roster(reads, Kind.SPORT, pid)
+        return _entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in now})
+
     return Copies(
         units=[_entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in students})],
         fences=[("eq", "studentCount", len(students))],
         source=copied,
+        targets=targets,
     )
 
 
-async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any]) -> Copies:
+async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool = True) -> Copies:
     """The name on each of the teacher's classes, then in the entries of their students
     (one update per student, however many of the teacher's classes it is in)."""
     tid, name = teacher["id"], teacher["name"]
     class_ids = sorted(TEACHING.entries(teacher))
-    copies = Copies(fences=[("eq", TEACHING.owner_count, len(class_ids))], source={"name": name})
     # Every copy is guarded by "still this teacher's": a class moved away meanwhile keeps
     # the copies its move wrote. Only the name is copied: the subject is the class's to copy.
     ours: Clause = ("eq", "teacherId", tid)
-    own: list[Action] = []
-    entries: dict[str, dict[str, dict[str, Any]]] = {}
-    classes = await reads.nodes(Kind.CLASS, class_ids)
+
+    def own(class_id: str, *fences: Clause) -> Action:
+        node = keys.node(Kind.CLASS, class_id)
+        return update(node, ours, *fences, assign={"teacherName": name}, on_fail=STALE)
+
+    def entries(rosters: Mapping[str, Sequence[str]]) -> list[Action]:
+        by_student: dict[str, dict[str, dict[str, Any]]] = {}
+        for class_id, students in rosters.items():
+            for sid in students:
+                by_student.setdefault(sid, {})[class_id] = {"teacherName": name}
+        return _entry_copies(ENROLMENT, by_student, {"teacherId": tid})
+
+    classes = await reads.nodes(Kind.CLASS, class_ids) if held else []
     rosters = await asyncio.gather(*(_students_of(reads, Kind.CLASS, k) for k in classes))
-    for klass, students in zip(classes, rosters, strict=True):
-        own.append(
-            update(
-                key_of(klass),
-                ours,
-                ("eq", "studentCount", len(students)),
-                assign={"teacherName": name},
-                on_fail=STALE,
-            )
-        )
-        for sid in students:
-            entries.setdefault(sid, {})[klass["id"]] = {"teacherName": name}
-    # The classes first: links from then on copy the new name from them.
-    copies.units = [own, _entry_copies(ENROLMENT, entries, {"teacherId": tid})]
-    return copies
+    renamed = [
+        own(k["id"], ("eq", "studentCount", len(students)))
+        for k, students in zip(classes, rosters, strict=True)
+    ]
+
+    async def targets() -> list[Action]:
+        now = await asyncio.gather(*(_roster(reads, Kind.CLASS, c) for c in class_ids))
+        return entries(dict(zip(class_ids, now, strict=True)))
+
+    count: Clause = ("eq", TEACHING.owner_count, len(class_ids))
+    return Copies(
+        # The classes first: links from then on copy the new name from them.
+        units=[renamed, entries({k["id"]: r for k, r in zip(classes, rosters, strict=True)})],
+        fences=[count],
+        source={"name": name},
+        first=[own(class_id) for class_id in class_ids],
+        follow_fences=[count],
+        targets=targets,
+    )
 
 
 async def plan(
@@ -267,8 +333,10 @@ async def plan(
     if not copies_needed(kind, changes):
         return Copies()
     state = {**node, **changes}
-    if moving:
-        return await _class_copies(reads, state, teaching=False)
+    if kind is Kind.CLASS:
+        return await _class_copies(
+            reads, state, teaching=not moving, copies_teacher="teacherName" in changes
+        )
     return await copies_for(reads, kind, state)
 
 
@@ -284,8 +352,7 @@ async def update_node(
     """Write `changes` to `node` (as read; the caller has checked `expectedVersion`), with
     `head` and every copy the changes need: how each `update*` mutation writes."""
     copies = await plan(reads, kind, node, changes, moving=moving)
-    write_ = NodeWrite.versioned(node, changes, copies)
-    await write(reads.table, write_, head, copies, replan(reads, kind, node["id"]))
+    await write(reads.table, node, changes, head, copies, replan(reads, kind, node["id"]))
 
 
 Replan = Callable[[], Awaitable[Copies]]
@@ -295,60 +362,87 @@ def replan(reads: Reads, kind: Kind, id_: str) -> Replan:
     """Plans a node's copies again from the node as it is now (for `write`)."""
 
     async def again() -> Copies:
-        return await copies_for(reads, kind, await reads.node(kind, id_))
+        return await copies_for(reads, kind, await reads.node(kind, id_), held=False)
 
     return again
 
 
 async def write(
-    table: Table, node: NodeWrite, head: Sequence[Action], copies: Copies, replan: Replan
+    table: Table,
+    node: Item,
+    changes: Mapping[str, Any],
+    head: Sequence[Action],
+    copies: Copies,
+    replan: Replan,
 ) -> None:
-    """Apply a node write and its copies: atomically when they fit one transaction.
+    """Apply a node write and its copies: atomically when they fit one transaction and what
+    they were planned from holds still; else followed.
 
-    Otherwise the head claims the copies and they follow in chunks; when one finds the graph
-    changed under it, `replan` reads the node and its edges again and the copies continue
-    from there under a new claim (the node's own write has committed: it is not redone).
+    Followed, the write claims its copies with a token and commits with the nodes they are
+    read from; the copies then follow in chunks, read after that commit, each chunk checking
+    the claim. A copy whose target left meanwhile (an unenrolled student) is dropped, not a
+    reason to start over: the write never races the traffic it renames under. When the
+    node's copied fields change under the chunks (a class's teacher renamed), `replan`
+    reads the node again and the copies continue under a new claim (the node's own write
+    has committed: it is not redone).
     """
     rest = copies.actions()
     if 1 + len(head) + len(rest) <= MAX_ACTIONS:
-        await transact(table, [node.action(None, bool(rest)), *head, *rest])
-        return
+        write_ = NodeWrite.versioned(node, changes, copies, copies.fences)
+        try:
+            await transact(table, [write_.action(None, bool(rest)), *head, *rest])
+            return
+        except Stale:
+            if copies.targets is None:
+                raise
+            # What the plan read moved (an enrolment in the renamed class): follow instead.
+            # If the node itself moved, the followed write's own guards say so.
+    assert copies.targets is not None
     token = new_token()
-    first = [node.action(token, True), *head]
-    room = MAX_ACTIONS - len(first)
-    await transact(table, first + rest[:room], token)
-    pending = rest[room:]
+    write_ = NodeWrite.versioned(node, changes, copies, copies.follow_fences)
+    start = [write_.action(token, True), *head, *copies.first]
+    await transact(table, start[:MAX_ACTIONS], token)  # Stale: the caller reads again
+    await _follow(table, write_.key, token, copies, start[MAX_ACTIONS:], replan)
+
+
+async def _follow(
+    table: Table,
+    key: Key,
+    token: str,
+    copies: Copies,
+    pending_first: list[Action],
+    replan: Replan,
+) -> None:
+    """Apply the rest of a claimed write's copies: `pending_first`, then its targets."""
     attempt = 0
     while True:
-        try:
-            guard = [("eq", CLAIM, token), *copies.holds()]
-            if await transact_each(table, node.key, guard, pending, token):
-                # Done and still ours: release the claim (a newer write may hold it since).
-                release = update(node.key, ("eq", CLAIM, token), remove=[CLAIM])
-                with contextlib.suppress(Conflict):
-                    await transact(table, [release])
-                return
-            # The guard failed: a later write took the claim over (its copies win), or a
-            # copied field changed under ours (a class's teacher was renamed): plan again.
-            current = await table.get(node.key, consistent=True)
-            if current is None or current.get(CLAIM) != token:
-                return
-        except Stale:
-            pass
+        assert copies.targets is not None
+        guard = [("eq", CLAIM, token), *copies.holds()]
+        if await transact_each(table, key, guard, pending_first, token, "first") and (
+            await transact_each(table, key, guard, await copies.targets(), token, "copies")
+        ):
+            # Done and still ours: release the claim (a newer write may hold it since).
+            release = update(key, ("eq", CLAIM, token), remove=[CLAIM])
+            with contextlib.suppress(Conflict):
+                await transact(table, [release])
+            return
+        # The guard failed: a later write took the claim over (its copies win), or a copied
+        # field changed under ours (a class's teacher was renamed): plan again.
+        current = await table.get(key, consistent=True)
+        if current is None or current.get(CLAIM) != token:
+            return
         while True:  # plan the copies again from the node as it is now, and claim them
             attempt += 1
             if attempt > MAX_ATTEMPTS:
-                raise Unavailable(
-                    "the update was saved but not all its copies: send it again to finish them"
-                )
-            await table.pause(attempt)
+                raise Unavailable(UNFINISHED)
+            await table.pause(attempt, UNFINISHED)
             try:
                 copies = await replan()
                 token = new_token()
                 claim = update(
-                    node.key,
+                    key,
                     EXISTS,
-                    *copies.fences,
+                    *copies.follow_fences,
                     *copies.holds(),
                     assign={CLAIM: token},
                     on_fail=STALE,
@@ -356,5 +450,5 @@ async def write(
                 await transact(table, [claim], token)
             except Stale:
                 continue
-            pending = copies.actions()
+            pending_first = copies.first
             break
