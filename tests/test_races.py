@@ -350,7 +350,9 @@ def test_a_teacher_rename_finishes_while_its_classes_churn(
     pupils = students(3 * size)
     waiting = [items.student(f"w{n:03d}", f"W{n}", f"w{n}@ex.org") for n in range(60)]
     links: list[tuple[Any, Item, Item]] = [(items.TEACHING, alice, k) for k in klasses]
-    links += [(ENROLMENT, p, klasses[i % 3]) for i, p in enumerate(pupils)]
+    # Each pupil is in two of the three classes: one update of its item copies both names,
+    # and leaving one class must not cost the other its copy.
+    links += [(ENROLMENT, p, klasses[(i + d) % 3]) for i, p in enumerate(pupils) for d in (0, 1)]
     seed(svc, [alice, *klasses, *pupils, *waiting], links)
     log = churn([k["id"] for k in klasses])
     result = run(svc, RENAME_ALICE)

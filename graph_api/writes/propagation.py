@@ -56,7 +56,10 @@ from graph_api.writes.base import EXISTS, Reads, key_of
 
 CLAIM = "propagation"  # the token of the write whose copies are still being applied
 
-Targets = Callable[[], Awaitable[list[Action]]]
+# Reads who holds copies now; the copy actions in rounds, applied one round after another.
+# A round touches each item at most once; a followed copy whose condition fails is dropped,
+# so it must carry one entry only (dropping a merged update would drop its other entries).
+Targets = Callable[[], Awaitable[list[list[Action]]]]
 UNFINISHED = "the update was saved but not all its copies: send it again to finish them"
 
 
@@ -192,12 +195,12 @@ def _student_copies(reads: Reads, student: Mapping[str, Any]) -> Copies:
     assign = {attr: student[src] for attr, src in ENROLMENT.roster.items()}
     edges = _student_edges(student)
 
-    async def targets() -> list[Action]:  # the edges as they are once the name is written
+    async def targets() -> list[list[Action]]:  # the edges once the name is written
         try:
             now = await reads.node(Kind.STUDENT, student["id"])
         except NotFound:
             return []  # deleted meanwhile, with its edges: no copies left to write
-        return _roster_copies(_student_edges(now), assign)
+        return [_roster_copies(_student_edges(now), assign)]
 
     return Copies(
         units=[_roster_copies(edges, assign)],
@@ -246,9 +249,9 @@ async def _class_copies(
         )
     students = await _students_of(reads, Kind.CLASS, klass) if held else []
 
-    async def targets() -> list[Action]:
+    async def targets() -> list[list[Action]]:
         now = await _roster(reads, Kind.CLASS, cid)
-        return _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in now})
+        return [_entry_copies(ENROLMENT, {sid: {cid: copied} for sid in now})]
 
     return Copies(
         units=[first + _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in students})],
@@ -264,9 +267,9 @@ async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = Tru
     copied = MEMBERSHIP.entry_of(sport)
     students = await _students_of(reads, Kind.SPORT, sport) if held else []
 
-    async def targets() -> list[Action]:
+    async def targets() -> list[list[Action]]:
         now = await _roster(reads, Kind.SPORT, pid)
-        return _entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in now})
+        return [_entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in now})]
 
     return Copies(
         units=[_entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in students})],
@@ -303,9 +306,11 @@ async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool =
         for k, students in zip(classes, rosters, strict=True)
     ]
 
-    async def targets() -> list[Action]:
+    async def targets() -> list[list[Action]]:
+        # One round per class: a student in two of the teacher's classes gets two updates,
+        # in two transactions, so a class it left meanwhile drops that entry's copy only.
         now = await asyncio.gather(*(_roster(reads, Kind.CLASS, c) for c in class_ids))
-        return entries(dict(zip(class_ids, now, strict=True)))
+        return [entries({c: roster}) for c, roster in zip(class_ids, now, strict=True)]
 
     count: Clause = ("eq", TEACHING.owner_count, len(class_ids))
     return Copies(
@@ -405,6 +410,15 @@ async def write(
     await _follow(table, write_.key, token, copies, start[MAX_ACTIONS:], replan)
 
 
+async def _each_round(
+    table: Table, key: Key, guard: Sequence[Clause], rounds: list[list[Action]], token: str
+) -> bool:
+    for n, actions in enumerate(rounds):
+        if not await transact_each(table, key, guard, actions, token, f"c{n}"):
+            return False
+    return True
+
+
 async def _follow(
     table: Table,
     key: Key,
@@ -419,7 +433,7 @@ async def _follow(
         assert copies.targets is not None
         guard = [("eq", CLAIM, token), *copies.holds()]
         if await transact_each(table, key, guard, pending_first, token, "first") and (
-            await transact_each(table, key, guard, await copies.targets(), token, "copies")
+            await _each_round(table, key, guard, await copies.targets(), token)
         ):
             # Done and still ours: release the claim (a newer write may hold it since).
             release = update(key, ("eq", CLAIM, token), remove=[CLAIM])
