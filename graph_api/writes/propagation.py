@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -307,10 +308,19 @@ async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool =
     ]
 
     async def targets() -> list[list[Action]]:
-        # One round per class: a student in two of the teacher's classes gets two updates,
-        # in two transactions, so a class it left meanwhile drops that entry's copy only.
+        # Round k holds each student's k-th entry: a student in two of the teacher's classes
+        # gets two updates, in two transactions, so a class it left meanwhile drops that
+        # entry's copy only; there are as many rounds as the most of its classes one student is in.
         now = await asyncio.gather(*(_roster(reads, Kind.CLASS, c) for c in class_ids))
-        return [entries({c: roster}) for c, roster in zip(class_ids, now, strict=True)]
+        rounds: list[dict[str, list[str]]] = []
+        taken: Counter[str] = Counter()
+        for class_id, roster in zip(class_ids, now, strict=True):
+            for sid in roster:
+                if taken[sid] == len(rounds):
+                    rounds.append({})
+                rounds[taken[sid]].setdefault(class_id, []).append(sid)
+                taken[sid] += 1
+        return [entries(by_class) for by_class in rounds]
 
     count: Clause = ("eq", TEACHING.owner_count, len(class_ids))
     return Copies(
