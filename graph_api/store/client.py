@@ -17,12 +17,14 @@ from functools import partial
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
 from graph_api.store.ledger import Call, Ledger
+from graph_api.store.response_parser import DynamoResponseParserFactory
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,10 @@ class Dynamo:
         kwargs: dict[str, Any] = {"config": config}
         if settings.endpoint_url:
             kwargs.update(endpoint_url=settings.endpoint_url, **LOCAL_CREDENTIALS)
-        self.client = boto3.session.Session().client("dynamodb", **kwargs)
+        session = botocore.session.get_session()
+        # Successful responses parsed without botocore's walk over every attribute value.
+        session.register_component("response_parser_factory", DynamoResponseParserFactory())
+        self.client = boto3.session.Session(botocore_session=session).client("dynamodb", **kwargs)
         self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
 

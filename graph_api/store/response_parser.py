@@ -1,0 +1,119 @@
+"""botocore's DynamoDB response parsing, minus the walk over every attribute value.
+
+botocore parses a JSON response in two passes: `json.loads`, then a walk of the operation's
+output shape over the whole result, value by value, to turn blobs into bytes and timestamps
+into datetimes. For DynamoDB almost all of a response is items, and items are maps of
+`AttributeValue` (`{"S": ...}`, `{"M": {...}}`, `{"L": [...]}`): the walk visits every
+attribute, nested maps and lists included, and hands back an equal dict. Measured, that walk
+is nearly all of the CPU of parsing a BatchGetItem of 30 students (about 28 KB); our codec
+(`codec.decode`) reads the wire form directly, so we only need it handed over as parsed.
+
+`DynamoResponseParserFactory` is the botocore session's `response_parser_factory`
+component, so boto3 keeps doing everything else (signing, credentials, endpoints, retries,
+errors). Its parser differs from botocore's `JSONParser` in two ways only, on successful
+responses (HTTP < 300):
+
+- the body is decoded by orjson (stdlib `json` when orjson refuses it, as botocore would);
+- a map of `AttributeValue` (an item, a key) is taken as decoded, not walked. The rest of
+  the output shape (`ConsumedCapacity`, `UnprocessedKeys`, `ItemCollectionMetrics`, ...) is
+  still walked by botocore's own code, so unknown members are still dropped.
+
+That is exactly botocore's result as long as every attribute value carries one known,
+non-null type tag, which is what DynamoDB sends, and no integer outside the attribute
+values exceeds 64 bits (orjson makes it a float; counts and capacities never do). A body
+with a binary attribute (`B`, `BS`: botocore decodes their base64 into bytes) is parsed by
+botocore's parser, as are error responses (HTTP >= 300), so `ClientError` (codes,
+`CancellationReasons`, modeled fields) is unchanged. tests/test_response_parser.py pins the
+output against botocore's on real responses of every operation we use, on both backends.
+
+The CRC32 of a DynamoDB response (`x-amz-crc32`) is not checked while parsing: botocore
+checks it in its retry handler, only to decide on another attempt, and our client allows one
+attempt (client.py), so botocore never computed it there either.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from botocore.model import MapShape, Shape
+from botocore.parsers import JSONParser, ResponseParser, ResponseParserFactory
+
+# A binary attribute's type tag as a JSON key, with or without whitespace before the colon
+# (moto writes `"B": `). A string that merely contains it only costs the slow path.
+_BINARY_TAG = re.compile(rb'"BS?"\s*:')
+
+
+def _may_hold_binary(body: bytes) -> bool:
+    # Substring tests first: a regex search over every '"' of 30 KB costs more.
+    return (b'"B"' in body or b'"BS"' in body) and _BINARY_TAG.search(body) is not None
+
+
+# botocore's private methods that we extend (botocore-stubs declares only the public API).
+_JSON: Any = JSONParser
+
+
+def _is_attribute_map(shape: Shape) -> bool:
+    """An attribute value, or a map of them (an item, a key)."""
+    if isinstance(shape, MapShape):
+        return shape.value.name == "AttributeValue"
+    return shape.name == "AttributeValue"
+
+
+class DynamoJSONParser(JSONParser):
+    """botocore's JSON parser, with attribute values taken as decoded (module docstring)."""
+
+    def __init__(self, **defaults: Any) -> None:
+        super().__init__(**defaults)
+        self._botocore = JSONParser(**defaults)
+        # Shapes live as long as the client's service model; remember the answer per name.
+        self._attribute_maps: dict[str, bool] = {}
+
+    def parse(self, response: Mapping[str, Any], shape: Shape) -> Any:
+        body = response.get("body")
+        if response["status_code"] >= 300 or not isinstance(body, bytes) or _may_hold_binary(body):
+            return self._botocore.parse(response, shape)
+        return super().parse(response, shape)
+
+    def _parse_body_as_json(self, body_contents: bytes) -> Any:
+        if not body_contents:
+            return {}
+        try:
+            return orjson.loads(body_contents)
+        except orjson.JSONDecodeError:  # invalid UTF-8, NaN, a lone surrogate, not JSON
+            return _JSON._parse_body_as_json(self, body_contents)
+
+    def _parse_shape(self, shape: Shape, node: Any) -> Any:
+        attribute_map = self._attribute_maps.get(shape.name)
+        if attribute_map is None:
+            attribute_map = self._attribute_maps[shape.name] = _is_attribute_map(shape)
+        if attribute_map:
+            return node
+        return _JSON._parse_shape(self, shape, node)
+
+
+class DynamoResponseParserFactory(ResponseParserFactory):
+    """A botocore session's `response_parser_factory`: `DynamoJSONParser` for "json".
+
+    One parser per factory (parsers keep no state between responses), instead of a new one
+    per response.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parser_defaults: dict[str, Any] = {}
+        self._json: DynamoJSONParser | None = None
+
+    def set_parser_defaults(self, **kwargs: Any) -> None:
+        super().set_parser_defaults(**kwargs)
+        self._parser_defaults.update(kwargs)
+        self._json = None
+
+    def create_parser(self, protocol_name: str) -> ResponseParser:
+        if protocol_name != "json":
+            return super().create_parser(protocol_name)
+        if self._json is None:
+            self._json = DynamoJSONParser(**self._parser_defaults)
+        return self._json
