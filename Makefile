@@ -9,7 +9,7 @@ UV_VERSION := $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}'
 # uv finds this machine's Python (the venv's); it never downloads one.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-naive bench-embedded schema clean lock
+.PHONY: run test test-dynamodb-local dynamodb-local load lint bench profile bench-naive bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (dev extra and this project, editable, included): nothing is resolved at install,
@@ -59,6 +59,14 @@ lint: $(STAMP)  ## ruff, mypy, and uv.lock up to date with pyproject.toml
 # needs it says why in one line and measures our side only. BENCH_ARGS="--requests 200".
 bench: $(STAMP)  ## us beside the PostGraphile peer: five queries, one run (about 2 min)
 	$(BIN)/python -m tools.peer_bench $(BENCH_ARGS)
+
+# PROFILE_QUERY=Q1..Q5 (default Q1). The query runs in process with DynamoDB's answers served
+# from memory (tools/replay.py), so the graph shows GraphQL execution and our code only.
+PROFILE_QUERY ?= Q1
+profile: $(STAMP)  ## flame graph of a bench query, GraphQL + our code: test-output/profile-Q1.svg
+	@mkdir -p test-output
+	$(BIN)/py-spy record --rate 250 --format flamegraph -o test-output/profile-$(PROFILE_QUERY).svg \
+		-- $(BIN)/python -m tools.replay --query $(PROFILE_QUERY) --seconds 10
 
 bench-naive: $(STAMP)  ## DynamoDB requests and latency per query, batched vs naive
 	$(BIN)/python -m tools.bench
