@@ -56,8 +56,9 @@ N = TypeVar("N", bound=NodeBase)
 
 def written(info: Info, node_type: type[N], id_: str) -> N:
     """The node just written, read back strongly consistent (never from GSI1)."""
-    info.context.loaders.after_write()
-    return node_type(id=strawberry.ID(id_), known={})
+    loaders = info.context.loaders
+    loaders.after_write()
+    return node_type.of(id_, {}, loaders)
 
 
 @strawberry.type

@@ -7,53 +7,75 @@ item loader, so asking for one more field of 50 nodes costs one BatchGetItem, no
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
+from types import CoroutineType
 from typing import Any, ClassVar, Self, TypeVar
 
 import strawberry
 
 from graph_api import keys
 from graph_api.errors import NotFound
-from graph_api.graph.context import Info
 from graph_api.items import TYPE
 from graph_api.keys import Kind
 from graph_api.store.codec import Item
+from graph_api.store.loaders import Loaders
 
 T = TypeVar("T")
+# A node type's fields read without a resolver: Python name → item attribute, or a function
+# of the node (a field built from several attributes).
+Attributes = Mapping[str, str | Callable[[Any], Any]]
 
 
 class NodeBase:
+    """A node: its id, what is known of it, and the request's loaders to read the rest.
+
+    Its fields that need neither arguments nor `Info` (`attributes`: Python name → the item
+    attribute, or a function of the node) are declared without a resolver, so Strawberry
+    reads them with `getattr`, far cheaper than a resolver call; `__getattr__` answers them
+    from `known`, or with an awaitable that loads the node.
+    """
+
     kind: ClassVar[Kind]
+    attributes: ClassVar[Attributes] = {}
     id: strawberry.ID
     known: dict[str, Any]
-
-    def __init__(
-        self, *, id: strawberry.ID, known: dict[str, Any]
-    ) -> None: ...  # replaced by the dataclass __init__ strawberry.type writes for each subclass
+    loaders: Loaders
 
     @classmethod
-    def from_item(cls, item: Item) -> Self:
+    def of(cls, id_: str, known: dict[str, Any], loaders: Loaders) -> Self:
+        # Not the dataclass __init__ Strawberry writes, which would want every field's
+        # value: the scalar fields stay unset and resolve through __getattr__ when selected.
+        node = cls.__new__(cls)
+        node.id = strawberry.ID(id_)
+        node.known = known
+        node.loaders = loaders
+        return node
+
+    @classmethod
+    def from_item(cls, item: Item, loaders: Loaders) -> Self:
         """The node from its own item: every field is known."""
-        return cls(id=strawberry.ID(item["id"]), known=item)
+        return cls.of(item["id"], item, loaders)
 
     @classmethod
-    def from_view(cls, view: tuple[str, dict[str, Any]]) -> Self:
+    def from_view(cls, view: tuple[str, dict[str, Any]], loaders: Loaders) -> Self:
         """The node as an edge sees it: its id and the edge's copies of its fields."""
-        return cls(id=strawberry.ID(view[0]), known=view[1])
+        return cls.of(view[0], view[1], loaders)
 
     @classmethod
-    def from_entry(cls, id_: str, entry: Mapping[str, Any]) -> Self:
+    def from_entry(cls, id_: str, entry: Mapping[str, Any], loaders: Loaders) -> Self:
         """The node as an entry of another node's map sees it (a student's class)."""
-        return cls(id=strawberry.ID(id_), known=dict(entry))
+        return cls.of(id_, dict(entry), loaders)
 
-    async def read(self, info: Info, name: str) -> Any:
-        """The field's value, loading the node's item if it is not known yet."""
-        value = self.get(info, name)
-        return await value if inspect.isawaitable(value) else value
+    def __getattr__(self, name: str) -> Any:
+        # Called only for attributes not set on the node: its scalar GraphQL fields.
+        attribute = type(self).attributes.get(name)
+        if attribute is None:
+            raise AttributeError(name)
+        return self.get(attribute) if isinstance(attribute, str) else attribute(self)
 
-    def get(self, info: Info, name: str) -> Any:
-        """The field's value when known, else an awaitable of it (graphql-core awaits it).
+    def get(self, name: str) -> Any:
+        """The item attribute's value when known, else an awaitable of it (graphql-core
+        awaits it).
 
         Returning plain values keeps the common case free of a coroutine and a task per
         field, which dominated the cost of wide lists.
@@ -63,18 +85,19 @@ class NodeBase:
             return known[name]
         if TYPE in known:  # the whole item: an attribute it lacks is absent, not unread
             return None
-        return self._load(info, name)
+        return self._load(name)
 
-    async def _load(self, info: Info, name: str) -> Any:
-        item = await info.context.loaders.item.load(keys.node(self.kind, self.id))
+    async def _load(self, name: str) -> Any:
+        item = await self.loaders.item.load(keys.node(self.kind, self.id))
         if item is None:
             raise NotFound(f"{self.kind.lower()} {self.id} does not exist", id=self.id)
         return item.get(name)
 
 
 def then(value: Any, apply: Callable[[Any], T]) -> Any:
-    """`apply(value)`, now if `value` is plain, later if it is awaitable."""
-    if inspect.isawaitable(value):
+    """`apply(value)`, now if `value` is plain, later if it is a coroutine (`NodeBase.get`'s
+    awaitables are; the exact type check is far cheaper than `inspect.isawaitable`)."""
+    if isinstance(value, CoroutineType):
         awaitable = value
 
         async def later() -> T:

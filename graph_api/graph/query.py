@@ -23,22 +23,22 @@ class Query:
     @strawberry.field
     async def student(self, info: Info, id: strawberry.ID) -> Student | None:
         item = await info.context.loaders.item.load(keys.node(Kind.STUDENT, id))
-        return Student.from_item(item) if item else None
+        return Student.from_item(item, info.context.loaders) if item else None
 
     @strawberry.field
     async def teacher(self, info: Info, id: strawberry.ID) -> Teacher | None:
         item = await info.context.loaders.item.load(keys.node(Kind.TEACHER, id))
-        return Teacher.from_item(item) if item else None
+        return Teacher.from_item(item, info.context.loaders) if item else None
 
     @strawberry.field(name="class")
     async def class_(self, info: Info, id: strawberry.ID) -> Class | None:
         item = await prefetch.node_with_roster(info, Kind.CLASS, id)
-        return Class.from_item(item) if item else None
+        return Class.from_item(item, info.context.loaders) if item else None
 
     @strawberry.field
     async def sport(self, info: Info, id: strawberry.ID) -> Sport | None:
         item = await prefetch.node_with_roster(info, Kind.SPORT, id)
-        return Sport.from_item(item) if item else None
+        return Sport.from_item(item, info.context.loaders) if item else None
 
     @strawberry.field(
         description=f"Students by id, in order; null for unknown ids. At most {MAX_IDS}."
@@ -48,7 +48,8 @@ class Query:
             raise BadUserInput(f"ids takes at most {MAX_IDS} ids", field="ids")
         node_keys = [keys.node(Kind.STUDENT, keys.check_id(i, field="ids")) for i in ids]
         found = await info.context.loaders.item.load_many(node_keys)
-        return [Student.from_item(item) if item else None for item in found]
+        loaders = info.context.loaders
+        return [Student.from_item(item, loaders) if item else None for item in found]
 
     @strawberry.field
     async def teachers(

@@ -2,46 +2,47 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import strawberry
 
 from graph_api import items, keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import NodeBase, then
+from graph_api.graph.nodes import Attributes, NodeBase, then
 from graph_api.graph.paging import Connection
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
 from graph_api.keys import Kind
 
 
+def _teacher(root: Class) -> Teacher:
+    # The class (and every edge to it) copies the teacher's name: no read for `name`.
+    known = root.known
+    teacher_known = {"name": known["teacherName"]} if "teacherName" in known else {}
+    return then(  # type: ignore[no-any-return]
+        root.get("teacherId"),
+        lambda teacher_id: Teacher.of(teacher_id, teacher_known, root.loaders),
+    )
+
+
 @strawberry.type
 class Class(NodeBase):
     kind = Kind.CLASS
+    attributes: ClassVar[Attributes] = {
+        "subject": "subject",
+        "teacher": _teacher,
+        "student_count": "studentCount",
+        "version": "version",
+    }
     id: strawberry.ID
     known: strawberry.Private[dict[str, Any]]
 
-    @strawberry.field
-    def subject(self, info: Info) -> str:
-        return self.get(info, "subject")  # type: ignore[no-any-return]
-
-    @strawberry.field
-    def teacher(self, info: Info) -> Teacher:
-        # The class (and every edge to it) copies the teacher's name: no read for `name`.
-        known = {"name": self.known["teacherName"]} if "teacherName" in self.known else {}
-        return then(  # type: ignore[no-any-return]
-            self.get(info, "teacherId"),
-            lambda teacher_id: Teacher(id=strawberry.ID(teacher_id), known=known),
-        )
-
-    @strawberry.field
-    def student_count(self, info: Info) -> int:
-        return self.get(info, "studentCount")  # type: ignore[no-any-return]
-
-    @strawberry.field
-    def version(self, info: Info) -> int:
-        return self.get(info, "version")  # type: ignore[no-any-return]
+    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    subject: str
+    teacher: Teacher
+    student_count: int
+    version: int
 
     @strawberry.field
     async def students(
@@ -54,5 +55,5 @@ class Class(NodeBase):
             rng,
             first,
             after,
-            lambda edge: Student.from_view(items.ENROLMENT.owner_view(edge)),
+            lambda edge, loaders: Student.from_view(items.ENROLMENT.owner_view(edge), loaders),
         )

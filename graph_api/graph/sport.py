@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import strawberry
 
 from graph_api import items, keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import NodeBase
+from graph_api.graph.nodes import Attributes, NodeBase
 from graph_api.graph.paging import Connection
 from graph_api.graph.student import Student
 from graph_api.keys import Kind
@@ -18,24 +18,20 @@ from graph_api.keys import Kind
 @strawberry.type
 class Sport(NodeBase):
     kind = Kind.SPORT
+    attributes: ClassVar[Attributes] = {
+        "name": "name",
+        "coach": "coach",
+        "student_count": "studentCount",
+        "version": "version",
+    }
     id: strawberry.ID
     known: strawberry.Private[dict[str, Any]]
 
-    @strawberry.field
-    def name(self, info: Info) -> str:
-        return self.get(info, "name")  # type: ignore[no-any-return]
-
-    @strawberry.field
-    def coach(self, info: Info) -> str | None:
-        return self.get(info, "coach")  # type: ignore[no-any-return]
-
-    @strawberry.field
-    def student_count(self, info: Info) -> int:
-        return self.get(info, "studentCount")  # type: ignore[no-any-return]
-
-    @strawberry.field
-    def version(self, info: Info) -> int:
-        return self.get(info, "version")  # type: ignore[no-any-return]
+    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    name: str
+    coach: str | None
+    student_count: int
+    version: int
 
     @strawberry.field
     async def students(
@@ -48,5 +44,5 @@ class Sport(NodeBase):
             rng,
             first,
             after,
-            lambda edge: Student.from_view(items.MEMBERSHIP.owner_view(edge)),
+            lambda edge, loaders: Student.from_view(items.MEMBERSHIP.owner_view(edge), loaders),
         )

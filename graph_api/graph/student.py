@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
@@ -11,7 +11,7 @@ from graph_api.graph import paging
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
-from graph_api.graph.nodes import NodeBase
+from graph_api.graph.nodes import Attributes, NodeBase, then
 from graph_api.graph.paging import Connection
 from graph_api.items import ENROLMENT, MEMBERSHIP
 from graph_api.keys import Kind
@@ -21,61 +21,59 @@ if TYPE_CHECKING:
     from graph_api.graph.sport import Sport
 
 
+def _home(root: Student) -> Any:
+    return then(root.get(items.HOME), lambda home: Home.from_map(home) if home else None)
+
+
+def _email(root: Student, info: Info) -> str | None:
+    require_personal_data_reader(info, "Student.email")
+    return root.get("email")  # type: ignore[no-any-return]
+
+
 @strawberry.type
 class Student(NodeBase):
     kind = Kind.STUDENT
+    attributes: ClassVar[Attributes] = {
+        "name": "name",
+        "version": "version",
+        "home": _home,
+    }
     id: strawberry.ID
     known: strawberry.Private[dict[str, Any]]
-
-    @strawberry.field
-    def name(self, info: Info) -> str:
-        return self.get(info, "name")  # type: ignore[no-any-return]
-
-    @strawberry.field(
+    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    name: str
+    email: str | None = strawberry.field(
+        resolver=_email,
         description="Personal data: null (with an UNAUTHENTICATED or FORBIDDEN error) unless"
-        " the request carries a valid bearer token or the server makes it public."
+        " the request carries a valid bearer token or the server makes it public.",
     )
-    def email(self, info: Info) -> str | None:
-        require_personal_data_reader(info, "Student.email")
-        return self.get(info, "email")  # type: ignore[no-any-return]
+    version: int
+    home: Home | None
 
     @strawberry.field
-    def version(self, info: Info) -> int:
-        return self.get(info, "version")  # type: ignore[no-any-return]
-
-    @strawberry.field
-    async def home(self, info: Info) -> Home | None:
-        home = await self.read(info, items.HOME)
-        return Home.from_map(home) if home else None
-
-    @strawberry.field
-    async def classes(
+    def classes(
         self, info: Info, first: int | None = 20, after: str | None = None
     ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
         from graph_api.graph.school_class import Class
 
-        return await paging.from_map(
-            info,
-            "Student.classes",
-            keys.entries(Kind.STUDENT, self.id, Kind.CLASS),
-            first,
-            after,
-            await self.read(info, ENROLMENT.field) or {},
-            Class.from_entry,
+        rng = keys.entries(Kind.STUDENT, self.id, Kind.CLASS)
+        return then(  # type: ignore[no-any-return]
+            self.get(ENROLMENT.field),
+            lambda entries: paging.from_map(
+                info, "Student.classes", rng, first, after, entries or {}, Class.from_entry
+            ),
         )
 
     @strawberry.field
-    async def sports(
+    def sports(
         self, info: Info, first: int | None = 20, after: str | None = None
     ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]]:
         from graph_api.graph.sport import Sport
 
-        return await paging.from_map(
-            info,
-            "Student.sports",
-            keys.entries(Kind.STUDENT, self.id, Kind.SPORT),
-            first,
-            after,
-            await self.read(info, MEMBERSHIP.field) or {},
-            Sport.from_entry,
+        rng = keys.entries(Kind.STUDENT, self.id, Kind.SPORT)
+        return then(  # type: ignore[no-any-return]
+            self.get(MEMBERSHIP.field),
+            lambda entries: paging.from_map(
+                info, "Student.sports", rng, first, after, entries or {}, Sport.from_entry
+            ),
         )

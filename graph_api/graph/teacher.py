@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
 from graph_api import keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import NodeBase
+from graph_api.graph.nodes import Attributes, NodeBase, then
 from graph_api.graph.paging import Connection
 from graph_api.items import TEACHING
 from graph_api.keys import Kind
@@ -21,19 +21,16 @@ if TYPE_CHECKING:
 @strawberry.type
 class Teacher(NodeBase):
     kind = Kind.TEACHER
+    attributes: ClassVar[Attributes] = {"name": "name", "version": "version"}
     id: strawberry.ID
     known: strawberry.Private[dict[str, Any]]
 
-    @strawberry.field
-    def name(self, info: Info) -> str:
-        return self.get(info, "name")  # type: ignore[no-any-return]
+    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    name: str
+    version: int
 
     @strawberry.field
-    def version(self, info: Info) -> int:
-        return self.get(info, "version")  # type: ignore[no-any-return]
-
-    @strawberry.field
-    async def classes(
+    def classes(
         self, info: Info, first: int | None = 20, after: str | None = None
     ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
         from graph_api.graph.school_class import Class
@@ -41,12 +38,16 @@ class Teacher(NodeBase):
         # Entries copy the subject; the class's teacher is this teacher, by definition.
         name = self.known.get("name")
         ours = {"teacherId": self.id} | ({"teacherName": name} if name is not None else {})
-        return await paging.from_map(
-            info,
-            "Teacher.classes",
-            keys.entries(Kind.TEACHER, self.id, Kind.CLASS),
-            first,
-            after,
-            await self.read(info, TEACHING.field) or {},
-            lambda id_, entry: Class.from_entry(id_, {**entry, **ours}),
+        rng = keys.entries(Kind.TEACHER, self.id, Kind.CLASS)
+        return then(  # type: ignore[no-any-return]
+            self.get(TEACHING.field),
+            lambda entries: paging.from_map(
+                info,
+                "Teacher.classes",
+                rng,
+                first,
+                after,
+                entries or {},
+                lambda id_, entry, loaders: Class.from_entry(id_, {**entry, **ours}, loaders),
+            ),
         )
