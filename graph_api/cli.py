@@ -21,6 +21,8 @@ from graph_api.store import table
 from graph_api.store.client import Dynamo
 
 if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
+    from pathlib import Path
+
     from graph_api.store.embedded import EmbeddedDynamoDB
 
 log = logging.getLogger("graph_api")
@@ -304,12 +306,31 @@ def cmd_schema_check(_: Settings, args: argparse.Namespace) -> int:
     from graph_api import schema_check
     from graph_api.graph.schema import schema
 
+    if args.operations is not None:
+        return _check_operations(Path(args.operations))
     try:
         report, lines = schema_check.run(schema.as_str(), Path(args.released), Path(args.intended))
     except schema_check.SchemaCheckError as error:
         print(f"graph-api: {error}", file=sys.stderr)
         return 2
     for line in lines:
+        print(line)
+    return 0 if report.passed else 1
+
+
+def _check_operations(root: Path) -> int:
+    """`schema-check --operations DIR`: the client's operations against the code's schema."""
+    from graphql import build_schema
+
+    from graph_api import operations_check
+    from graph_api.graph.schema import schema
+
+    try:
+        report = operations_check.check(build_schema(schema.as_str()), root)
+    except operations_check.OperationsError as error:
+        print(f"graph-api: {error}", file=sys.stderr)
+        return 2
+    for line in report.lines():
         print(line)
     return 0 if report.passed else 1
 
@@ -360,6 +381,12 @@ def parser() -> argparse.ArgumentParser:
     )
     schema_check.add_argument("--released", default="schema/released.graphql")
     schema_check.add_argument("--intended", default="schema/intended-breaking-changes.txt")
+    schema_check.add_argument(
+        "--operations",
+        metavar="DIR",
+        help="instead, validate the client operations (.graphql files) under DIR"
+        " against the code's schema",
+    )
     schema_check.set_defaults(run=cmd_schema_check)
     model = commands.add_parser("export-model", help="write the NoSQL Workbench data model")
     model.add_argument("-o", "--output", help="write to this file instead of stdout")
