@@ -3,15 +3,19 @@
 tests/operations is a sample front end's operations, Relay-style (a student page, a class
 roster paged by first/after, students by location, two mutations with their userErrors;
 fragments shared across files). They must validate against the code's schema, fail on a
-breaking change to a field they use and pass on an additive one.
+breaking change to a field they use, pass on an additive one, and compile with Relay's own
+compiler (relay-compiler, pinned in tests/relay).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from graphql import (
+    FragmentDefinitionNode,
     GraphQLArgument,
     GraphQLField,
     GraphQLInt,
@@ -19,15 +23,20 @@ from graphql import (
     GraphQLObjectType,
     GraphQLSchema,
     GraphQLString,
+    OperationDefinitionNode,
     build_schema,
     find_breaking_changes,
+    parse,
 )
+from node_support import npm_package, tool
 
 from graph_api import cli, operations_check
 from graph_api.graph.schema import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATIONS = ROOT / "tests" / "operations"
+SCHEMA_FILE = ROOT / "schema" / "schema.graphql"
+RELAY = ROOT / "tests" / "relay"
 CURRENT = schema.as_str()
 
 
@@ -202,3 +211,54 @@ def test_what_stops_the_check_is_one_line_and_exit_2(
     code, out, err = run_cli(folder, capsys)
     assert (code, out) == (2, "")
     assert len(err.splitlines()) == 1 and err.startswith("graph-api: ") and says in err, err
+
+
+def relay_sources(src: Path) -> list[str]:
+    """tests/operations as a Relay project keeps them: one JavaScript module per file, named
+    as the file, with a graphql tag per definition. The definitions' names."""
+    names = []
+    for path in sorted(OPERATIONS.rglob("*.graphql")):
+        text = path.read_text(encoding="utf-8")
+        tags = []
+        for node in parse(text).definitions:
+            assert isinstance(node, OperationDefinitionNode | FragmentDefinitionNode)
+            assert node.loc is not None and node.name is not None
+            names.append(node.name.value)
+            tags.append(f"graphql`\n{text[node.loc.start : node.loc.end]}\n`;\n")
+        module = src / path.relative_to(OPERATIONS).with_suffix(".js")
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text("import {graphql} from 'react-relay';\n\n" + "\n".join(tags))
+    return names
+
+
+def test_relay_compiler_accepts_the_sample_operations(tmp_path: Path) -> None:
+    node = tool("node", "apt-get install nodejs npm")
+    npm_package(RELAY)
+    src, artifacts = tmp_path / "src", tmp_path / "__generated__"
+    artifacts.mkdir()
+    names = relay_sources(src)
+    config = tmp_path / "relay.config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "src": str(src),
+                "schema": str(SCHEMA_FILE),
+                "language": "javascript",
+                "artifactDirectory": str(artifacts),
+                # Relay's naming rule (`<Module>Query`, `<Module>_<prop>`), which Meta's
+                # own (Haste) projects always follow: on, so that the samples follow it.
+                "featureFlags": {"enforce_module_name_prefix_for_non_haste": True},
+            }
+        )
+    )
+    compiler = RELAY / "node_modules" / "relay-compiler" / "cli.js"
+    result = subprocess.run(
+        [node, str(compiler), str(config)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = {p.name.removesuffix(".graphql.js") for p in artifacts.glob("*.graphql.js")}
+    assert written == set(names), result.stdout + result.stderr
