@@ -79,8 +79,9 @@ schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 
 .PHONY: schema-check model deploy-lint lambda-package
 
-schema-check: $(STAMP)  ## fail on breaking changes since schema/released.graphql
+schema-check: $(STAMP)  ## fail on breaking changes since schema/released.graphql, or broken sample operations
 	$(BIN)/graph-api schema-check
+	$(BIN)/graph-api schema-check --operations tests/operations
 
 model: $(STAMP)  ## re-export the NoSQL Workbench model schema/workbench-model.json
 	$(BIN)/graph-api export-model -o schema/workbench-model.json
