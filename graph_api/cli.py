@@ -93,7 +93,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from graph_api.app import create_app
     from graph_api.graph.context import Services
-    from graph_api.hosting import announce
+    from graph_api.hosting import announce, tune_collector
 
     settings = dataclasses.replace(
         settings, host=args.host or settings.host, port=args.port or settings.port
@@ -117,6 +117,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             )
         announce(settings)
         services = Services.create(settings)
+        tune_collector()
         print(f"GraphiQL: {api}", flush=True)
         try:
             uvicorn.run(

@@ -34,6 +34,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from graph_api.graph.context import Services
+from graph_api.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import table
 from tools import dynamodb_local, peer, peer_queries
@@ -477,6 +478,7 @@ def main() -> None:
         stop, backend = local.stop, f"DynamoDB Local {dynamodb_local.VERSION}"
         settings = dataclasses.replace(settings, backend="remote", endpoint_url=local.endpoint)
     services = Services.create(settings)
+    tune_collector()  # as `graph-api serve` does
     server = None
     try:
         table.create(services.dynamo, settings.table)
