@@ -322,6 +322,17 @@ UPDATES: list[tuple[str, dict[str, str], dict[str, Any]]] = [
         {":s": {"S": "z"}, ":one": {"N": "1"}},
     ),
     ("REMOVE #a, #c", {"#a": "a", "#c": "c"}, {}),
+    # Entries of maps carried on an item (a student's classes), by document path.
+    ("SET #m.#k.#f = :s", {"#m": "m", "#k": "k1", "#f": "f"}, {":s": {"S": "new"}}),
+    (
+        "SET #m.#k = :e ADD #c :one",
+        {"#m": "m", "#k": "k2", "#c": "c"},
+        {":e": {"M": {"f": {"S": "e"}}}, ":one": {"N": "1"}},
+    ),
+    ("REMOVE #m.#k", {"#m": "m", "#k": "k1"}, {}),
+    ("REMOVE #m.#k", {"#m": "m", "#k": "absent"}, {}),
+    ("SET #x.#k = :s", {"#x": "x", "#k": "k1"}, {":s": {"S": "v"}}),  # no map x: refused
+    ("SET #a.#k = :s", {"#a": "a", "#k": "k1"}, {":s": {"S": "v"}}),  # a is a string
 ]
 
 
@@ -332,7 +343,13 @@ def test_updates_in_a_transaction_match_single_item_updates(
     """The same update expression, as UpdateItem and inside TransactWriteItems, on twin
     items (and on an absent item, which an update creates): the same items result."""
     client, name = db
-    start = {"a": {"S": "old"}, "b": {"N": "1"}, "c": {"N": "10"}, "t": {"SS": ["p"]}}
+    start = {
+        "a": {"S": "old"},
+        "b": {"N": "1"},
+        "c": {"N": "10"},
+        "t": {"SS": ["p"]},
+        "m": {"M": {"k1": {"M": {"f": {"S": "v"}}}}},
+    }
     extra: dict[str, Any] = {"ExpressionAttributeNames": names}
     if values:
         extra["ExpressionAttributeValues"] = values

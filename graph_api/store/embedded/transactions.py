@@ -203,12 +203,15 @@ def _apply_action(
 
 
 # moto parses, validates (deep-copying its syntax tree) and executes every update expression:
-# about 2 ms an action. The plain forms our writes use (`SET #a = :v`, `REMOVE #a`,
-# `ADD #a :n` on numbers) are applied directly; anything else, or any error, goes to moto.
+# about 2 ms an action. The plain forms our writes use (`SET #a = :v` and `SET #m.#k.#f = :v`
+# into nested maps, `REMOVE #a` / `REMOVE #m.#k`, `ADD #a :n` on numbers) are applied
+# directly; anything else, a missing parent map, or any error goes to moto, which answers
+# as DynamoDB does.
 _CLAUSE = re.compile(r"\s*(SET|REMOVE|ADD)\s+(.*?)\s*(?=\b(?:SET|REMOVE|ADD)\s|$)", re.S)
-_SET = re.compile(r"(#\w+)\s*=\s*(:\w+)")
+_PATH = r"(#\w+(?:\.#\w+)*)"
+_SET = re.compile(_PATH + r"\s*=\s*(:\w+)")
 _ADD = re.compile(r"(#\w+)\s+(:\w+)")
-_NAME = re.compile(r"(#\w+)")
+_NAME = re.compile(_PATH)
 
 
 def _simple_update(
@@ -216,7 +219,7 @@ def _simple_update(
 ) -> bool:
     names = op.get("ExpressionAttributeNames") or {}
     values = op.get("ExpressionAttributeValues") or {}
-    steps: list[tuple[str, str, Any]] = []
+    steps: list[tuple[str, list[str], Any]] = []
     expression = op["UpdateExpression"]
     consumed = 0
     for clause in _CLAUSE.finditer(expression):
@@ -227,32 +230,39 @@ def _simple_update(
         pattern = {"SET": _SET, "ADD": _ADD, "REMOVE": _NAME}[verb]
         for part in parts:
             match = pattern.fullmatch(part)
-            if match is None or match.group(1) not in names:
+            if match is None:
+                return False
+            placeholders = match.group(1).split(".")
+            if any(name not in names for name in placeholders):
                 return False
             value = values.get(match.group(2)) if verb != "REMOVE" else None
             if verb != "REMOVE" and value is None:
                 return False
-            steps.append((verb, names[match.group(1)], value))
+            steps.append((verb, [names[name] for name in placeholders], value))
     if consumed != len(expression) or not steps:
         return False
     real = table._table
-    if any(attr in (real.hash_key_attr, real.range_key_attr) for _, attr, _ in steps):
+    if any(path[0] in (real.hash_key_attr, real.range_key_attr) for _, path, _ in steps):
         return False  # moto refuses key changes with DynamoDB's message
     hash_value, range_value = shadow.get_keys_value(real, key)
     item = table.get_item(hash_value, range_value)
     staged = copy.deepcopy(item) if item is not None else Item(hash_value, range_value, key)
     try:
-        for verb, attr, value in steps:
+        for verb, path, value in steps:
+            parent = _parent_map(staged.attrs, path)
+            if parent is None:
+                return False  # no such map: DynamoDB's "document path is invalid"
+            attr = path[-1]
             if verb == "SET":
-                staged.attrs[attr] = DynamoType(value)
+                parent[attr] = DynamoType(value)
             elif verb == "REMOVE":
-                staged.attrs.pop(attr, None)
+                parent.pop(attr, None)
             else:
-                current = staged.attrs.get(attr)
+                current = parent.get(attr)
                 if "N" not in value or (current is not None and current.type != "N"):
                     return False  # sets, or a type error: moto's path
                 total = Decimal(value["N"]) + (Decimal(current.value) if current else 0)
-                staged.attrs[attr] = DynamoType({"N": str(total)})
+                parent[attr] = DynamoType({"N": str(total)})
     except Exception:
         return False  # a size limit, say: moto raises DynamoDB's error
     if range_value is None:
@@ -260,3 +270,14 @@ def _simple_update(
     else:
         table.items[hash_value][range_value] = staged
     return True
+
+
+def _parent_map(attrs: dict[str, DynamoType], path: list[str]) -> dict[str, DynamoType] | None:
+    """The map that holds a path's last name: the item's attributes, or a nested map."""
+    parent = attrs
+    for name in path[:-1]:
+        found = parent.get(name)
+        if found is None or not found.is_map():
+            return None
+        parent = found.value
+    return parent
