@@ -70,13 +70,22 @@ class MemoryTable(Table):
         limit: int | None = None,
         start: dict[str, str] | None = None,
         consistent: bool = False,
+        forward: bool = True,
     ) -> Page:
         self._count()
         sort_keys, items = self.store.partition(rng.index, rng.pk)
         lo = bisect.bisect_left(sort_keys, rng.prefix)
+        hi = bisect.bisect_left(sort_keys, rng.prefix + "\U0010ffff")
+        if not forward:  # ScanIndexForward: false, from `start` (or the end) backward
+            if start:
+                hi = min(hi, bisect.bisect_left(sort_keys, start[rng.sk_name]))
+            begin = lo if limit is None else max(lo, hi - limit)
+            back = items[begin:hi][::-1]
+            more = limit is not None and begin > lo and back
+            last = {name: back[-1][name] for name in key_names(rng.index)} if more else None
+            return Page(back, last)
         if start:
             lo = max(lo, bisect.bisect_right(sort_keys, start[rng.sk_name]))
-        hi = bisect.bisect_left(sort_keys, rng.prefix + "\U0010ffff")
         end = hi if limit is None else min(hi, lo + limit)
         page = items[lo:end]
         last = None

@@ -29,11 +29,13 @@ StartKey = tuple[tuple[str, str], ...]
 
 @dataclass(frozen=True, slots=True)
 class PageRequest:
-    """The first `count` items of `range` after `start` (an ExclusiveStartKey)."""
+    """The first `count` items of `range` after `start` (an ExclusiveStartKey); with
+    `forward` false, the last `count` before it, last first (`ScanIndexForward: false`)."""
 
     range: Range
     count: int
     start: StartKey | None = None
+    forward: bool = True
 
 
 def start_key(key: dict[str, str] | None) -> StartKey | None:
@@ -74,23 +76,26 @@ class Loaders:
         self, requests: list[PageRequest]
     ) -> Sequence[list[Item] | BaseException]:
         # Requests that differ only in size share one Query of the largest size.
-        largest: dict[tuple[Range, StartKey | None], int] = defaultdict(int)
+        largest: dict[tuple[Range, StartKey | None, bool], int] = defaultdict(int)
         for request in requests:
-            group = (request.range, request.start)
+            group = (request.range, request.start, request.forward)
             largest[group] = max(largest[group], request.count)
         groups = list(largest)
         pages = await asyncio.gather(
             *(
                 self.table.query_at_least(
-                    rng, largest[(rng, start)], dict(start) if start else None
+                    rng,
+                    largest[(rng, start, forward)],
+                    dict(start) if start else None,
+                    forward=forward,
                 )
-                for rng, start in groups
+                for rng, start, forward in groups
             ),
             return_exceptions=True,
         )
         by_group = dict(zip(groups, pages, strict=True))
         results: list[list[Item] | BaseException] = []
         for request in requests:
-            page = by_group[(request.range, request.start)]
+            page = by_group[(request.range, request.start, request.forward)]
             results.append(page if isinstance(page, BaseException) else page[: request.count])
         return results

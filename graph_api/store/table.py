@@ -172,8 +172,10 @@ class Table:
         limit: int | None = None,
         start: dict[str, str] | None = None,
         consistent: bool = False,
+        forward: bool = True,
     ) -> Page:
-        """One Query page over one partition of the table or of GSI1."""
+        """One Query page over one partition of the table or of GSI1; with `forward` false,
+        from the end of the range backward (`ScanIndexForward: false`)."""
         values: dict[str, Any] = {":pk": {"S": rng.pk}}
         condition = f"{rng.pk_name} = :pk"
         if rng.prefix:
@@ -188,6 +190,8 @@ class Table:
             params["IndexName"] = rng.index
         elif consistent:
             params["ConsistentRead"] = True
+        if not forward:
+            params["ScanIndexForward"] = False
         if limit is not None:
             params["Limit"] = limit
         if start:
@@ -200,16 +204,22 @@ class Table:
         )
 
     async def query_at_least(
-        self, rng: Range, count: int, start: dict[str, str] | None = None
+        self,
+        rng: Range,
+        count: int,
+        start: dict[str, str] | None = None,
+        *,
+        forward: bool = True,
     ) -> list[Item]:
-        """The first `count` items of a range after `start`, or all there are.
+        """The first `count` items of a range after `start`, or all there are (`forward`
+        false: the last `count` before `start`, last first).
 
         Asks for exactly `count` items; follows `LastEvaluatedKey` only when a page came back
         short (1 MB read), so the extra requests are the ones DynamoDB forces.
         """
         items: list[Item] = []
         while True:
-            page = await self.query(rng, limit=count - len(items), start=start)
+            page = await self.query(rng, limit=count - len(items), start=start, forward=forward)
             items.extend(page.items)
             if len(items) >= count or page.last_key is None:
                 return items
