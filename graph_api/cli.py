@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from graph_api import demo, embedded_file, logs
 from graph_api.errors import Unavailable
-from graph_api.settings import Settings, SettingsError
+from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store import table
 from graph_api.store.client import Dynamo
 
@@ -104,6 +104,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     # on the spot (and leave .data/embedded.json naming a dead server).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server = None
+    # `make run`: cursors a client holds survive a restart (unless the secret is set).
+    settings = with_dev_cursor_secret(settings)
     if settings.backend == "embedded":
         settings, server = start_embedded(settings)
     try:

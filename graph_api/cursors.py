@@ -46,9 +46,20 @@ class Cursors:
         ).encode()
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
-    def decode(self, cursor: str, field: str, rng: Range) -> dict[str, str]:
-        """The key a cursor points at, if it was issued by us for this field and range."""
-        invalid = BadUserInput("after is not a cursor of this field", field="after")
+    def decode(
+        self, cursor: str, field: str, rng: Range, argument: str = "after"
+    ) -> dict[str, str]:
+        """The key a cursor points at, if it was issued by us for this field and range.
+
+        Anything else (edited, of another field or parent, or signed with another secret: a
+        server restarted with a new one) is BAD_USER_INPUT on `argument`, on this field.
+        """
+        invalid = BadUserInput(
+            f"{argument} is not a cursor of this field: it was issued for another list, or"
+            " before the server's cursor secret changed, or edited. Start again from the"
+            f" first page, without {argument}.",
+            field=argument,
+        )
         try:
             body, mac = cursor.split(".")
             payload = _unb64(body)

@@ -37,7 +37,13 @@ def announce(settings: Settings) -> None:
         log.info("embedded backend: moto with %d demo students", settings.demo_students)
     else:
         log.info("remote backend: table %s (the server writes nothing by itself)", settings.table)
-    if not settings.cursor_secret_configured:
+    if settings.cursor_secret_file:
+        log.info(
+            "cursors: development secret kept in %s (survives restarts; set"
+            " GRAPH_API_CURSOR_SECRET when hosting)",
+            settings.cursor_secret_file,
+        )
+    elif not settings.cursor_secret_configured:
         log.warning(
             "GRAPH_API_CURSOR_SECRET is not set: cursors break across processes and restarts"
         )

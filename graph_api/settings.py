@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Backend = Literal["embedded", "remote"]
@@ -40,6 +42,8 @@ class Settings:
     port: int = 8000
     cursor_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     cursor_secret_configured: bool = False
+    # Where `make run` keeps its development secret (`with_dev_cursor_secret`), if it does.
+    cursor_secret_file: str | None = None
     accounting: bool = True
     max_concurrency: int = 16
     deadline_seconds: float = 10.0
@@ -108,6 +112,45 @@ class Settings:
             demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),
             log_level=_log_level(env.get("GRAPH_API_LOG_LEVEL", "INFO")),
         )
+
+
+DEV_CURSOR_SECRET = Path(".data") / "cursor-secret"  # relative to the working directory
+_SECRET_BYTES = 32
+
+
+def with_dev_cursor_secret(settings: Settings, path: Path = DEV_CURSOR_SECRET) -> Settings:
+    """`graph-api serve` on the embedded backend (`make run`): the cursor secret kept in
+    `path` (under `.data/`, git-ignored), made there the first time, so that cursors a
+    client holds still work after a restart. Only for that development mode and only when
+    GRAPH_API_CURSOR_SECRET is not set; a hosted server sets the variable (see README)."""
+    if settings.cursor_secret_configured or settings.backend != "embedded":
+        return settings
+    secret = _read_secret(path)
+    if secret is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # O_EXCL: two servers starting at once agree on the first one's secret
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            secret = _read_secret(path)
+        else:
+            secret = secrets.token_bytes(_SECRET_BYTES)
+            with os.fdopen(fd, "w") as file:
+                file.write(secret.hex() + "\n")
+        if secret is None:
+            raise SettingsError(f"{path} is not a cursor secret: remove it to make a new one")
+    return dataclasses.replace(settings, cursor_secret=secret, cursor_secret_file=str(path))
+
+
+def _read_secret(path: Path) -> bytes | None:
+    try:
+        secret = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise SettingsError(f"{path} is not a cursor secret ({error}): remove it") from None
+    if len(secret) < _SECRET_BYTES:
+        raise SettingsError(f"{path} holds a cursor secret too short: remove it")
+    return secret
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:

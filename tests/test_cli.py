@@ -15,7 +15,7 @@ import pytest
 from conftest import make_settings
 
 from graph_api import cli, demo, embedded_file
-from graph_api.settings import Settings, SettingsError
+from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store.client import Dynamo
 
 
@@ -178,6 +178,47 @@ def test_settings_without_cursor_secret_draw_a_random_one() -> None:
     assert first.cursor_secret_configured is False
     assert len(first.cursor_secret) == 32
     assert first.cursor_secret != second.cursor_secret
+
+
+def test_dev_cursor_secret_survives_a_restart_of_the_embedded_server(tmp_path: Path) -> None:
+    """`make run` twice: the second process signs and reads cursors with the first's secret,
+    kept in a file only its owner reads."""
+    from graph_api.cursors import Cursors
+    from graph_api.keys import Kind as NodeKind
+    from graph_api.keys import catalog
+
+    path = tmp_path / ".data" / "cursor-secret"
+    before = with_dev_cursor_secret(Settings.from_env({}), path)
+    after = with_dev_cursor_secret(Settings.from_env({}), path)  # a new process, same folder
+    assert before.cursor_secret == after.cursor_secret
+    assert len(before.cursor_secret) == 32
+    assert before.cursor_secret_file == str(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    rng = catalog(NodeKind.TEACHER)
+    key = {"GSI1PK": rng.pk, "GSI1SK": "TEACHER#tch-001", "PK": "x", "SK": "x"}
+    cursor = Cursors(before.cursor_secret).encode("Query.teachers", rng, key)
+    assert Cursors(after.cursor_secret).decode(cursor, "Query.teachers", rng) == key
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"GRAPH_API_CURSOR_SECRET": "configured"}, {"GRAPH_API_BACKEND": "remote"}],
+    ids=["secret set", "remote backend"],
+)
+def test_dev_cursor_secret_only_without_a_secret_and_only_embedded(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = tmp_path / "cursor-secret"
+    settings = Settings.from_env(env)
+    assert with_dev_cursor_secret(settings, path) == settings
+    assert not path.exists()
+
+
+def test_a_damaged_dev_cursor_secret_file_is_a_settings_error(tmp_path: Path) -> None:
+    path = tmp_path / "cursor-secret"
+    path.write_text("not hex\n")
+    with pytest.raises(SettingsError, match="remove it"):
+        with_dev_cursor_secret(Settings.from_env({}), path)
 
 
 @pytest.mark.parametrize(
