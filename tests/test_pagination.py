@@ -3,7 +3,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import json
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -314,7 +316,7 @@ def test_forged_cursor_on_a_root_field_is_refused_without_reads(gql: Gql, kind: 
     conn = CONNECTIONS["teachers"]
     forged = _forgeries(cursor_of(conn, gql, 0), cursor_of(conn, gql, 1))[kind]
     result = conn.page(gql, 2, forged)
-    assert result.data is None
+    assert result.data == {"teachers": None}  # the field, not the whole response
     assert_after_refused(result, [])
 
 
@@ -323,7 +325,7 @@ def test_forged_cursor_on_a_nested_field_is_refused_before_its_query(gql: Gql, k
     conn = CONNECTIONS["Class.students"]
     forged = _forgeries(cursor_of(conn, gql, 0), cursor_of(conn, gql, 1))[kind]
     result = conn.page(gql, 2, forged)
-    assert result.data == {"class": None}
+    assert result.data == {"class": {"students": None}}  # the class survives its field
     assert result.errors[0]["path"] == ["class", "students"]
     assert_after_refused(result, ["BatchGetItem"])
 
@@ -398,3 +400,171 @@ def test_cursor_edited_without_changing_its_bytes_is_refused(
     forged = edit(genuine)
     assert forged != genuine
     assert_after_refused(conn.page(gql, 2, forged), [])
+
+
+# -- backward: last and before (Relay's PageInfo) -------------------------------------------
+
+FULL_PAGE = (
+    "edges { cursor node { id } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor }"
+)
+
+
+def page_any(
+    conn: Conn,
+    gql: Gql,
+    *,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+) -> Result:
+    """One page in either direction, with the whole PageInfo."""
+    query = (
+        conn.query.replace("$after: String", "$after: String, $last: Int, $before: String")
+        .replace("after: $after", "after: $after, last: $last, before: $before")
+        .replace(PAGE, FULL_PAGE)
+    )
+    variables = {"first": first, "after": after, "last": last, "before": before}
+    return gql(query, {**conn.variables, **variables})
+
+
+def walk_backward(conn: Conn, gql: Gql, last: int) -> list[dict[str, Any]]:
+    pages: list[dict[str, Any]] = []
+    before: str | None = None
+    while len(pages) < 200:
+        result = page_any(conn, gql, last=last, before=before)
+        assert result.errors == []
+        page = conn.connection(result)
+        pages.append(page)
+        info = page["pageInfo"]
+        assert info["hasNextPage"] is False  # paging backward: the other flag is false
+        if not info["hasPreviousPage"]:
+            return pages[::-1]
+        before = info["startCursor"]
+    raise AssertionError("the connection never ended")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pages_backward_and_forward_agree_over_random_page_sizes(
+    gql: Gql, demo_items: list[Item], name: str
+) -> None:
+    """Property: whatever the page sizes, walking backward with `last` gives the list
+    forward walking gives, no page is empty, and every forward page read again backward
+    (`last: its size, before: the next page's startCursor`) is the same page."""
+    conn, want = CONNECTIONS[name], expected_ids(name, demo_items)
+    rng = random.Random(f"{name}-14")  # fixed per connection: a failure reproduces
+    for size in [1, len(want), *rng.sample(range(2, len(want) + 2), 3)]:
+        backward = walk_backward(conn, gql, size)
+        assert node_ids(backward) == want, size
+        assert len(backward) == -(-len(want) // size)
+        for page in backward:
+            assert page["edges"], "a page of a non-empty connection is empty"
+            assert page["pageInfo"]["startCursor"] == page["edges"][0]["cursor"]
+            assert page["pageInfo"]["endCursor"] == page["edges"][-1]["cursor"]
+        forward = walk(conn, gql, size)
+        for earlier, later in itertools.pairwise(forward):
+            before = later["edges"][0]["cursor"]
+            again = conn.connection(page_any(conn, gql, last=len(earlier["edges"]), before=before))
+            assert again["edges"] == earlier["edges"]
+            assert again["pageInfo"]["hasPreviousPage"] is (earlier is not forward[0])
+
+
+@pytest.mark.parametrize("name", ["Class.students", "Student.classes", "sports"])
+def test_before_the_end_cursor_of_a_page_reads_that_page_backward(
+    gql: Gql, demo_items: list[Item], name: str
+) -> None:
+    conn, want = CONNECTIONS[name], expected_ids(name, demo_items)
+    forward = conn.connection(page_any(conn, gql, first=3))
+    assert forward["pageInfo"]["hasPreviousPage"] is False  # forward: false, as documented
+    end = forward["pageInfo"]["endCursor"]
+    back = conn.connection(page_any(conn, gql, last=5, before=end))
+    assert [e["node"]["id"] for e in back["edges"]] == want[:2]
+    assert back["pageInfo"] == {
+        "hasNextPage": False,
+        "hasPreviousPage": False,
+        "startCursor": back["edges"][0]["cursor"],
+        "endCursor": back["edges"][-1]["cursor"],
+    }
+    # Before the first edge: an empty page that claims nothing before it.
+    empty = conn.connection(page_any(conn, gql, last=5, before=back["pageInfo"]["startCursor"]))
+    assert empty["edges"] == []
+    assert empty["pageInfo"] == {
+        "hasNextPage": False,
+        "hasPreviousPage": False,
+        "startCursor": None,
+        "endCursor": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"first": 2, "last": 2}, "last"),
+        ({"after": "x", "before": "y"}, "before"),
+        ({"first": 2, "before": "y"}, "first"),
+        ({"last": 2, "after": "x"}, "after"),
+        ({"last": 0}, "last"),
+        ({"last": 101}, "last"),
+    ],
+)
+@pytest.mark.parametrize("name", ["teachers", "Class.students", "Student.classes"])
+def test_mixed_directions_and_bad_last_are_bad_user_input_before_any_query(
+    gql: Gql, name: str, arguments: dict[str, Any], field: str
+) -> None:
+    result = page_any(CONNECTIONS[name], gql, **arguments)
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert result.errors[0]["extensions"]["field"] == field
+    assert not any(call.operation == "Query" for call in result.context.ledger.calls)
+
+
+@pytest.mark.parametrize("name", ["teachers", "Class.students", "studentsByLocation"])
+def test_a_backward_page_of_a_range_is_one_reverse_query(
+    gql: Gql, demo_items: list[Item], name: str
+) -> None:
+    conn, want = CONNECTIONS[name], expected_ids(name, demo_items)
+    result = page_any(conn, gql, last=4)
+    assert [e["node"]["id"] for e in conn.connection(result)["edges"]] == want[-4:]
+    queries = [c for c in result.context.ledger.calls if c.operation == "Query"]
+    assert len(queries) == 1  # the prefetch of class(id) is for forward first pages only
+
+
+def test_a_forged_before_is_refused_on_before(gql: Gql) -> None:
+    conn = CONNECTIONS["Student.classes"]
+    forged = _swap(cursor_of(conn, gql, 0), 3)
+    result = page_any(conn, gql, last=2, before=forged)
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert result.errors[0]["extensions"]["field"] == "before"
+    assert "first page" in result.errors[0]["message"]
+    assert result.data == {"student": {"classes": None}}  # the student survives
+
+
+def test_a_cursor_of_another_secret_is_refused_on_its_field_only(
+    services: Any, gql: Gql, endpoint: str
+) -> None:
+    """A cursor from before a restart with a new secret: BAD_USER_INPUT on the connection
+    field, whose parent and siblings are still answered."""
+    from conftest import execute, make_settings
+
+    from graph_api.graph.context import Services
+
+    conn = CONNECTIONS["Class.students"]
+    foreign = cursor_of(conn, gql, 0)
+    other = Services.create(
+        make_settings(endpoint, table=services.settings.table, cursor_secret=b"another secret")
+    )
+    try:
+        result = execute(
+            other,
+            'query($after: String) { class(id: "cls-001") { subject'
+            " students(first: 2, after: $after) { edges { cursor } } }"
+            " sports(first: 1) { edges { node { id } } } }",
+            {"after": foreign},
+        )
+    finally:
+        other.close()
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert result.errors[0]["path"] == ["class", "students"]
+    assert "Start again from the first page" in result.errors[0]["message"]
+    assert result.data["class"]["subject"]
+    assert result.data["class"]["students"] is None
+    assert len(result.data["sports"]["edges"]) == 1

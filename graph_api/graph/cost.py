@@ -1,7 +1,7 @@
 """A static cost limit, computed from the document before anything is sent to DynamoDB.
 
-GitHub's rule: a connection costs its `first` times the number of parents it may run for,
-so `students(ids: [100 ids]) { classes(first: 100) { students(first: 100) } }` costs
+GitHub's rule: a connection costs its `first` (or `last`) times the number of parents it may
+run for, so `students(ids: [100 ids]) { classes(first: 100) { students(first: 100) } }` costs
 100 + 100·100 + 100·100·100 and is refused before its first request. `students(ids)`
 counts its ids; a root field returning one node counts 1. The figure is reported in
 `extensions.cost = {requested, limit}` on every response.
@@ -65,11 +65,11 @@ class _Walk:
             return None
         args = {a.name.value: a.value for a in node.arguments or ()}
         if "first" in definition.args:
-            value = (
-                value_from_ast(args["first"], definition.args["first"].type, self.variables)
-                if "first" in args
-                else None
-            )
+            # A connection: `first`, else `last` (both is refused by the field), else 20.
+            value: Any = None
+            for name in ("first", "last"):
+                if not isinstance(value, int) and name in args and name in definition.args:
+                    value = value_from_ast(args[name], definition.args[name].type, self.variables)
             # Out-of-range values are the resolver's to refuse, with a clearer error.
             return min(max(value, 0), MAX_FIRST) if isinstance(value, int) else DEFAULT_FIRST
         if "ids" in definition.args and "ids" in args:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import strawberry
 
 from graph_api import keys
-from graph_api.errors import NotFound
+from graph_api.errors import BadUserInput, NotFound
 from graph_api.items import TYPE
 from graph_api.keys import Kind
 from graph_api.store.codec import Item
@@ -24,6 +24,53 @@ T = TypeVar("T")
 # A node type's fields read without a resolver: Python name → item attribute, or a function
 # of the node (a field built from several attributes).
 Attributes = Mapping[str, str | Callable[[Any], Any]]
+
+
+GLOBAL_ID_SEPARATOR = ":"  # never in an id (`[A-Za-z0-9_-]`): splitting is unambiguous
+
+
+def type_name(kind: Kind) -> str:
+    """The GraphQL type of a node kind: `STUDENT` → `Student`."""
+    return kind.capitalize()
+
+
+def global_id(kind: Kind, id_: str) -> str:
+    """A node's global id (`nodeId`): its GraphQL type and its id, `Student:stu-0001`."""
+    return f"{type_name(kind)}{GLOBAL_ID_SEPARATOR}{id_}"
+
+
+def parse_global_id(value: str, field: str = "id") -> tuple[Kind, str]:
+    """The kind and id a global id names; BAD_USER_INPUT naming `field` if it names none."""
+    name, separator, id_ = str(value).partition(GLOBAL_ID_SEPARATOR)
+    kind = next((k for k in Kind if type_name(k) == name), None)
+    if not separator or kind is None:
+        raise BadUserInput(
+            f"{field} takes node ids as `nodeId` gives them: the type, ':' and the id, as in"
+            f" Student:stu-0001 ({', '.join(type_name(k) for k in Kind)})",
+            field=field,
+        )
+    return kind, keys.check_id(id_, field=field)
+
+
+@strawberry.interface(
+    description="An object that `node(id:)` refetches by its `nodeId` (Relay's Node"
+    " interface): a student, a teacher, a class or a sport."
+)
+class Node:
+    id: strawberry.ID = strawberry.field(
+        description="The object's id: unique among objects of its type only (a student and a"
+        " teacher may share one); what `student(id:)`, `teacher(id:)`, `class(id:)` and"
+        " `sport(id:)` take. For an id unique across types, use `nodeId`."
+    )
+
+    @strawberry.field(
+        description="The global id: unique across all types, what `node(id:)` and"
+        " `nodes(ids:)` take. It spells the type and the id, as in `Student:stu-0001`, and"
+        " never changes; treat it as opaque. Relay: set the compiler's"
+        " `nodeInterfaceIdField` to `nodeId`."
+    )
+    def node_id(self) -> strawberry.ID:
+        return strawberry.ID(global_id(self.kind, self.id))  # type: ignore[attr-defined]
 
 
 class NodeBase:

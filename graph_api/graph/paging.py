@@ -1,10 +1,19 @@
-"""Relay connections over key ranges, with exact `hasNextPage` and HMAC'd cursors."""
+"""Relay connections over key ranges: exact `hasNextPage`/`hasPreviousPage`, HMAC'd cursors.
+
+A page is asked for forward (`first`, `after`) or backward (`last`, `before`), never both.
+Either way it reads one item more than it returns, in its direction (a range: one Query with
+`Limit = n + 1`, `ScanIndexForward: false` backward; a map: the sorted entries, reversed), so
+the flag of its own direction is exact: no page that claims another is followed by an empty
+one. The flag of the other direction is `false` (Relay's spec allows it: knowing it would
+cost a second read). A cursor is a position, not a direction: `before: endCursor` of a page
+reads what lies before that page's last edge.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import strawberry
 
@@ -19,6 +28,36 @@ from graph_api.store.table import key_names
 T = TypeVar("T")
 DEFAULT_FIRST = 20
 MAX_FIRST = 100
+
+# The arguments every connection field takes (their descriptions are GraphiQL's docs).
+First = Annotated[
+    int | None,
+    strawberry.argument(
+        description=f"Page forward: the first 1-{MAX_FIRST} items (after `after`, if given)."
+        f" {DEFAULT_FIRST} when neither `first` nor `last` is given. Not with `last`/`before`."
+    ),
+]
+After = Annotated[
+    str | None,
+    strawberry.argument(
+        description="Page forward from this cursor (an edge's `cursor`, a page's `endCursor`"
+        " or `startCursor`) of the same field and parent. Not with `last`/`before`."
+    ),
+]
+Last = Annotated[
+    int | None,
+    strawberry.argument(
+        description=f"Page backward: the last 1-{MAX_FIRST} items (before `before`, if"
+        " given), in the list's order. Not with `first`/`after`; one read like `first`."
+    ),
+]
+Before = Annotated[
+    str | None,
+    strawberry.argument(
+        description="Page backward from this cursor of the same field and parent: the items"
+        f" before it. `last` defaults to {DEFAULT_FIRST}. Not with `first`/`after`."
+    ),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,89 +85,218 @@ class Edge(Generic[T]):
     key: strawberry.Private[Mapping[str, str]]
 
 
-@strawberry.type
+@strawberry.type(
+    description="Where a page lies in its list (Relay's PageInfo). The flag of the page's own"
+    " direction is exact; the other one is false (see hasPreviousPage, hasNextPage)."
+)
 class PageInfo:
-    has_next_page: bool
+    has_next_page: bool = strawberry.field(
+        description="Paging forward (`first`): whether items follow this page; exact, so a"
+        " page that says true is never followed by an empty one. Paging backward: false."
+    )
+    has_previous_page: bool = strawberry.field(
+        description="Paging backward (`last`): whether items precede this page; exact. Paging"
+        " forward: false (Relay's spec allows it; knowing it would cost another read)."
+    )
+    first: strawberry.Private[Edge[Any] | None]
     last: strawberry.Private[Edge[Any] | None]
 
-    @strawberry.field
+    @strawberry.field(
+        description="The cursor of the page's first edge (null if the page is empty): pass it"
+        " as `before` to read the page before this one."
+    )
+    def start_cursor(self) -> str | None:
+        return self.first.page.encode(self.first.key) if self.first else None
+
+    @strawberry.field(
+        description="The cursor of the page's last edge (null if the page is empty): pass it"
+        " as `after` to read the page after this one."
+    )
     def end_cursor(self) -> str | None:
         return self.last.page.encode(self.last.key) if self.last else None
 
 
-@strawberry.type
+EDGES = "The page's items with their cursors, in the list's order (also when paging backward)."
+
+
+@strawberry.type(
+    description="A page of a list whose size the table keeps on the parent item (a roster's"
+    " studentCount, the size of a student's or a teacher's map): totalCount costs no request."
+)
 class Connection(Generic[T]):
-    edges: list[Edge[T]]
-    page_info: PageInfo
+    edges: list[Edge[T]] = strawberry.field(description=EDGES)
+    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+    count: strawberry.Private[Callable[[], Any]]
+
+    @strawberry.field(
+        description="How many items the whole list holds (all pages), from the counter the"
+        " table keeps with the list: no request when the parent is already read."
+    )
+    def total_count(self) -> int:
+        return self.count()  # type: ignore[no-any-return]  # an int, or an awaitable of one
+
+
+UNCOUNTED = (
+    " No totalCount: the table keeps no counter for it, and counting would read every item"
+    " of the list (a Scan of it); walk the pages to count."
+)
+
+
+@strawberry.type(
+    description="A page of a catalog (all teachers, classes or sports), ordered by id." + UNCOUNTED
+)
+class CatalogConnection(Generic[T]):
+    edges: list[Edge[T]] = strawberry.field(description=EDGES)
+    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+
+
+@strawberry.type(
+    description="A page of the students whose home is in a place, ordered by state, city and"
+    " id." + UNCOUNTED
+)
+class LocationConnection(Generic[T]):
+    edges: list[Edge[T]] = strawberry.field(description=EDGES)
+    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Which page a connection field asks for: `count` items forward after `cursor`, or
+    backward before it."""
+
+    count: int
+    forward: bool
+    cursor: str | None
+
+
+def _check_count(value: int | None, name: str) -> int:
+    if value is None:
+        return DEFAULT_FIRST
+    if not 1 <= value <= MAX_FIRST:
+        raise BadUserInput(f"{name} must be between 1 and {MAX_FIRST}", field=name)
+    return value
 
 
 def check_first(first: int | None) -> int:
     """`first` as given, or the default when null; BAD_USER_INPUT outside 1..100."""
-    if first is None:
-        return DEFAULT_FIRST
-    if not 1 <= first <= MAX_FIRST:
-        raise BadUserInput(f"first must be between 1 and {MAX_FIRST}", field="first")
-    return first
+    return _check_count(first, "first")
 
 
-def _after(info: Info, field: str, rng: Range, after: str | None) -> dict[str, str] | None:
-    return None if after is None else info.context.cursors.decode(after, field, rng)
+def window(first: int | None, after: str | None, last: int | None, before: str | None) -> Window:
+    """The page asked for; BAD_USER_INPUT when the arguments mix the two directions."""
+    if first is not None and last is not None:
+        raise BadUserInput(
+            "first and last cannot be combined: page forward with first (and after) or"
+            " backward with last (and before)",
+            field="last",
+        )
+    if after is not None and before is not None:
+        raise BadUserInput(
+            "after and before cannot be combined: page forward with first and after, or"
+            " backward with last and before",
+            field="before",
+        )
+    if last is not None or before is not None:
+        if first is not None or after is not None:
+            raise BadUserInput(
+                "first and after page forward, last and before backward: use one pair",
+                field="first" if first is not None else "after",
+            )
+        return Window(_check_count(last, "last"), False, before)
+    return Window(check_first(first), True, after)
+
+
+def _start(info: Info, field: str, rng: Range, page: Window) -> dict[str, str] | None:
+    if page.cursor is None:
+        return None
+    argument = "after" if page.forward else "before"
+    return info.context.cursors.decode(page.cursor, field, rng, argument)
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """A page read, before it becomes the field's connection type."""
+
+    edges: list[Edge[T]]
+    page_info: PageInfo
+
+    def counted(self, count: Callable[[], Any]) -> Connection[T]:
+        return Connection(edges=self.edges, page_info=self.page_info, count=count)
+
+    def catalog(self) -> CatalogConnection[T]:
+        return CatalogConnection(edges=self.edges, page_info=self.page_info)
+
+    def location(self) -> LocationConnection[T]:
+        return LocationConnection(edges=self.edges, page_info=self.page_info)
 
 
 def from_map(
     info: Info,
     field: str,
     rng: Range,
-    first: int | None,
-    after: str | None,
+    page: Window,
     entries: Mapping[str, Mapping[str, Any]],
     to_node: Callable[[str, Mapping[str, Any], Loaders], T],
 ) -> Connection[T]:
     """A page of a bounded relation carried on its owner's item as a map keyed by id (a
     student's classes and sports, a teacher's classes): no request beyond the owner's item.
+    Its totalCount is the map's size.
 
     Entries are ordered by id, and a cursor is the entry's position in `rng` (its `SK`), so
     cursors look and check like the cursors of a range read from the table.
     """
-    count = check_first(first)
     ids = sorted(entries)  # the order of their positions: one prefix, then the id
-    start = _after(info, field, rng, after)
-    if start:
-        ids = [id_ for id_ in ids if rng.at(id_).sk > start[SK]]
+    start = _start(info, field, rng, page)
+    count = page.count
+    if page.forward:
+        if start:
+            ids = [id_ for id_ in ids if rng.at(id_).sk > start[SK]]
+        chosen = ids[:count]
+    else:
+        if start:
+            ids = [id_ for id_ in ids if rng.at(id_).sk < start[SK]]
+        chosen = ids[-count:]
     context = info.context
-    page = CursorOf(context.cursors, field, rng)
+    cursor_of = CursorOf(context.cursors, field, rng)
     loaders = context.loaders
     edges = [
-        Edge(node=to_node(id_, entries[id_], loaders), page=page, key=rng.at(id_).as_item())
-        for id_ in ids[:count]
+        Edge(node=to_node(id_, entries[id_], loaders), page=cursor_of, key=rng.at(id_).as_item())
+        for id_ in chosen
     ]
-    return _page(edges, len(ids) > count)
+    total = len(entries)
+    return _page(edges, page.forward, len(ids) > count).counted(lambda: total)
 
 
 async def from_range(
     info: Info,
     field: str,
     rng: Range,
-    first: int | None,
-    after: str | None,
+    page: Window,
     to_node: Callable[[Item, Loaders], T],
-) -> Connection[T]:
-    """A page of a range (unbounded: a class's students, a catalog, a city)."""
-    count = check_first(first)
-    start = _after(info, field, rng, after)
-    # One item more than asked tells whether a next page exists, without an empty page.
-    request = PageRequest(rng, count + 1, start_key(start))
+) -> Page[T]:
+    """A page of a range (unbounded: a class's students, a catalog, a city): one Query."""
+    start = _start(info, field, rng, page)
+    count = page.count
+    # One item more than asked tells whether another page exists, without an empty page.
+    request = PageRequest(rng, count + 1, start_key(start), page.forward)
     loaders = info.context.loaders
     items = await loaders.page.load(request)
-    page = CursorOf(info.context.cursors, field, rng)
+    # Backward, the Query reads from the end: its first `count` items, in the list's order.
+    chosen = items[:count] if page.forward else items[:count][::-1]
+    cursor_of = CursorOf(info.context.cursors, field, rng)
     names = key_names(rng.index)
     edges = [
-        Edge(node=to_node(item, loaders), page=page, key={n: item[n] for n in names})
-        for item in items[:count]
+        Edge(node=to_node(item, loaders), page=cursor_of, key={n: item[n] for n in names})
+        for item in chosen
     ]
-    return _page(edges, len(items) > count)
+    return _page(edges, page.forward, len(items) > count)
 
 
-def _page(edges: list[Edge[T]], more: bool) -> Connection[T]:
-    last = edges[-1] if edges else None
-    return Connection(edges=edges, page_info=PageInfo(has_next_page=more, last=last))
+def _page(edges: list[Edge[T]], forward: bool, more: bool) -> Page[T]:
+    info = PageInfo(
+        has_next_page=more and forward,
+        has_previous_page=more and not forward,
+        first=edges[0] if edges else None,
+        last=edges[-1] if edges else None,
+    )
+    return Page(edges, info)

@@ -49,11 +49,17 @@ def _as_int(value: Any) -> int | None:
 
 
 def first_page_size(info: Info) -> int | None:
-    """`first` of a `students` field selected, from the start, under this root field."""
+    """`first` of a `students` field selected, from the start, under this root field.
+
+    Only a forward first page: a backward page (`last`, `before`) reads the partition from
+    its other end, one Query of its own.
+    """
     for root in info.selected_fields:
         for field in _fields(root.selections):
             args: dict[str, Any] = field.arguments
-            if field.name != ROSTER_FIELD or args.get("after") is not None:
+            if field.name != ROSTER_FIELD or any(
+                args.get(name) is not None for name in ("after", "last", "before")
+            ):
                 continue
             first = _as_int(args.get("first", DEFAULT_FIRST))
             if first is not None and 1 <= first <= MAX_FIRST:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Annotated, cast
+
 import strawberry
 
 from graph_api import keys, validation
 from graph_api.errors import BadUserInput
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
-from graph_api.graph.paging import Connection
+from graph_api.graph.nodes import Node, NodeBase, parse_global_id
+from graph_api.graph.paging import After, Before, CatalogConnection, First, Last, LocationConnection
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
@@ -51,47 +54,138 @@ class Query:
         loaders = info.context.loaders
         return [Student.from_item(item, loaders) if item else None for item in found]
 
-    @strawberry.field
+    @strawberry.field(
+        description="Every teacher, ordered by id: one Query of GSI1 a page. Null, with an"
+        " error, for arguments it refuses."
+    )
     async def teachers(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Teacher]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> CatalogConnection[Teacher] | None:
+        page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.TEACHER)
-        return await paging.from_range(info, "Query.teachers", rng, first, after, Teacher.from_item)
+        found = await paging.from_range(info, "Query.teachers", rng, page, Teacher.from_item)
+        return found.catalog()
 
-    @strawberry.field
+    @strawberry.field(
+        description="Every class, ordered by id: one Query of GSI1 a page. Null, with an"
+        " error, for arguments it refuses."
+    )
     async def classes(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Class]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> CatalogConnection[Class] | None:
+        page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.CLASS)
-        return await paging.from_range(info, "Query.classes", rng, first, after, Class.from_item)
+        found = await paging.from_range(info, "Query.classes", rng, page, Class.from_item)
+        return found.catalog()
 
-    @strawberry.field
+    @strawberry.field(
+        description="Every sport, ordered by id: one Query of GSI1 a page. Null, with an"
+        " error, for arguments it refuses."
+    )
     async def sports(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Sport]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> CatalogConnection[Sport] | None:
+        page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.SPORT)
-        return await paging.from_range(info, "Query.sports", rng, first, after, Sport.from_item)
+        found = await paging.from_range(info, "Query.sports", rng, page, Sport.from_item)
+        return found.catalog()
 
-    @strawberry.field(description="Students whose home is in a country, a state of it, or a city.")
+    @strawberry.field(
+        description="Students whose home is in a country, a state of it, or a city: one Query"
+        " of GSI1 a page, whole students (their classes and sports come along)."
+    )
     async def students_by_location(
         self,
         info: Info,
         country: str,
         state: str | None = None,
         city: str | None = None,
-        first: int | None = 20,
-        after: str | None = None,
-    ) -> Connection[Student]:
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> LocationConnection[Student] | None:
+        page = paging.window(first, after, last, before)
         rng = keys.location(
             validation.place_filter(country, "country"),
             None if state is None else validation.place_filter(state, "state"),
             None if city is None else validation.place_filter(city, "city"),
         )
-        return await paging.from_range(
+        found = await paging.from_range(
             info,
             "Query.studentsByLocation",
             rng,
-            first,
-            after,
+            page,
             Student.from_item,  # whole students: their classes and sports come along
         )
+        return found.location()
+
+    @strawberry.field(
+        description="The student, teacher, class or sport a global id (`nodeId`) names, or"
+        " null if there is none (Relay's refetch): one BatchGetItem, shared with every other"
+        " node read at this level."
+    )
+    async def node(
+        self,
+        info: Info,
+        id: Annotated[
+            strawberry.ID,
+            strawberry.argument(
+                description="A global id, as `nodeId` gives it: `Student:stu-0001`."
+            ),
+        ],
+    ) -> Node | None:
+        (found,) = await _nodes(info, [id], "id")
+        return found
+
+    @strawberry.field(
+        description=f"The nodes global ids name, in their order; null for each that names"
+        f" none. At most {MAX_IDS} ids, of any mix of types: one BatchGetItem."
+    )
+    async def nodes(
+        self,
+        info: Info,
+        ids: Annotated[
+            list[strawberry.ID],
+            strawberry.argument(
+                description=f"1-{MAX_IDS} global ids, as `nodeId` gives them (repeats allowed)."
+            ),
+        ],
+    ) -> list[Node | None]:
+        if len(ids) > MAX_IDS:
+            raise BadUserInput(f"ids takes at most {MAX_IDS} ids", field="ids")
+        return await _nodes(info, ids, "ids")
+
+
+NODE_TYPES: dict[Kind, type[NodeBase]] = {
+    Kind.STUDENT: Student,
+    Kind.TEACHER: Teacher,
+    Kind.CLASS: Class,
+    Kind.SPORT: Sport,
+}
+
+
+async def _nodes(info: Info, ids: list[strawberry.ID], field: str) -> list[Node | None]:
+    """Nodes by global id through the item loader: one BatchGetItem for any mix of types."""
+    named = [parse_global_id(value, field) for value in ids]
+    loaders = info.context.loaders
+    found = await loaders.item.load_many([keys.node(kind, id_) for kind, id_ in named])
+    return [
+        cast(Node, NODE_TYPES[kind].from_item(item, loaders)) if item else None
+        for (kind, _), item in zip(named, found, strict=True)
+    ]

@@ -9,8 +9,8 @@ import strawberry
 from graph_api import items, keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import Attributes, NodeBase, then
-from graph_api.graph.paging import Connection
+from graph_api.graph.nodes import Attributes, Node, NodeBase, then
+from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
 from graph_api.keys import Kind
@@ -27,7 +27,7 @@ def _teacher(root: Class) -> Teacher:
 
 
 @strawberry.type
-class Class(NodeBase):
+class Class(NodeBase, Node):
     kind = Kind.CLASS
     attributes: ClassVar[Attributes] = {
         "subject": "subject",
@@ -44,16 +44,26 @@ class Class(NodeBase):
     student_count: int
     version: int
 
-    @strawberry.field
+    @strawberry.field(
+        description="The students enrolled in the class, ordered by id: one Query of its"
+        " partition a page (none of its own for a forward first page under `class(id:)`)."
+        " Null, with an error, for arguments it refuses."
+    )
     async def students(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Student]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> Connection[Student] | None:
+        page = paging.window(first, after, last, before)
         rng = keys.roster(Kind.CLASS, self.id, Kind.STUDENT)
-        return await paging.from_range(
+        found = await paging.from_range(
             info,
             "Class.students",
             rng,
-            first,
-            after,
+            page,
             lambda edge, loaders: Student.from_view(items.ENROLMENT.owner_view(edge), loaders),
         )
+        return found.counted(lambda: self.get("studentCount"))

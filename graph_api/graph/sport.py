@@ -9,14 +9,14 @@ import strawberry
 from graph_api import items, keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import Attributes, NodeBase
-from graph_api.graph.paging import Connection
+from graph_api.graph.nodes import Attributes, Node, NodeBase
+from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.keys import Kind
 
 
 @strawberry.type
-class Sport(NodeBase):
+class Sport(NodeBase, Node):
     kind = Kind.SPORT
     attributes: ClassVar[Attributes] = {
         "name": "name",
@@ -33,16 +33,26 @@ class Sport(NodeBase):
     student_count: int
     version: int
 
-    @strawberry.field
+    @strawberry.field(
+        description="The students who play the sport, ordered by id: one Query of its"
+        " partition a page (none of its own for a forward first page under `sport(id:)`)."
+        " Null, with an error, for arguments it refuses."
+    )
     async def students(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Student]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> Connection[Student] | None:
+        page = paging.window(first, after, last, before)
         rng = keys.roster(Kind.SPORT, self.id, Kind.STUDENT)
-        return await paging.from_range(
+        found = await paging.from_range(
             info,
             "Sport.students",
             rng,
-            first,
-            after,
+            page,
             lambda edge, loaders: Student.from_view(items.MEMBERSHIP.owner_view(edge), loaders),
         )
+        return found.counted(lambda: self.get("studentCount"))

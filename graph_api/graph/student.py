@@ -11,8 +11,8 @@ from graph_api.graph import paging
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
-from graph_api.graph.nodes import Attributes, NodeBase, then
-from graph_api.graph.paging import Connection
+from graph_api.graph.nodes import Attributes, Node, NodeBase, then
+from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.items import ENROLMENT, MEMBERSHIP
 from graph_api.keys import Kind
 
@@ -31,7 +31,7 @@ def _email(root: Student, info: Info) -> str | None:
 
 
 @strawberry.type
-class Student(NodeBase):
+class Student(NodeBase, Node):
     kind = Kind.STUDENT
     attributes: ClassVar[Attributes] = {
         "name": "name",
@@ -50,30 +50,48 @@ class Student(NodeBase):
     version: int
     home: Home | None
 
-    @strawberry.field
+    @strawberry.field(
+        description="The classes the student is enrolled in, ordered by id; from the student"
+        " item itself (no request of its own). Null, with an error, for arguments it refuses."
+    )
     def classes(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]] | None:
         from graph_api.graph.school_class import Class
 
+        page = paging.window(first, after, last, before)
         rng = keys.entries(Kind.STUDENT, self.id, Kind.CLASS)
         return then(  # type: ignore[no-any-return]
             self.get(ENROLMENT.field),
             lambda entries: paging.from_map(
-                info, "Student.classes", rng, first, after, entries or {}, Class.from_entry
+                info, "Student.classes", rng, page, entries or {}, Class.from_entry
             ),
         )
 
-    @strawberry.field
+    @strawberry.field(
+        description="The sports the student plays, ordered by id; from the student item itself"
+        " (no request of its own). Null, with an error, for arguments it refuses."
+    )
     def sports(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]] | None:
         from graph_api.graph.sport import Sport
 
+        page = paging.window(first, after, last, before)
         rng = keys.entries(Kind.STUDENT, self.id, Kind.SPORT)
         return then(  # type: ignore[no-any-return]
             self.get(MEMBERSHIP.field),
             lambda entries: paging.from_map(
-                info, "Student.sports", rng, first, after, entries or {}, Sport.from_entry
+                info, "Student.sports", rng, page, entries or {}, Sport.from_entry
             ),
         )

@@ -9,8 +9,8 @@ import strawberry
 from graph_api import keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import Attributes, NodeBase, then
-from graph_api.graph.paging import Connection
+from graph_api.graph.nodes import Attributes, Node, NodeBase, then
+from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.items import TEACHING
 from graph_api.keys import Kind
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @strawberry.type
-class Teacher(NodeBase):
+class Teacher(NodeBase, Node):
     kind = Kind.TEACHER
     attributes: ClassVar[Attributes] = {"name": "name", "version": "version"}
     id: strawberry.ID
@@ -29,12 +29,21 @@ class Teacher(NodeBase):
     name: str
     version: int
 
-    @strawberry.field
+    @strawberry.field(
+        description="The classes the teacher teaches, ordered by id; from the teacher item"
+        " itself (no request of its own). Null, with an error, for arguments it refuses."
+    )
     def classes(
-        self, info: Info, first: int | None = 20, after: str | None = None
-    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]]:
+        self,
+        info: Info,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]] | None:
         from graph_api.graph.school_class import Class
 
+        page = paging.window(first, after, last, before)
         # Entries copy the subject; the class's teacher is this teacher, by definition.
         name = self.known.get("name")
         ours = {"teacherId": self.id} | ({"teacherName": name} if name is not None else {})
@@ -45,8 +54,7 @@ class Teacher(NodeBase):
                 info,
                 "Teacher.classes",
                 rng,
-                first,
-                after,
+                page,
                 entries or {},
                 lambda id_, entry, loaders: Class.from_entry(id_, {**entry, **ours}, loaders),
             ),
