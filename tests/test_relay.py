@@ -176,3 +176,21 @@ def test_the_types_document_why_some_connections_have_no_total_count(gql: Gql) -
     )
     for value in result.data.values():
         assert "No totalCount" in value["description"] and "Scan" in value["description"]
+
+
+def test_last_costs_like_first_and_nodes_count_their_ids(gql: Gql) -> None:
+    """The static cost prices `last` as it prices `first` (a costly backward page is refused
+    the same way), and `nodes` by its ids."""
+    backward = gql("{ classes(last: 3) { edges { node { students(last: 4) { totalCount } } } } }")
+    forward = gql("{ classes(first: 3) { edges { node { students(first: 4) { totalCount } } } } }")
+    assert backward.errors == [] and forward.errors == []
+    assert backward.extensions["cost"] == forward.extensions["cost"]
+    assert backward.extensions["cost"]["requested"] == 3 + 3 * 4
+    ids = ["Class:cls-001", "Class:cls-002"]
+    priced = gql(
+        "query($ids: [ID!]!) { nodes(ids: $ids) {"
+        " ... on Class { students(last: 5) { totalCount } } } }",
+        {"ids": ids},
+    )
+    assert priced.errors == []
+    assert priced.extensions["cost"]["requested"] == 2 + 2 * 5
