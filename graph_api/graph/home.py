@@ -11,11 +11,15 @@ from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 
 
-@strawberry.type
+@strawberry.type(
+    description="A student's address: a map on the student item, so it costs no request."
+    " Places are spelled as written; `studentsByLocation` matches them trimmed and"
+    " case-folded."
+)
 class Home:
-    country: str
-    state: str
-    city: str
+    country: str = strawberry.field(description="The country (1-100 characters).")
+    state: str = strawberry.field(description="The state, region or province (1-100 characters).")
+    city: str = strawberry.field(description="The city (1-100 characters).")
     street_: strawberry.Private[str | None]
 
     @strawberry.field(

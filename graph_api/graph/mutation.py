@@ -5,7 +5,7 @@ Each mutation answers a payload (`graph/payloads.py`): the node written, or user
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import strawberry
 
@@ -53,6 +53,20 @@ from graph_api.writes import classes, edges, sports, students, teachers
 
 N = TypeVar("N", bound=NodeBase)
 
+# The arguments mutations share (their descriptions are GraphiQL's docs).
+StudentId = Annotated[strawberry.ID, strawberry.argument(description="The student's id.")]
+TeacherId = Annotated[strawberry.ID, strawberry.argument(description="The teacher's id.")]
+ClassId = Annotated[strawberry.ID, strawberry.argument(description="The class's id.")]
+SportId = Annotated[strawberry.ID, strawberry.argument(description="The sport's id.")]
+ExpectedVersion = Annotated[
+    int | None,
+    strawberry.argument(
+        description="The `version` you read: if the node has another now, nothing is written"
+        " (CONFLICT, with `currentVersion`). Leave out to write over any version."
+    ),
+]
+Fields = strawberry.argument(description="The fields to change; those left out keep their value.")
+
 
 def written(info: Info, node_type: type[N], id_: str) -> N:
     """The node just written, read back strongly consistent (never from GSI1)."""
@@ -61,11 +75,24 @@ def written(info: Info, node_type: type[N], id_: str) -> N:
     return node_type.of(id_, {}, loaders)
 
 
-@strawberry.type
+@strawberry.type(
+    description="What the API writes. Each mutation validates its input, reads what it must"
+    " check, writes in one DynamoDB transaction (a rename also rewrites the name's copies, in"
+    " further transactions when they do not fit in one) and answers the nodes written, read"
+    " back strongly consistent. A client error is a `userErrors` entry, not a GraphQL error."
+)
 class Mutation:
     # -- students ------------------------------------------------------------------------
-    @payload_mutation(CreateStudentPayload)
-    async def create_student(self, info: Info, input: CreateStudentInput) -> CreateStudentPayload:
+    @payload_mutation(
+        CreateStudentPayload,
+        description="Create a student, with its home if given. ALREADY_EXISTS when the id or the"
+        " email (compared trimmed and case-folded) is taken.",
+    )
+    async def create_student(
+        self,
+        info: Info,
+        input: Annotated[CreateStudentInput, strawberry.argument(description="The new student.")],
+    ) -> CreateStudentPayload:
         id_ = await students.create(
             info.context.table,
             input.id,
@@ -75,13 +102,17 @@ class Mutation:
         )
         return CreateStudentPayload(student=written(info, Student, id_))
 
-    @payload_mutation(UpdateStudentPayload)
+    @payload_mutation(
+        UpdateStudentPayload,
+        description="Change a student's name or email. A new name reaches every roster entry"
+        " that copies it.",
+    )
     async def update_student(
         self,
         info: Info,
-        id: strawberry.ID,
-        input: UpdateStudentInput,
-        expected_version: int | None = None,
+        id: StudentId,
+        input: Annotated[UpdateStudentInput, Fields],
+        expected_version: ExpectedVersion = None,
     ) -> UpdateStudentPayload:
         email = None if input.email is None else validation.email(input.email)
         await students.update_student(
@@ -89,45 +120,75 @@ class Mutation:
         )
         return UpdateStudentPayload(student=written(info, Student, id))
 
-    @payload_mutation(DeleteStudentPayload)
-    async def delete_student(self, info: Info, id: strawberry.ID) -> DeleteStudentPayload:
+    @payload_mutation(
+        DeleteStudentPayload,
+        description="Delete a student with its email and its enrolments and memberships.",
+    )
+    async def delete_student(self, info: Info, id: StudentId) -> DeleteStudentPayload:
         await students.delete_student(info.context.table, id)
         return DeleteStudentPayload(deleted_id=id)
 
     @payload_mutation(SetHomePayload, description="Set the student's home; null clears it.")
     async def set_home(
-        self, info: Info, student_id: strawberry.ID, home: HomeInput | None
+        self,
+        info: Info,
+        student_id: StudentId,
+        home: Annotated[
+            HomeInput | None, strawberry.argument(description="The new home; null clears it.")
+        ],
     ) -> SetHomePayload:
         await students.set_home(info.context.table, student_id, home.place() if home else None)
         return SetHomePayload(student=written(info, Student, student_id))
 
     # -- teachers ------------------------------------------------------------------------
-    @payload_mutation(CreateTeacherPayload)
-    async def create_teacher(self, info: Info, input: CreateTeacherInput) -> CreateTeacherPayload:
+    @payload_mutation(
+        CreateTeacherPayload,
+        description="Create a teacher. ALREADY_EXISTS when the id is taken.",
+    )
+    async def create_teacher(
+        self,
+        info: Info,
+        input: Annotated[CreateTeacherInput, strawberry.argument(description="The new teacher.")],
+    ) -> CreateTeacherPayload:
         id_ = await teachers.create(info.context.table, input.id, validation.name(input.name))
         return CreateTeacherPayload(teacher=written(info, Teacher, id_))
 
-    @payload_mutation(UpdateTeacherPayload)
+    @payload_mutation(
+        UpdateTeacherPayload,
+        description="Rename a teacher; the name reaches every class (and class entry) that copies"
+        " it.",
+    )
     async def update_teacher(
         self,
         info: Info,
-        id: strawberry.ID,
-        input: UpdateTeacherInput,
-        expected_version: int | None = None,
+        id: TeacherId,
+        input: Annotated[UpdateTeacherInput, Fields],
+        expected_version: ExpectedVersion = None,
     ) -> UpdateTeacherPayload:
         await teachers.update_teacher(
             info.context.table, id, optional_name(input.name), expected_version
         )
         return UpdateTeacherPayload(teacher=written(info, Teacher, id))
 
-    @payload_mutation(DeleteTeacherPayload)
-    async def delete_teacher(self, info: Info, id: strawberry.ID) -> DeleteTeacherPayload:
+    @payload_mutation(
+        DeleteTeacherPayload,
+        description="Delete a teacher; CONFLICT while it still teaches a class.",
+    )
+    async def delete_teacher(self, info: Info, id: TeacherId) -> DeleteTeacherPayload:
         await teachers.delete_teacher(info.context.table, id)
         return DeleteTeacherPayload(deleted_id=id)
 
     # -- classes -------------------------------------------------------------------------
-    @payload_mutation(CreateClassPayload)
-    async def create_class(self, info: Info, input: CreateClassInput) -> CreateClassPayload:
+    @payload_mutation(
+        CreateClassPayload,
+        description="Create a class taught by an existing teacher. ALREADY_EXISTS when the id is"
+        " taken; a teacher teaches at most 200 classes.",
+    )
+    async def create_class(
+        self,
+        info: Info,
+        input: Annotated[CreateClassInput, strawberry.argument(description="The new class.")],
+    ) -> CreateClassPayload:
         id_ = await classes.create(
             info.context.table,
             input.id,
@@ -136,13 +197,17 @@ class Mutation:
         )
         return CreateClassPayload(class_=written(info, Class, id_))
 
-    @payload_mutation(UpdateClassPayload)
+    @payload_mutation(
+        UpdateClassPayload,
+        description="Change a class's subject or teacher; the change reaches every entry that"
+        " copies it.",
+    )
     async def update_class(
         self,
         info: Info,
-        id: strawberry.ID,
-        input: UpdateClassInput,
-        expected_version: int | None = None,
+        id: ClassId,
+        input: Annotated[UpdateClassInput, Fields],
+        expected_version: ExpectedVersion = None,
     ) -> UpdateClassPayload:
         await classes.update_class(
             info.context.table,
@@ -153,14 +218,24 @@ class Mutation:
         )
         return UpdateClassPayload(class_=written(info, Class, id))
 
-    @payload_mutation(DeleteClassPayload)
-    async def delete_class(self, info: Info, id: strawberry.ID) -> DeleteClassPayload:
+    @payload_mutation(
+        DeleteClassPayload,
+        description="Delete a class; CONFLICT while students are enrolled in it.",
+    )
+    async def delete_class(self, info: Info, id: ClassId) -> DeleteClassPayload:
         await classes.delete_class(info.context.table, id)
         return DeleteClassPayload(deleted_id=id)
 
     # -- sports --------------------------------------------------------------------------
-    @payload_mutation(CreateSportPayload)
-    async def create_sport(self, info: Info, input: CreateSportInput) -> CreateSportPayload:
+    @payload_mutation(
+        CreateSportPayload,
+        description="Create a sport. ALREADY_EXISTS when the id is taken.",
+    )
+    async def create_sport(
+        self,
+        info: Info,
+        input: Annotated[CreateSportInput, strawberry.argument(description="The new sport.")],
+    ) -> CreateSportPayload:
         id_ = await sports.create(
             info.context.table,
             input.id,
@@ -169,13 +244,16 @@ class Mutation:
         )
         return CreateSportPayload(sport=written(info, Sport, id_))
 
-    @payload_mutation(UpdateSportPayload)
+    @payload_mutation(
+        UpdateSportPayload,
+        description="Change a sport's name or coach; a new name reaches every member's entry.",
+    )
     async def update_sport(
         self,
         info: Info,
-        id: strawberry.ID,
-        input: UpdateSportInput,
-        expected_version: int | None = None,
+        id: SportId,
+        input: Annotated[UpdateSportInput, Fields],
+        expected_version: ExpectedVersion = None,
     ) -> UpdateSportPayload:
         coach = (
             sports.UNSET if input.coach is strawberry.UNSET else optional_name(input.coach, "coach")
@@ -185,39 +263,56 @@ class Mutation:
         )
         return UpdateSportPayload(sport=written(info, Sport, id))
 
-    @payload_mutation(DeleteSportPayload)
-    async def delete_sport(self, info: Info, id: strawberry.ID) -> DeleteSportPayload:
+    @payload_mutation(
+        DeleteSportPayload,
+        description="Delete a sport; CONFLICT while students play it.",
+    )
+    async def delete_sport(self, info: Info, id: SportId) -> DeleteSportPayload:
         await sports.delete_sport(info.context.table, id)
         return DeleteSportPayload(deleted_id=id)
 
     # -- edges ---------------------------------------------------------------------------
-    @payload_mutation(EnrollStudentPayload)
+    @payload_mutation(
+        EnrollStudentPayload,
+        description="Enroll a student in a class (at most 100 classes a student); ALREADY_EXISTS"
+        " if enrolled. Answers both.",
+    )
     async def enroll_student(
-        self, info: Info, student_id: strawberry.ID, class_id: strawberry.ID
+        self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> EnrollStudentPayload:
         await edges.link(info.context.table, ENROLMENT, student_id, class_id)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return EnrollStudentPayload(class_=klass, student=student)
 
-    @payload_mutation(UnenrollStudentPayload)
+    @payload_mutation(
+        UnenrollStudentPayload,
+        description="Take a student out of a class; NOT_FOUND if not enrolled. Answers both.",
+    )
     async def unenroll_student(
-        self, info: Info, student_id: strawberry.ID, class_id: strawberry.ID
+        self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> UnenrollStudentPayload:
         await edges.unlink(info.context.table, ENROLMENT, student_id, class_id)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return UnenrollStudentPayload(class_=klass, student=student)
 
-    @payload_mutation(JoinSportPayload)
+    @payload_mutation(
+        JoinSportPayload,
+        description="Make a student a member of a sport (at most 50 sports a student);"
+        " ALREADY_EXISTS if a member. Answers both.",
+    )
     async def join_sport(
-        self, info: Info, student_id: strawberry.ID, sport_id: strawberry.ID
+        self, info: Info, student_id: StudentId, sport_id: SportId
     ) -> JoinSportPayload:
         await edges.link(info.context.table, MEMBERSHIP, student_id, sport_id)
         sport, student = written(info, Sport, sport_id), written(info, Student, student_id)
         return JoinSportPayload(sport=sport, student=student)
 
-    @payload_mutation(LeaveSportPayload)
+    @payload_mutation(
+        LeaveSportPayload,
+        description="Take a student out of a sport; NOT_FOUND if not a member. Answers both.",
+    )
     async def leave_sport(
-        self, info: Info, student_id: strawberry.ID, sport_id: strawberry.ID
+        self, info: Info, student_id: StudentId, sport_id: SportId
     ) -> LeaveSportPayload:
         await edges.unlink(info.context.table, MEMBERSHIP, student_id, sport_id)
         sport, student = written(info, Sport, sport_id), written(info, Student, student_id)

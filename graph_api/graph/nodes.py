@@ -52,16 +52,19 @@ def parse_global_id(value: str, field: str = "id") -> tuple[Kind, str]:
     return kind, keys.check_id(id_, field=field)
 
 
+ID_DESCRIPTION = (
+    "The object's id: unique among objects of its type only (a student and a teacher may"
+    " share one); what `student(id:)`, `teacher(id:)`, `class(id:)` and `sport(id:)` take."
+    " For an id unique across types, use `nodeId`."
+)
+
+
 @strawberry.interface(
     description="An object that `node(id:)` refetches by its `nodeId` (Relay's Node"
     " interface): a student, a teacher, a class or a sport."
 )
 class Node:
-    id: strawberry.ID = strawberry.field(
-        description="The object's id: unique among objects of its type only (a student and a"
-        " teacher may share one); what `student(id:)`, `teacher(id:)`, `class(id:)` and"
-        " `sport(id:)` take. For an id unique across types, use `nodeId`."
-    )
+    id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
 
     @strawberry.field(
         description="The global id: unique across all types, what `node(id:)` and"

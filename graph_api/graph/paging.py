@@ -76,11 +76,15 @@ def _cursor(root: Edge[Any]) -> str:
     return root.page.encode(root.key)
 
 
-@strawberry.type
+@strawberry.type(description="One item of a page, with its position in the list.")
 class Edge(Generic[T]):
     # Encoded (an HMAC) only when `cursor` is selected, not for every edge of every page.
-    cursor: str = strawberry.field(resolver=_cursor)
-    node: T
+    cursor: str = strawberry.field(
+        resolver=_cursor,
+        description="This item's position, for `after` or `before` of the same field and"
+        " parent (opaque and signed: a cursor edited or used elsewhere is BAD_USER_INPUT).",
+    )
+    node: T = strawberry.field(description="The item.")
     page: strawberry.Private[CursorOf]
     key: strawberry.Private[Mapping[str, str]]
 

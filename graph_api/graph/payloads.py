@@ -49,8 +49,8 @@ class UserErrorCode(Enum):
     " client can fix: that mutation wrote nothing."
 )
 class UserError:
-    code: UserErrorCode
-    message: str
+    code: UserErrorCode = strawberry.field(description="What kind of problem it is.")
+    message: str = strawberry.field(description="What is wrong, for a person to read.")
     field: str | None = strawberry.field(
         default=None,
         description="The argument or input field at fault: `id`, `studentId`, `email`,"
@@ -129,79 +129,118 @@ def _deleted() -> Any:
     return strawberry.field(default=None, description="The id deleted; null if nothing was.")
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `createStudent` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class CreateStudentPayload(Payload):
     student: Student | None = _written("student")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `updateStudent` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class UpdateStudentPayload(Payload):
     student: Student | None = _written("student")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `deleteStudent` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class DeleteStudentPayload(Payload):
     deleted_id: strawberry.ID | None = _deleted()
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `setHome` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class SetHomePayload(Payload):
     student: Student | None = _written("student")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `createTeacher` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class CreateTeacherPayload(Payload):
     teacher: Teacher | None = _written("teacher")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `updateTeacher` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class UpdateTeacherPayload(Payload):
     teacher: Teacher | None = _written("teacher")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `deleteTeacher` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class DeleteTeacherPayload(Payload):
     deleted_id: strawberry.ID | None = _deleted()
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `createClass` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class CreateClassPayload(Payload):
     class_: Class | None = _written("class", name="class")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `updateClass` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class UpdateClassPayload(Payload):
     class_: Class | None = _written("class", name="class")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `deleteClass` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class DeleteClassPayload(Payload):
     deleted_id: strawberry.ID | None = _deleted()
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `createSport` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class CreateSportPayload(Payload):
     sport: Sport | None = _written("sport")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `updateSport` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class UpdateSportPayload(Payload):
     sport: Sport | None = _written("sport")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `deleteSport` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class DeleteSportPayload(Payload):
     deleted_id: strawberry.ID | None = _deleted()
     user_errors: list[UserError] = user_errors()
@@ -210,28 +249,40 @@ class DeleteSportPayload(Payload):
 # Edge mutations answer both ends: the list a client shows may be either's.
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `enrollStudent` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class EnrollStudentPayload(Payload):
     class_: Class | None = _written("class", name="class")
     student: Student | None = _written("student")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `unenrollStudent` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class UnenrollStudentPayload(Payload):
     class_: Class | None = _written("class", name="class")
     student: Student | None = _written("student")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `joinSport` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class JoinSportPayload(Payload):
     sport: Sport | None = _written("sport")
     student: Student | None = _written("student")
     user_errors: list[UserError] = user_errors()
 
 
-@strawberry.type
+@strawberry.type(
+    description="What `leaveSport` answers: what it wrote, or the user errors that say why"
+    " it wrote nothing."
+)
 class LeaveSportPayload(Payload):
     sport: Sport | None = _written("sport")
     student: Student | None = _written("student")

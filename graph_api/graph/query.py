@@ -20,33 +20,68 @@ from graph_api.keys import Kind
 
 MAX_IDS = 100
 
+ID_RULE = "`[A-Za-z0-9_-]{1,64}`; anything else is BAD_USER_INPUT"
+# `id` of student(id:), teacher(id:), class(id:), sport(id:).
+NodeId = Annotated[strawberry.ID, strawberry.argument(description=f"The id ({ID_RULE}).")]
+PLACE = "1-100 characters, matched trimmed and case-folded"
 
-@strawberry.type
+
+@strawberry.type(
+    description="What the API reads. Each field is one DynamoDB access pattern: a node by id"
+    " is one BatchGetItem shared by every node read at its level, a list page is one Query,"
+    " and nothing is a Scan. `extensions.dynamodb` counts a response's requests (when the"
+    " server's accounting is on)."
+)
 class Query:
-    @strawberry.field
-    async def student(self, info: Info, id: strawberry.ID) -> Student | None:
+    @strawberry.field(
+        description="The student with this id, or null if there is none: one BatchGetItem,"
+        " shared with every other node read at this level."
+    )
+    async def student(self, info: Info, id: NodeId) -> Student | None:
         item = await info.context.loaders.item.load(keys.node(Kind.STUDENT, id))
         return Student.from_item(item, info.context.loaders) if item else None
 
-    @strawberry.field
-    async def teacher(self, info: Info, id: strawberry.ID) -> Teacher | None:
+    @strawberry.field(
+        description="The teacher with this id, or null if there is none: one BatchGetItem,"
+        " shared with every other node read at this level."
+    )
+    async def teacher(self, info: Info, id: NodeId) -> Teacher | None:
         item = await info.context.loaders.item.load(keys.node(Kind.TEACHER, id))
         return Teacher.from_item(item, info.context.loaders) if item else None
 
-    @strawberry.field(name="class")
-    async def class_(self, info: Info, id: strawberry.ID) -> Class | None:
+    @strawberry.field(
+        name="class",
+        description="The class with this id, or null if there is none: one BatchGetItem,"
+        " shared with every other node read at this level; with a forward first page of"
+        " `students`, one Query reads the class and that page together.",
+    )
+    async def class_(self, info: Info, id: NodeId) -> Class | None:
         item = await prefetch.node_with_roster(info, Kind.CLASS, id)
         return Class.from_item(item, info.context.loaders) if item else None
 
-    @strawberry.field
-    async def sport(self, info: Info, id: strawberry.ID) -> Sport | None:
+    @strawberry.field(
+        description="The sport with this id, or null if there is none: one BatchGetItem,"
+        " shared with every other node read at this level; with a forward first page of"
+        " `students`, one Query reads the sport and that page together."
+    )
+    async def sport(self, info: Info, id: NodeId) -> Sport | None:
         item = await prefetch.node_with_roster(info, Kind.SPORT, id)
         return Sport.from_item(item, info.context.loaders) if item else None
 
     @strawberry.field(
-        description=f"Students by id, in order; null for unknown ids. At most {MAX_IDS}."
+        description=f"Students by id, in order; null for unknown ids. At most {MAX_IDS} ids:"
+        " one BatchGetItem, shared with every other node read at this level."
     )
-    async def students(self, info: Info, ids: list[strawberry.ID]) -> list[Student | None]:
+    async def students(
+        self,
+        info: Info,
+        ids: Annotated[
+            list[strawberry.ID],
+            strawberry.argument(
+                description=f"Up to {MAX_IDS} student ids ({ID_RULE}); repeats allowed."
+            ),
+        ],
+    ) -> list[Student | None]:
         if len(ids) > MAX_IDS:
             raise BadUserInput(f"ids takes at most {MAX_IDS} ids", field="ids")
         node_keys = [keys.node(Kind.STUDENT, keys.check_id(i, field="ids")) for i in ids]
@@ -112,9 +147,19 @@ class Query:
     async def students_by_location(
         self,
         info: Info,
-        country: str,
-        state: str | None = None,
-        city: str | None = None,
+        country: Annotated[
+            str, strawberry.argument(description=f"The country of the students' home ({PLACE}).")
+        ],
+        state: Annotated[
+            str | None,
+            strawberry.argument(description=f"Only this state of the country ({PLACE})."),
+        ] = None,
+        city: Annotated[
+            str | None,
+            strawberry.argument(
+                description=f"Only this city of the state ({PLACE}); needs `state`."
+            ),
+        ] = None,
         first: First = None,
         after: After = None,
         last: Last = None,

@@ -9,7 +9,7 @@ import strawberry
 from graph_api import items, keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import Attributes, Node, NodeBase, then
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
@@ -26,7 +26,13 @@ def _teacher(root: Class) -> Teacher:
     )
 
 
-@strawberry.type
+@strawberry.type(
+    description="A class: a subject taught by one teacher, with its roster of students. Read"
+    " by id it is one BatchGetItem per level (100 nodes a call, shared with every node read"
+    " there). Reached through a student's or teacher's classes it carries `id`, `subject`"
+    " and `teacher { id name }`; any other field loads its item, in that level's one"
+    " BatchGetItem."
+)
 class Class(NodeBase, Node):
     kind = Kind.CLASS
     attributes: ClassVar[Attributes] = {
@@ -35,14 +41,27 @@ class Class(NodeBase, Node):
         "student_count": "studentCount",
         "version": "version",
     }
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
     # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
-    subject: str
-    teacher: Teacher
-    student_count: int
-    version: int
+    subject: str = strawberry.field(
+        description="What the class teaches (1-200 characters); copied on students' and"
+        " teachers' class entries."
+    )
+    teacher: Teacher = strawberry.field(
+        description="Who teaches the class. Its `id` and `name` are copied on the class (and"
+        " its entries): free; any other field loads the teacher, in its level's one"
+        " BatchGetItem."
+    )
+    student_count: int = strawberry.field(
+        description="How many students are enrolled: a counter on the class item, exact"
+        " (the same as `students { totalCount }`)."
+    )
+    version: int = strawberry.field(
+        description="Grows with each write of the class's own fields (subject, teacher), not"
+        " with enrolments: send it as `expectedVersion` to update only what you read."
+    )
 
     @strawberry.field(
         description="The students enrolled in the class, ordered by id: one Query of its"

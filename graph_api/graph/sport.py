@@ -9,13 +9,18 @@ import strawberry
 from graph_api import items, keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import Attributes, Node, NodeBase
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.keys import Kind
 
 
-@strawberry.type
+@strawberry.type(
+    description="A sport, with its members. Read by id it is one BatchGetItem per level (100"
+    " nodes a call, shared with every node read there). Reached through a student's sports"
+    " it carries `id` and `name`; any other field loads its item, in that level's one"
+    " BatchGetItem."
+)
 class Sport(NodeBase, Node):
     kind = Kind.SPORT
     attributes: ClassVar[Attributes] = {
@@ -24,14 +29,24 @@ class Sport(NodeBase, Node):
         "student_count": "studentCount",
         "version": "version",
     }
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
     # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
-    name: str
-    coach: str | None
-    student_count: int
-    version: int
+    name: str = strawberry.field(
+        description="The sport's name (1-200 characters); copied on its members' entries."
+    )
+    coach: str | None = strawberry.field(
+        description="Who coaches the sport (1-200 characters), or null if no one does."
+    )
+    student_count: int = strawberry.field(
+        description="How many students play the sport: a counter on the sport item, exact"
+        " (the same as `students { totalCount }`)."
+    )
+    version: int = strawberry.field(
+        description="Grows with each write of the sport's own fields (name, coach), not"
+        " with memberships: send it as `expectedVersion` to update only what you read."
+    )
 
     @strawberry.field(
         description="The students who play the sport, ordered by id: one Query of its"

@@ -11,7 +11,7 @@ from graph_api.graph import paging
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
-from graph_api.graph.nodes import Attributes, Node, NodeBase, then
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.items import ENROLMENT, MEMBERSHIP
 from graph_api.keys import Kind
@@ -30,7 +30,12 @@ def _email(root: Student, info: Info) -> str | None:
     return root.get("email")  # type: ignore[no-any-return]
 
 
-@strawberry.type
+@strawberry.type(
+    description="A student. Its item carries its home, classes and sports: read by id it is"
+    " one BatchGetItem per level (100 students a call, shared with every node read there),"
+    " and those fields cost nothing more. Reached through a roster it carries `id` and"
+    " `name`; any other field loads its item, in that level's one BatchGetItem."
+)
 class Student(NodeBase, Node):
     kind = Kind.STUDENT
     attributes: ClassVar[Attributes] = {
@@ -38,17 +43,25 @@ class Student(NodeBase, Node):
         "version": "version",
         "home": _home,
     }
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
     # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
-    name: str
+    name: str = strawberry.field(
+        description="The student's name (1-200 characters); copied on rosters, so free there."
+    )
     email: str | None = strawberry.field(
         resolver=_email,
         description="Personal data: null (with an UNAUTHENTICATED or FORBIDDEN error) unless"
         " the request carries a valid bearer token or the server makes it public.",
     )
-    version: int
-    home: Home | None
+    version: int = strawberry.field(
+        description="Grows with each write of the student's own fields (name, email, home), not"
+        " with its enrolments: send it as `expectedVersion` to update only what you read."
+    )
+    home: Home | None = strawberry.field(
+        description="Where the student lives, or null: a map on the student item (no request"
+        " of its own)."
+    )
 
     @strawberry.field(
         description="The classes the student is enrolled in, ordered by id; from the student"

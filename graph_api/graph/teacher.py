@@ -9,7 +9,7 @@ import strawberry
 from graph_api import keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import Attributes, Node, NodeBase, then
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.items import TEACHING
 from graph_api.keys import Kind
@@ -18,16 +18,27 @@ if TYPE_CHECKING:
     from graph_api.graph.school_class import Class
 
 
-@strawberry.type
+@strawberry.type(
+    description="A teacher. Its item carries the classes it teaches: read by id it is one"
+    " BatchGetItem per level (100 nodes a call, shared with every node read there), and"
+    " `classes` costs nothing more. Reached as a class's `teacher` it carries `id` and"
+    " `name`; any other field loads its item, in that level's one BatchGetItem."
+)
 class Teacher(NodeBase, Node):
     kind = Kind.TEACHER
     attributes: ClassVar[Attributes] = {"name": "name", "version": "version"}
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
     # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
-    name: str
-    version: int
+    name: str = strawberry.field(
+        description="The teacher's name (1-200 characters); copied on its classes, so free"
+        " under `Class.teacher`."
+    )
+    version: int = strawberry.field(
+        description="Grows with each write of the teacher's own field (name), not with its classes:"
+        " send it as `expectedVersion` to update only what you read."
+    )
 
     @strawberry.field(
         description="The classes the teacher teaches, ordered by id; from the teacher item"
