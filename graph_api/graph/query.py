@@ -208,7 +208,7 @@ class Query:
         ids: Annotated[
             list[strawberry.ID],
             strawberry.argument(
-                description=f"1-{MAX_IDS} global ids, as `nodeId` gives them (repeats allowed)."
+                description=f"Up to {MAX_IDS} global ids, as `nodeId` gives them (repeats allowed)."
             ),
         ],
     ) -> list[Node | None]:
