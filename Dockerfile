@@ -26,7 +26,8 @@ USER 10001
 # healthy and lose every write (graph_api.hosting refuses it). Set GRAPH_API_TABLE,
 # GRAPH_API_CURSOR_SECRET and AWS_REGION when running.
 # uvicorn reads UVICORN_* for its options and WEB_CONCURRENCY for --workers: one worker per
-# vCPU the task has (each worker is one event loop).
+# vCPU the task has (each worker is one event loop); `graph-api serve` reads the same
+# variable. Set explicitly: in a container the CPUs Python sees are the host's.
 ENV GRAPH_API_BACKEND=remote \
     UVICORN_HOST=0.0.0.0 \
     UVICORN_PORT=8000 \

@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -88,12 +88,30 @@ def _exit_on_sigterm(signum: int, _: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def default_workers(settings: Settings, environ: Mapping[str, str] | None = None) -> int:
+    """`serve`'s worker processes when `--workers` is not given: WEB_CONCURRENCY (uvicorn's
+    variable, the Dockerfile's too) if set; else one per core for a remote backend, and one
+    for the embedded backend (a demo: its moto serializes writes in one process, see README)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("WEB_CONCURRENCY", "").strip()
+    if raw:
+        try:
+            return _positive(raw)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise SettingsError(
+                f"WEB_CONCURRENCY must be a whole number of 1 or more, not {raw!r}"
+            ) from None
+    if settings.backend == "embedded":
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from graph_api.app import create_app
     from graph_api.graph.context import Services
-    from graph_api.hosting import announce, tune_collector
+    from graph_api.hosting import WORKER_SETTINGS, announce, settings_for_workers, tune_collector
 
     settings = dataclasses.replace(
         settings, host=args.host or settings.host, port=args.port or settings.port
@@ -118,6 +136,24 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                 flush=True,
             )
         announce(settings)
+        workers = args.workers or default_workers(settings)
+        if workers > 1:
+            # Each worker is a fresh interpreter that builds its own services from this
+            # process's settings (hosting.create_worker_app), so all share the cursor secret
+            # and the DynamoDB. uvicorn's supervisor takes SIGINT and SIGTERM from here on:
+            # it stops the workers and returns, and the cleanup below runs.
+            os.environ[WORKER_SETTINGS] = settings_for_workers(settings)
+            print(f"GraphiQL: {api} ({workers} worker processes)", flush=True)
+            uvicorn.run(
+                "graph_api.hosting:create_worker_app",
+                factory=True,
+                workers=workers,
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                log_config=None,
+            )
+            return 0
         services = Services.create(settings)
         tune_collector()
         print(f"GraphiQL: {api}", flush=True)
@@ -357,6 +393,12 @@ def parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve GraphQL (embedded moto when no endpoint)")
     serve.add_argument("--host", help="interface to bind (GRAPH_API_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (GRAPH_API_PORT, default 8000)")
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        help="worker processes (WEB_CONCURRENCY; default: one per core, one on the embedded"
+        " backend)",
+    )
     serve.set_defaults(run=cmd_serve)
     create = commands.add_parser("create-table", help="create the table and its index")
     create.set_defaults(run=cmd_create_table)

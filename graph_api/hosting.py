@@ -1,4 +1,5 @@
-"""The app as hosts that own the process build it: uvicorn workers in a container, Lambda.
+"""The app as hosts that own the process build it: uvicorn workers in a container, Lambda,
+and the workers of `graph-api serve --workers N`.
 
 Unlike `graph-api serve`, these never start the embedded backend: a container or a function
 that quietly served an in-memory demo school would look healthy and lose every write.
@@ -6,8 +7,11 @@ that quietly served an in-memory demo school would look healthy and lose every w
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import json
 import logging
+import os
 from collections.abc import Mapping
 
 from starlette.applications import Starlette
@@ -93,3 +97,33 @@ def create_app_from_env() -> Starlette:
     Each worker process calls it once; its services live as long as the worker.
     """
     return create_app(services_for(remote_settings()))
+
+
+# `graph-api serve --workers N`: the parent resolved its settings (the embedded DynamoDB's
+# endpoint, the cursor secret, --host and --port) and hands them to its workers, which uvicorn
+# starts as fresh interpreters, in this variable. Every worker so signs and reads cursors
+# with the same secret, and reaches the same DynamoDB.
+WORKER_SETTINGS = "GRAPH_API_WORKER_SETTINGS"
+
+
+def settings_for_workers(settings: Settings) -> str:
+    """`settings` as the value of WORKER_SETTINGS."""
+    fields = dataclasses.asdict(settings)
+    fields["cursor_secret"] = settings.cursor_secret.hex()
+    return json.dumps(fields)
+
+
+def settings_from_parent(raw: str) -> Settings:
+    fields = json.loads(raw)
+    fields["cursor_secret"] = bytes.fromhex(fields["cursor_secret"])
+    return Settings(**fields)
+
+
+def create_worker_app() -> Starlette:
+    """The uvicorn factory of `graph-api serve --workers N`: one worker's app, built from the
+    parent's settings. The parent logs the startup notes, once; a worker only its requests."""
+    settings = settings_from_parent(os.environ[WORKER_SETTINGS])
+    logs.configure(settings.log_level, settings.log_format)
+    services = Services.create(settings)
+    tune_collector()
+    return create_app(services)

@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -115,3 +116,41 @@ def rss_kb(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """The CPU (user + system) the processes have used so far, in seconds, from /proc (a
+    process that is gone counts 0)."""
+    total = 0.0
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None:
+            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    """A process's children, their children, ... (live ones), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after `(comm)`: [0] state, [1] ppid, [11] utime, ..."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            raw = stat.read()
+    except OSError:
+        return None
+    return raw[raw.rindex(")") + 2 :].split()

@@ -1,0 +1,164 @@
+"""`graph-api serve --workers N`: several processes behind one port, one API.
+
+A cursor made by one worker must be read by another (they share the cursor secret), and
+SIGTERM to the parent stops every process it started (workers, embedded DynamoDB)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph_api import cli
+from graph_api.hosting import settings_for_workers, settings_from_parent
+from graph_api.settings import Settings, SettingsError
+from graph_api.store.embedded import cpu_seconds, descendants
+from tools.dynamodb_local import free_port
+
+STARTUP_SECONDS = 180  # a busy 2-core machine: a parent and two workers import everything
+STUDENTS = 40
+PAGE = 2
+WALKERS = 4  # concurrent walks, so that both workers are kept busy
+
+PAGE_QUERY = """query Page($after: String) {
+  class(id: "cls-001") {
+    students(first: %d, after: $after) {
+      edges { node { id name } }
+      pageInfo { hasNextPage endCursor }
+    }
+  }
+}"""
+
+
+def test_default_workers_one_per_core_remote_one_embedded_web_concurrency_first() -> None:
+    remote, embedded = Settings(backend="remote"), Settings(backend="embedded")
+    assert cli.default_workers(remote, {}) == len(os.sched_getaffinity(0))
+    assert cli.default_workers(embedded, {}) == 1
+    assert cli.default_workers(embedded, {"WEB_CONCURRENCY": "3"}) == 3
+    with pytest.raises(SettingsError, match="WEB_CONCURRENCY"):
+        cli.default_workers(remote, {"WEB_CONCURRENCY": "0"})
+
+
+def test_workers_get_the_parents_settings_and_its_generated_cursor_secret() -> None:
+    settings = Settings(backend="remote", endpoint_url="http://127.0.0.1:1", port=9)
+    assert not settings.cursor_secret_configured  # a random secret, made in the parent
+    assert settings_from_parent(settings_for_workers(settings)) == settings
+
+
+def _post(port: int, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    """One request on a connection of its own: any worker may accept it."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        body = json.dumps({"query": query, "variables": variables})
+        connection.request("POST", "/graphql", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        assert response.status == 200, answer
+        assert "errors" not in answer, answer
+        return answer["data"]  # type: ignore[no-any-return]
+    finally:
+        connection.close()
+
+
+def _walk(port: int) -> list[str]:
+    ids: list[str] = []
+    after = None
+    while True:
+        page = _post(port, PAGE_QUERY % PAGE, {"after": after})["class"]["students"]
+        ids += [edge["node"]["id"] for edge in page["edges"]]
+        if not page["pageInfo"]["hasNextPage"]:
+            return ids
+        after = page["pageInfo"]["endCursor"]
+
+
+def _wait_until_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"serve exited early:\n{log.read_text()[-4000:]}"
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            connection.close()
+        time.sleep(0.5)
+    raise AssertionError(f"serve did not answer in {STARTUP_SECONDS} s:\n{log.read_text()}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+def test_serve_with_two_workers_pages_with_cursors_across_workers_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.update(GRAPH_API_DEMO_STUDENTS=str(STUDENTS), GRAPH_API_LOG_LEVEL="WARNING")
+    env.pop("WEB_CONCURRENCY", None)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        # In a folder of its own: serve writes .data/ (embedded.json, cursor-secret) there.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
+            + ["--host", "127.0.0.1", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_until_healthy(port, process, log)
+        started = descendants(process.pid)
+        written = json.loads((tmp_path / ".data" / "embedded.json").read_text())
+        assert written["pid"] == process.pid  # once, by the parent
+        workers = [pid for pid in started if _worker(pid)]
+        assert len(workers) == 2, started
+
+        whole = _post(port, PAGE_QUERY % 100, {"after": None})["class"]["students"]
+        expected = [edge["node"]["id"] for edge in whole["edges"]]
+        assert len(expected) > 10 * PAGE and not whole["pageInfo"]["hasNextPage"]
+        before = {pid: cpu_seconds([pid]) for pid in workers}
+        with ThreadPoolExecutor(WALKERS) as pool:
+            walks = list(pool.map(_walk, [port] * WALKERS))
+        used = {pid: cpu_seconds([pid]) - before[pid] for pid in workers}
+        assert walks == [expected] * WALKERS  # every page right, whichever worker made it
+        # Both workers served pages, so cursors crossed from one to the other.
+        assert all(seconds > 0.05 * sum(used.values()) for seconds in used.values()), used
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) in (0, 128 + signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while any(map(_alive, started)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in started if _alive(pid)], log.read_text()[-4000:]
+        assert not (tmp_path / ".data" / "embedded.json").exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _worker(pid: int) -> bool:
+    """A uvicorn worker (multiprocessing's spawn), not the embedded DynamoDB or a helper."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"from multiprocessing.spawn import spawn_main; spawn_main(" in b" ".join(cmdline)
