@@ -115,9 +115,9 @@ def test_serve_with_two_workers_pages_with_cursors_across_workers_and_stops_on_s
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         # In a folder of its own: serve writes .data/ (embedded.json, cursor-secret) there.
+        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
         process = subprocess.Popen(
-            [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
-            + ["--host", "127.0.0.1", "--port", str(port)],
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
             cwd=tmp_path,
             env=env,
             stdout=out,

@@ -6,8 +6,11 @@ on a loopback port. We seed the same dataset into a fresh table of DynamoDB Loca
 own GraphQL mutations (so the seeding follows whatever item layout the writes produce), serve
 the API on another loopback port, check both sides' answers against the dataset, then time
 the five logical queries on both, interleaved in blocks, one keep-alive connection per side,
-the same number of timed requests each. Prints a Markdown table and writes
-`test-output/bench-peer-<time>.json`. Without postgres or npm, says why and prints our side.
+the same number of timed requests each. Then Q1's throughput: 16 concurrent keep-alive
+clients for 10 s a side, the API served by `graph-api serve --workers N` (one per core by
+default) on the same table, with the CPU its processes spent per request (from /proc).
+Prints Markdown tables and writes `test-output/bench-peer-<time>.json`. Without postgres or
+npm, says why and prints our side.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import platform
 import shutil
 import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -37,7 +42,9 @@ from graph_api.graph.context import Services
 from graph_api.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import table
+from graph_api.store.embedded import cpu_seconds, descendants
 from tools import dynamodb_local, peer, peer_queries
+from tools.api_server import _stop, _wait_until_healthy
 from tools.bench import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,6 +220,7 @@ class Peer:
     bench: ModuleType
     pg: Any
     port: int
+    pid: int  # PostGraphile's node process
     versions: dict[str, str]
 
     def statements(self) -> int:
@@ -243,7 +251,7 @@ def peer_running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -
         except (Exception, SystemExit) as error:
             detail = str(error).strip().splitlines() or [type(error).__name__]
             raise peer.PeerUnavailable(f"the peer did not start: {detail[0]}") from error
-        yield Peer(bench, pg, server.port, versions)
+        yield Peer(bench, pg, server.port, server.proc.pid, versions)
     finally:
         if server is not None:
             server.stop()
@@ -360,6 +368,106 @@ def summarize(side: Side, httpbench: ModuleType) -> dict[str, Any]:
     return out
 
 
+# -- throughput: Q1 from concurrent clients -------------------------------------------
+
+
+@contextmanager
+def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, int]]:
+    """`graph-api serve --workers N` on the bench's table (N: serve's default when None);
+    yields its port and the parent's pid. The settings are the in-process server's."""
+    port = dynamodb_local.free_port()
+    env = {
+        **os.environ,
+        "GRAPH_API_BACKEND": "remote",
+        "GRAPH_API_TABLE": settings.table,
+        "GRAPH_API_LOG_LEVEL": "WARNING",
+        "GRAPH_API_PUBLIC_PERSONAL_DATA": str(settings.public_personal_data).lower(),
+        "GRAPH_API_JWKS_URL": "",
+        "GRAPH_API_JWT_SECRET": "",
+        "GRAPH_API_AUTH_READS": "false",
+        "AWS_REGION": settings.region,
+    }
+    if settings.endpoint_url:  # the DynamoDB Local this bench started, its throwaway keys
+        env.update(
+            AWS_ENDPOINT_URL_DYNAMODB=settings.endpoint_url,
+            AWS_ACCESS_KEY_ID="local",
+            AWS_SECRET_ACCESS_KEY="local",
+        )
+    command = [sys.executable, "-m", "graph_api.cli", "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port)] + (["--workers", str(workers)] if workers else [])
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as folder:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=folder)
+        try:
+            try:
+                _wait_until_healthy(f"http://127.0.0.1:{port}", process)
+            except RuntimeError as error:
+                log.seek(0)
+                raise RuntimeError(
+                    f"{error}\n{log.read().decode(errors='replace')[-4000:]}"
+                ) from None
+            yield port, process.pid
+        finally:
+            _stop(process)
+
+
+def throughput(
+    httpbench: ModuleType, port: int, pid: int, body: bytes, clients: int, seconds: float
+) -> dict[str, Any]:
+    """A short untimed burst, then `clients` keep-alive clients for `seconds`; with the CPU
+    the server's process and its descendants (workers) spent, per answered request."""
+    httpbench.throughput_run("127.0.0.1", port, body, clients=clients, seconds=2.0)
+    pids = [pid, *descendants(pid)]
+    before = cpu_seconds(pids)
+    out: dict[str, Any] = httpbench.throughput_run(
+        "127.0.0.1", port, body, clients=clients, seconds=seconds
+    )
+    out["processes"] = len(pids)
+    out["cpu_ms_per_request"] = (cpu_seconds(pids) - before) * 1000 / max(1, out["ok"])
+    return out
+
+
+def run_throughput(
+    args: argparse.Namespace,
+    settings: Settings,
+    running: Peer | None,
+    data: dict[str, Any],
+    targets: dict[str, Any],
+    school: peer_queries.School,
+    httpbench: ModuleType,
+    queries: ModuleType,
+) -> dict[str, Any]:
+    ours_spec = next(s for s in peer_queries.build(data, targets) if s.name == "Q1")
+    with api_workers(settings, args.api_workers) as (port, pid):
+        workers = len([p for p in descendants(pid) if _is_worker(p)])
+        client = httpbench.GraphQLClient("127.0.0.1", port)
+        check = ours_spec.check(client.query(ours_spec.query, ours_spec.variables), school, targets)
+        client.close()
+        body = httpbench.encode(ours_spec.query, ours_spec.variables)
+        us = throughput(httpbench, port, pid, body, args.clients, args.seconds)
+    out: dict[str, Any] = {"clients": args.clients, "workers": workers, "check": check, "us": us}
+    if running is not None:
+        theirs_spec = next(s for s in queries.build(targets) if s.name == "Q1")
+        body = httpbench.encode(theirs_spec.query, theirs_spec.variables)
+        out["peer"] = throughput(
+            httpbench, running.port, running.pid, body, args.clients, args.seconds
+        )
+    print(
+        f"Q1 x{args.clients}: us {us['rps']:.1f} requests/s ({workers} workers)"
+        + (f", peer {out['peer']['rps']:.1f}" if "peer" in out else ""),
+        flush=True,
+    )
+    return out
+
+
+def _is_worker(pid: int) -> bool:
+    """A uvicorn worker (multiprocessing's spawn), not its resource tracker."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"spawn_main" in cmdline.read()
+    except OSError:
+        return False
+
+
 # -- report ------------------------------------------------------------------------------
 
 
@@ -421,6 +529,34 @@ def render(result: dict[str, Any]) -> str:
             f"| {q['name']} | {us['shape']} | {_ms(us['dynamodb_serial_ms'])} | {_ms(rest)} "
             f"| {q['check']} | {q.get('peer_check', 'n/a')} |"
         )
+    tp = result.get("throughput")
+    if tp:
+        us, them = tp["us"], tp.get("peer")
+        lines += [
+            "",
+            f"Q1 throughput: {tp['clients']} concurrent keep-alive clients, "
+            f"{us['seconds']:.0f} s a side after a 2 s warm-up; us: `graph-api serve --workers "
+            f"{tp['workers']}` on the same table ({tp['check']}). CPU ms per request: user + "
+            "system time of the server's processes (all workers; PostGraphile's node process, "
+            "PostgreSQL not counted) over the run, from /proc, per answered request.",
+            "",
+            "| Q1 x16 | requests/s | p50 ms | p95 ms | errors | server CPU ms/request |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for name, side in (("us", us), ("peer", them)):
+            if side:
+                lines.append(
+                    f"| {name} | {side['rps']:.1f} | {_ms(side['median_ms'])} "
+                    f"| {_ms(side['p95_ms'])} | {side['errors']} "
+                    f"| {_ms(side['cpu_ms_per_request'])} |"
+                )
+        if them:
+            lines.append(
+                f"| us/peer | {us['rps'] / them['rps']:.2f}\u00d7 "
+                f"| {us['median_ms'] / them['median_ms']:.1f}\u00d7 "
+                f"| {us['p95_ms'] / them['p95_ms']:.1f}\u00d7 | "
+                f"| {us['cpu_ms_per_request'] / them['cpu_ms_per_request']:.1f}\u00d7 |"
+            )
     return "\n".join(lines)
 
 
@@ -438,6 +574,12 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=10, help="requests a side before switching")
     parser.add_argument("--workers", type=int, default=4, help="connections that seed")
     parser.add_argument("--no-peer", action="store_true", help="measure our side only")
+    parser.add_argument("--clients", type=int, default=16, help="Q1 throughput: clients")
+    parser.add_argument("--seconds", type=float, default=10.0, help="Q1 throughput: seconds")
+    parser.add_argument(
+        "--api-workers", type=int, help="Q1 throughput: serve's workers (default: its own)"
+    )
+    parser.add_argument("--no-throughput", action="store_true", help="skip Q1 throughput")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _on_sigterm)
     begun = time.monotonic()
@@ -498,6 +640,10 @@ def main() -> None:
                     unavailable = str(error)
                     print(f"peer unavailable: {unavailable}; measuring our side only", flush=True)
             result = run(args, running, port, clock, data, targets, school, httpbench, queries)
+            if not args.no_throughput:
+                result["throughput"] = run_throughput(
+                    args, settings, running, data, targets, school, httpbench, queries
+                )
     finally:
         if server is not None:
             server.should_exit = True
