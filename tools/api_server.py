@@ -20,7 +20,7 @@ from tools.dynamodb_local import free_port
 STARTUP_SECONDS = 60
 
 
-def _wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -57,17 +57,17 @@ def serving(students: int = 20, **env: str) -> Iterator[str]:
         )
         try:
             try:
-                _wait_until_healthy(url, process)
+                wait_until_healthy(url, process)
             except RuntimeError as error:
                 log.seek(0)
                 tail = log.read().decode(errors="replace")[-4000:]
                 raise RuntimeError(f"{error}\n{tail}") from None
             yield url
         finally:
-            _stop(process)
+            stop(process)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:

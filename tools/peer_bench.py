@@ -43,8 +43,7 @@ from graph_api.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.embedded import cpu_seconds, descendants
-from tools import dynamodb_local, peer, peer_queries
-from tools.api_server import _stop, _wait_until_healthy
+from tools import api_server, dynamodb_local, peer, peer_queries
 from tools.bench import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -399,7 +398,7 @@ def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, 
         process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=folder)
         try:
             try:
-                _wait_until_healthy(f"http://127.0.0.1:{port}", process)
+                api_server.wait_until_healthy(f"http://127.0.0.1:{port}", process)
             except RuntimeError as error:
                 log.seek(0)
                 raise RuntimeError(
@@ -407,7 +406,7 @@ def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, 
                 ) from None
             yield port, process.pid
         finally:
-            _stop(process)
+            api_server.stop(process)
 
 
 def throughput(
