@@ -22,7 +22,9 @@ MAX_IDS = 100
 
 ID_RULE = "`[A-Za-z0-9_-]{1,64}`; anything else is BAD_USER_INPUT"
 # `id` of student(id:), teacher(id:), class(id:), sport(id:).
-NodeId = Annotated[strawberry.ID, strawberry.argument(description=f"The id ({ID_RULE}).")]
+NodeId = Annotated[
+    strawberry.ID, strawberry.argument(description=f"The id ({ID_RULE}; case-sensitive).")
+]
 PLACE = "1-100 characters, matched trimmed and case-folded"
 
 
