@@ -15,7 +15,9 @@ import strawberry
 
 from graph_api import keys
 from graph_api.errors import BadUserInput, NotFound
-from graph_api.items import TYPE
+from graph_api.graph import paging
+from graph_api.graph.context import Info
+from graph_api.items import TYPE, Relation
 from graph_api.keys import Kind
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders
@@ -122,6 +124,22 @@ class NodeBase:
         if attribute is None:
             raise AttributeError(name)
         return self.get(attribute) if isinstance(attribute, str) else attribute(self)
+
+    def map_page(
+        self,
+        info: Info,
+        field: str,
+        relation: Relation,
+        page: paging.Window,
+        to_node: Callable[[str, Mapping[str, Any], Loaders], T],
+    ) -> Any:
+        """A page of a relation carried on this node's item as a map (a student's classes):
+        now when the item is known, after one batched load when it is not."""
+        rng = keys.entries(relation.owner, self.id, relation.target)
+        return then(
+            self.get(relation.field),
+            lambda entries: paging.from_map(info, field, rng, page, entries or {}, to_node),
+        )
 
     def get(self, name: str) -> Any:
         """The item attribute's value when known, else an awaitable of it (graphql-core

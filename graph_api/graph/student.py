@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
-from graph_api import items, keys
+from graph_api import items
 from graph_api.graph import paging
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
@@ -78,12 +78,8 @@ class Student(NodeBase, Node):
         from graph_api.graph.school_class import Class
 
         page = paging.window(first, after, last, before)
-        rng = keys.entries(Kind.STUDENT, self.id, Kind.CLASS)
-        return then(  # type: ignore[no-any-return]
-            self.get(ENROLMENT.field),
-            lambda entries: paging.from_map(
-                info, "Student.classes", rng, page, entries or {}, Class.from_entry
-            ),
+        return self.map_page(  # type: ignore[no-any-return]
+            info, "Student.classes", ENROLMENT, page, Class.from_entry
         )
 
     @strawberry.field(
@@ -101,10 +97,6 @@ class Student(NodeBase, Node):
         from graph_api.graph.sport import Sport
 
         page = paging.window(first, after, last, before)
-        rng = keys.entries(Kind.STUDENT, self.id, Kind.SPORT)
-        return then(  # type: ignore[no-any-return]
-            self.get(MEMBERSHIP.field),
-            lambda entries: paging.from_map(
-                info, "Student.sports", rng, page, entries or {}, Sport.from_entry
-            ),
+        return self.map_page(  # type: ignore[no-any-return]
+            info, "Student.sports", MEMBERSHIP, page, Sport.from_entry
         )

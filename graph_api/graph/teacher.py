@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
-from graph_api import keys
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.items import TEACHING
 from graph_api.keys import Kind
@@ -58,15 +57,10 @@ class Teacher(NodeBase, Node):
         # Entries copy the subject; the class's teacher is this teacher, by definition.
         name = self.known.get("name")
         ours = {"teacherId": self.id} | ({"teacherName": name} if name is not None else {})
-        rng = keys.entries(Kind.TEACHER, self.id, Kind.CLASS)
-        return then(  # type: ignore[no-any-return]
-            self.get(TEACHING.field),
-            lambda entries: paging.from_map(
-                info,
-                "Teacher.classes",
-                rng,
-                page,
-                entries or {},
-                lambda id_, entry, loaders: Class.from_entry(id_, {**entry, **ours}, loaders),
-            ),
+        return self.map_page(  # type: ignore[no-any-return]
+            info,
+            "Teacher.classes",
+            TEACHING,
+            page,
+            lambda id_, entry, loaders: Class.from_entry(id_, {**entry, **ours}, loaders),
         )
