@@ -382,6 +382,23 @@ def test_a_class_subject_change_finishes_while_its_roster_churns(
     assert_clean(svc)
 
 
+def test_a_class_too_big_for_one_transaction_reads_its_roster_once(svc: Services) -> None:
+    """Its count says the copies cannot fit: the change is planned to be followed from the
+    start, and the roster is read after the class takes the new subject, not also before."""
+    alice = items.teacher("tA", "Alice")
+    klass = items.school_class("c1", "Math", alice)
+    pupils = students(120)
+    links: list[tuple[Any, Item, Item]] = [(items.TEACHING, alice, klass)]
+    links += [(ENROLMENT, p, klass) for p in pupils]
+    seed(svc, [alice, klass, *pupils], links)
+    result = run(svc, CHANGE_SUBJECT)
+    assert result.problems == []
+    operations = [c.operation for c in result.context.ledger.calls]
+    assert operations.count("Query") == 1
+    assert {e["subject"] for e in entries(svc, "classes")} == {"Physics"}
+    assert_clean(svc)
+
+
 def test_places_too_long_for_a_key_are_bad_user_input(svc: Services) -> None:
     wide = "\U0001d1c0" * 100  # 100 characters that fold to 1,200 bytes of key
     created = run(

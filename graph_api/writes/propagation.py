@@ -82,6 +82,7 @@ class Copies:
     first: list[Action] = field(default_factory=list)
     follow_fences: list[Clause] = field(default_factory=list)
     targets: Targets | None = None
+    held: bool = True  # False: planned only to be followed (they cannot fit one transaction)
 
     def actions(self) -> list[Action]:
         return [action for unit in self.units for action in unit]
@@ -260,6 +261,7 @@ async def _class_copies(
         source=copied,
         first=first,
         targets=targets,
+        held=held,
     )
 
 
@@ -277,6 +279,7 @@ async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = Tru
         fences=[("eq", "studentCount", len(students))],
         source=copied,
         targets=targets,
+        held=held,
     )
 
 
@@ -331,6 +334,7 @@ async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool =
         first=[own(class_id) for class_id in class_ids],
         follow_fences=[count],
         targets=targets,
+        held=held,
     )
 
 
@@ -341,17 +345,27 @@ async def plan(
     changes: Mapping[str, Any],
     *,
     moving: bool = False,
+    room: int = MAX_ACTIONS - 1,
 ) -> Copies:
     """The copies a write of `changes` to `node` must bring along: none if it sends no
     copied field; else every copy of the node's state after the write. `moving`: a class
-    changing teacher, whose write moves the teachers' entries itself."""
+    changing teacher, whose write moves the teachers' entries itself. `room`: the actions
+    one transaction has left for copies; a class or a sport whose count of students says
+    they cannot fit is planned only to be followed, so its roster is read once, not twice."""
     if not copies_needed(kind, changes):
         return Copies()
     state = {**node, **changes}
     if kind is Kind.CLASS:
+        teaching = not moving
         return await _class_copies(
-            reads, state, teaching=not moving, copies_teacher="teacherName" in changes
+            reads,
+            state,
+            teaching=teaching,
+            copies_teacher="teacherName" in changes,
+            held=state["studentCount"] + teaching <= room,
         )
+    if kind is Kind.SPORT:
+        return await _sport_copies(reads, state, held=state["studentCount"] <= room)
     return await copies_for(reads, kind, state)
 
 
@@ -366,7 +380,8 @@ async def update_node(
 ) -> None:
     """Write `changes` to `node` (as read; the caller has checked `expectedVersion`), with
     `head` and every copy the changes need: how each `update*` mutation writes."""
-    copies = await plan(reads, kind, node, changes, moving=moving)
+    room = MAX_ACTIONS - 1 - len(head)  # besides the node's own write and the head
+    copies = await plan(reads, kind, node, changes, moving=moving, room=room)
     await write(reads.table, node, changes, head, copies, replan(reads, kind, node["id"]))
 
 
@@ -402,7 +417,7 @@ async def write(
     has committed: it is not redone).
     """
     rest = copies.actions()
-    if 1 + len(head) + len(rest) <= MAX_ACTIONS:
+    if copies.held and 1 + len(head) + len(rest) <= MAX_ACTIONS:
         write_ = NodeWrite.versioned(node, changes, copies, copies.fences)
         try:
             await transact(table, [write_.action(None, bool(rest)), *head, *rest])
