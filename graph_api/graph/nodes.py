@@ -141,6 +141,27 @@ class NodeBase:
             lambda entries: paging.from_map(info, field, rng, page, entries or {}, to_node),
         )
 
+    async def roster_page(
+        self,
+        info: Info,
+        field: str,
+        relation: Relation,
+        page: paging.Window,
+        to_node: Callable[[tuple[str, dict[str, Any]], Loaders], T],
+    ) -> paging.Connection[T]:
+        """A page of the edge items in this node's partition (a class's students), counted
+        by the node's own counter of them."""
+        assert relation.target_count is not None
+        count = relation.target_count
+        found = await paging.from_range(
+            info,
+            field,
+            keys.roster(relation.target, self.id, relation.owner),
+            page,
+            lambda edge, loaders: to_node(relation.owner_view(edge), loaders),
+        )
+        return found.counted(lambda: self.get(count))
+
     def get(self, name: str) -> Any:
         """The item attribute's value when known, else an awaitable of it (graphql-core
         awaits it).

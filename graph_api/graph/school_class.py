@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import strawberry
 
-from graph_api import items, keys
+from graph_api import items
 from graph_api.graph import paging
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
@@ -77,12 +77,6 @@ class Class(NodeBase, Node):
         before: Before = None,
     ) -> Connection[Student] | None:
         page = paging.window(first, after, last, before)
-        rng = keys.roster(Kind.CLASS, self.id, Kind.STUDENT)
-        found = await paging.from_range(
-            info,
-            "Class.students",
-            rng,
-            page,
-            lambda edge, loaders: Student.from_view(items.ENROLMENT.owner_view(edge), loaders),
+        return await self.roster_page(
+            info, "Class.students", items.ENROLMENT, page, Student.from_view
         )
-        return found.counted(lambda: self.get("studentCount"))

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import strawberry
 
-from graph_api import items, keys
+from graph_api import items
 from graph_api.graph import paging
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase
@@ -62,12 +62,6 @@ class Sport(NodeBase, Node):
         before: Before = None,
     ) -> Connection[Student] | None:
         page = paging.window(first, after, last, before)
-        rng = keys.roster(Kind.SPORT, self.id, Kind.STUDENT)
-        found = await paging.from_range(
-            info,
-            "Sport.students",
-            rng,
-            page,
-            lambda edge, loaders: Student.from_view(items.MEMBERSHIP.owner_view(edge), loaders),
+        return await self.roster_page(
+            info, "Sport.students", items.MEMBERSHIP, page, Student.from_view
         )
-        return found.counted(lambda: self.get("studentCount"))
