@@ -7,6 +7,9 @@ The app borrows `Services`; whoever made them (the CLI, a test) closes them.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
@@ -14,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -22,6 +25,7 @@ from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.base import BaseRequestProtocol
 from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types import ExecutionResult
 
 from graph_api import graphiql
@@ -38,6 +42,9 @@ from graph_api.graphql_http import (
 )
 from graph_api.middleware import BodySizeLimit, RequestIdMiddleware
 
+KEEP_ALIVE_SECONDS = 15.0  # pings keep proxies from closing a quiet websocket
+CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is closed
+
 
 class GraphQLEndpoint(GraphQL[Context, None]):
     def __init__(self, services: Services, **kwargs: Any) -> None:
@@ -45,6 +52,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         super().__init__(
             build_schema(settings),
             graphql_ide="graphiql" if settings.graphiql else None,
+            # Subscriptions: graphql-transport-ws on the websocket, GraphQL over SSE
+            # (distinct connections) on POST/GET with `Accept: text/event-stream`.
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_SSE_PROTOCOL),
+            keep_alive=True,
+            keep_alive_interval=KEEP_ALIVE_SECONDS,
+            connection_init_wait_timeout=timedelta(seconds=CONNECTION_INIT_SECONDS),
+            max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
             **kwargs,
         )
         self.services = services
@@ -53,6 +67,14 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
         return Context.create(self.services, request.state.request_id, auth)
+
+    async def on_ws_connect(self, context: Context) -> None:
+        # A browser cannot set headers on a websocket: its token comes in `connection_init`'s
+        # payload, `{"Authorization": "Bearer ..."}` (the upgrade's header also counts).
+        params = getattr(context, "connection_params", None)
+        token = params.get("Authorization") if isinstance(params, dict) else None
+        if isinstance(token, str):
+            context.auth = await self.services.auth.authenticate(token)
 
     # -- GraphQL over HTTP (graph_api.graphql_http) ------------------------------------------
 
@@ -165,15 +187,24 @@ def create_app(services: Services) -> Starlette:
     async def home(_: Request) -> Response:
         return RedirectResponse("/graphql")
 
+    endpoint = GraphQLEndpoint(services)
     routes: list[BaseRoute] = [
-        Route("/graphql", GraphQLEndpoint(services), methods=["GET", "POST"]),
+        Route("/graphql", endpoint, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", endpoint),
         Route("/healthz", healthz),
         Route("/", home),
     ]
     if services.settings.graphiql and graphiql.assets_present():
         routes.append(Mount(f"/{graphiql.ASSETS_URL}", StaticFiles(directory=graphiql.ASSETS_DIR)))
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with services.events.running():
+            yield
+
     return Starlette(
         routes=routes,
+        lifespan=lifespan,
         middleware=[
             Middleware(RequestIdMiddleware),
             Middleware(BodySizeLimit, limit=services.settings.max_body_bytes),

@@ -17,6 +17,7 @@ from graph_api.keys import Kind
 from graph_api.store.codec import Item
 
 TYPE = "type"
+CLAIM = "propagation"  # on a node: the token of the write whose copies are still being applied
 
 
 def node_item(kind: Kind, id_: str, **attributes: Any) -> Item:

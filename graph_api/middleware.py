@@ -25,12 +25,19 @@ class RequestIdMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         sent = dict(scope["headers"]).get(REQUEST_ID_HEADER, b"").decode("latin-1")
         request_id = sent if _SANE_REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
+        if scope["type"] == "websocket":  # one id for the connection and its operations
+            token = logs.request_id.set(request_id)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                logs.request_id.reset(token)
+            return
         token = logs.request_id.set(request_id)
 
         started = False

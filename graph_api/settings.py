@@ -69,6 +69,11 @@ class Settings:
     demo_students: int = 500
     demo_seed: int = 7
     log_level: str = "INFO"
+    # Subscriptions: at most this many in the process, and events waiting per subscriber
+    # before a subscriber that does not read is ended (UNAVAILABLE).
+    max_subscriptions: int = 10_000
+    max_subscriptions_per_connection: int = 100
+    subscription_queue: int = 1000
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +116,11 @@ class Settings:
             demo_students=_int(env, "GRAPH_API_DEMO_STUDENTS", 500),
             demo_seed=_int(env, "GRAPH_API_DEMO_SEED", 7),
             log_level=_log_level(env.get("GRAPH_API_LOG_LEVEL", "INFO")),
+            max_subscriptions=_int(env, "GRAPH_API_MAX_SUBSCRIPTIONS", 10_000, minimum=1),
+            max_subscriptions_per_connection=_int(
+                env, "GRAPH_API_MAX_SUBSCRIPTIONS_PER_CONNECTION", 100, minimum=1
+            ),
+            subscription_queue=_int(env, "GRAPH_API_SUBSCRIPTION_QUEUE", 1000, minimum=1),
         )
 
 

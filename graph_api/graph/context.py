@@ -9,6 +9,7 @@ from strawberry.types import Info as StrawberryInfo
 
 from graph_api.auth import Authenticator, AuthResult
 from graph_api.cursors import Cursors
+from graph_api.events.live import LiveEvents
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.ledger import Ledger
@@ -24,11 +25,16 @@ class Services:
     dynamo: Dynamo
     cursors: Cursors
     auth: Authenticator
+    events: LiveEvents
 
     @classmethod
     def create(cls, settings: Settings) -> Services:
         return cls(
-            settings, Dynamo(settings), Cursors(settings.cursor_secret), Authenticator(settings)
+            settings,
+            Dynamo(settings),
+            Cursors(settings.cursor_secret),
+            Authenticator(settings),
+            LiveEvents(settings),
         )
 
     def close(self) -> None:
@@ -46,21 +52,36 @@ class Context:
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
-        settings = services.settings
-        ledger = Ledger()
-        table = Table(
-            services.dynamo,
-            settings.table,
-            ledger=ledger,
-            max_in_flight=settings.max_concurrency,
-            deadline=time.monotonic() + settings.deadline_seconds,
-        )
-        loaders = Loaders(table, naive=settings.naive)
+        ledger, table, loaders = _scope(services)
         return cls(request_id, services, ledger, table, loaders, auth or AuthResult())
+
+    def for_operation(self) -> Context:
+        """A context of its own for one operation of a connection (a websocket carries
+        several subscriptions): same caller, its own loaders, ledger and deadline."""
+        return Context.create(self.services, self.request_id, self.auth)
+
+    def renew(self) -> None:
+        """A fresh scope for the next event of a subscription: loaders that read the base
+        table strongly (the event says the write is done), a new ledger and deadline."""
+        self.ledger, self.table, self.loaders = _scope(self.services)
+        self.loaders.consistent = True
 
     @property
     def cursors(self) -> Cursors:
         return self.services.cursors
+
+
+def _scope(services: Services) -> tuple[Ledger, Table, Loaders]:
+    settings = services.settings
+    ledger = Ledger()
+    table = Table(
+        services.dynamo,
+        settings.table,
+        ledger=ledger,
+        max_in_flight=settings.max_concurrency,
+        deadline=time.monotonic() + settings.deadline_seconds,
+    )
+    return ledger, table, Loaders(table, naive=settings.naive)
 
 
 Info = StrawberryInfo[Context, None]

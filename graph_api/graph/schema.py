@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncGenerator, Iterable
 from functools import cache
 from typing import Any
 
@@ -10,14 +11,17 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import ParserCache
 from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
+from graph_api.graph.context import Context
 from graph_api.graph.errors import format_error, log_unexpected, request_id_of
 from graph_api.graph.limits import limit_extensions, requested_operation
 from graph_api.graph.mutation import Mutation
 from graph_api.graph.query import Query
+from graph_api.graph.subscription import Subscription
 from graph_api.settings import Settings
 
 DEFAULTS = Settings(cursor_secret=b"")
@@ -57,10 +61,57 @@ class GraphSchema(strawberry.Schema):
             )
         finally:
             requested_operation.reset(token)
-        if result.errors:
-            request_id = request_id_of(context_value)
-            result.errors = [format_error(error, request_id) for error in result.errors]
-        return result
+        return _formatted(result, context_value)
+
+    async def stream(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+    ) -> AsyncGenerator[Any, None]:
+        # A websocket's operations share the connection's context: each gets its own
+        # loaders and deadline (its events renew them again, graph.subscription).
+        if isinstance(context_value, Context):
+            context_value = context_value.for_operation()
+        source = await super().stream(
+            query,
+            variable_values=variable_values,
+            context_value=context_value,
+            root_value=root_value,
+            operation_name=operation_name,
+            operation_extensions=operation_extensions,
+            allowed_operation_types=allowed_operation_types,
+        )
+        return self._stream_formatted(source, operation_name, context_value)
+
+    @staticmethod
+    async def _stream_formatted(
+        source: AsyncGenerator[Any, None], operation_name: str | None, context_value: Any
+    ) -> AsyncGenerator[Any, None]:
+        # The stream validates lazily, inside its first step: the operation name must be
+        # set while it runs.
+        token = requested_operation.set(operation_name)
+        try:
+            async with contextlib.aclosing(source):
+                async for result in source:
+                    if isinstance(result, ExecutionResult | PreExecutionError):
+                        result = _formatted(result, context_value)
+                    yield result
+        finally:
+            with contextlib.suppress(ValueError):  # reset from another context: harmless
+                requested_operation.reset(token)
+
+
+def _formatted(result: ExecutionResult, context_value: Any) -> ExecutionResult:
+    """Errors as the client sees them: coded, unexpected ones masked with the request id."""
+    if result.errors:
+        request_id = request_id_of(context_value)
+        result.errors = [format_error(error, request_id) for error in result.errors]
+    return result
 
 
 @cache
@@ -69,6 +120,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
     return GraphSchema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         # Classes and factories, not instances: each request gets its own extension objects
         # (ParserCache shares its LRU cache at module level; limits' validation results are
         # cached per schema).

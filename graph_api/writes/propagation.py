@@ -36,7 +36,7 @@ from typing import Any
 
 from graph_api import keys
 from graph_api.errors import Conflict, NotFound, Unavailable
-from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING, Relation
+from graph_api.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
 from graph_api.keys import Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.retry import MAX_ATTEMPTS
@@ -54,8 +54,6 @@ from graph_api.store.transactions import (
     update,
 )
 from graph_api.writes.base import EXISTS, Reads, key_of
-
-CLAIM = "propagation"  # the token of the write whose copies are still being applied
 
 # Reads who holds copies now; the copy actions in rounds, applied one round after another.
 # A round touches each item at most once; a followed copy whose condition fails is dropped,

@@ -1,0 +1,137 @@
+"""This instance's subscriptions: events from the broker, dispatched by topic.
+
+Each subscription has a bounded queue: a subscriber that does not read (a stalled client)
+is ended with UNAVAILABLE once `queue_limit` events wait, instead of growing the server's
+memory. Events carry their stream position; an event at or before the last position seen
+of its shard is dropped, so a stream reader that takes over after a crash and reads a few
+records again never delivers them twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from graph_api.errors import ApiError, Unavailable
+from graph_api.events.changes import Event
+
+log = logging.getLogger(__name__)
+
+MAX_SHARDS_REMEMBERED = 10_000  # shards roll over every few hours on AWS; forget old ones
+_END = None  # what a queue holds after its last event
+
+
+class Subscription:
+    """One subscriber's events, in the order they were published."""
+
+    def __init__(self, hub: Hub, topics: frozenset[str], queue_limit: int) -> None:
+        self.topics = topics
+        self._hub = hub
+        self._limit = queue_limit
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._error: ApiError | None = None
+        self._ended = False
+
+    def offer(self, event: Event) -> None:
+        if self._ended:
+            return
+        if self._queue.qsize() >= self._limit:
+            self.end(
+                Unavailable(
+                    f"this subscription fell {self._limit} events behind and was ended;"
+                    " subscribe again and read the current state"
+                )
+            )
+            return
+        self._queue.put_nowait(event)
+
+    def end(self, error: ApiError | None = None) -> None:
+        """Stop after what is queued; `error` is raised to the subscriber then (None: the
+        subscription completes)."""
+        if not self._ended:
+            self._ended, self._error = True, error
+            self._queue.put_nowait(_END)
+            self._hub.forget(self)
+
+    def close(self) -> None:
+        """The subscriber left: stop at once."""
+        self._ended = True
+        self._hub.forget(self)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        event = await self._queue.get()
+        if event is None:
+            if self._error is not None:
+                raise self._error
+            raise StopAsyncIteration
+        return event
+
+
+class Hub:
+    def __init__(self, *, max_subscriptions: int, queue_limit: int) -> None:
+        self.max_subscriptions = max_subscriptions
+        self.queue_limit = queue_limit
+        self._by_topic: dict[str, set[Subscription]] = {}
+        self._count = 0
+        self._last: OrderedDict[str, int] = OrderedDict()  # shard -> last sequence delivered
+
+    @property
+    def size(self) -> int:
+        return self._count
+
+    def subscribe(self, topics: Iterable[str]) -> Subscription:
+        if self._count >= self.max_subscriptions:
+            raise Unavailable(
+                f"this server holds its limit of {self.max_subscriptions} subscriptions;"
+                " try again later"
+            )
+        subscription = Subscription(self, frozenset(topics), self.queue_limit)
+        for topic in subscription.topics:
+            self._by_topic.setdefault(topic, set()).add(subscription)
+        self._count += 1
+        return subscription
+
+    def forget(self, subscription: Subscription) -> None:
+        removed = False
+        for topic in subscription.topics:
+            listeners = self._by_topic.get(topic)
+            if listeners is not None and subscription in listeners:
+                listeners.discard(subscription)
+                removed = True
+                if not listeners:
+                    del self._by_topic[topic]
+        if removed:
+            self._count -= 1
+
+    def deliver(self, events: Sequence[Event]) -> None:
+        """A batch from the broker, in stream order (called on the event loop)."""
+        seen = dict(self._last)  # a record's events share its position: compare with before
+        for event in events:
+            shard, sequence = event.position.shard, event.position.sequence
+            if sequence <= seen.get(shard, -1):
+                continue
+            for subscription in tuple(self._by_topic.get(event.topic, ())):
+                subscription.offer(event)
+            if sequence > self._last.get(shard, -1):
+                self._last[shard] = sequence
+                self._last.move_to_end(shard)
+        while len(self._last) > MAX_SHARDS_REMEMBERED:
+            self._last.popitem(last=False)
+
+    def gap(self) -> None:
+        """Events may have been lost (the broker's connection dropped): end every
+        subscription, so its client subscribes again and reads the current state."""
+        log.warning("events may have been missed; ending %d subscription(s)", self._count)
+        self.end_all(
+            Unavailable("events may have been missed; subscribe again and read the current state")
+        )
+
+    def end_all(self, error: ApiError | None = None) -> None:
+        for listeners in list(self._by_topic.values()):
+            for subscription in list(listeners):
+                subscription.end(error)
