@@ -65,9 +65,7 @@ def test_an_enrolment_is_joined_on_the_class_and_its_roster_and_updates_the_stud
     counted = {**klass}
     klass_before = {**klass, "studentCount": 0}
     assert edge is not None
-    events = topics(
-        [change(before, student), change(klass_before, counted), change(None, edge)]
-    )
+    events = topics([change(before, student), change(klass_before, counted), change(None, edge)])
     # The class item's count moves with the edge and says nothing on its own.
     assert events == [
         ("Student:s1", "UPDATED", None),
@@ -122,15 +120,18 @@ def test_counters_claims_and_other_items_are_no_event() -> None:
     teacher, _, _, klass = school()
     claimed = {**teacher, items.CLAIM: "token"}
     guard = items.email_guard(items.student("s2", "Al", "al@example.org"))
-    assert topics(
-        [
-            change(teacher, claimed),  # a rename's claim
-            change(claimed, teacher),  # and its release
-            change(klass, {**klass, "studentCount": 7}),
-            change(None, guard),
-            change(None, {"PK": "LEASE#stream", "SK": "LEASE", "owner": "x"}),
-        ]
-    ) == []
+    assert (
+        topics(
+            [
+                change(teacher, claimed),  # a rename's claim
+                change(claimed, teacher),  # and its release
+                change(klass, {**klass, "studentCount": 7}),
+                change(None, guard),
+                change(None, {"PK": "LEASE#stream", "SK": "LEASE", "owner": "x"}),
+            ]
+        )
+        == []
+    )
 
 
 def event(topic: str, sequence: int, shard: str = "s") -> Event:
