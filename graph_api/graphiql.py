@@ -58,8 +58,12 @@ _PAGE = """\
       // Say what broke rather than leave the page blank.
       root.textContent = "GraphiQL could not load its scripts from {assets}/ on this server.";
     }} else {{
+      // Subscriptions run over graphql-transport-ws on the same path.
+      const ws = (window.location.protocol === "https:" ? "wss://" : "ws://")
+        + window.location.host + window.location.pathname;
       const fetcher = GraphiQL.createFetcher({{
         url: window.location.pathname,
+        subscriptionUrl: ws,
         enableIncrementalDelivery: false,
       }});
       ReactDOM.createRoot(root).render(

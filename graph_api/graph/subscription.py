@@ -27,15 +27,17 @@ from graph_api.keys import Kind
 
 @strawberry.enum(description="What happened to a node.")
 class NodeChangeKind(Enum):
-    CREATED = "CREATED"
-    UPDATED = "UPDATED"
-    DELETED = "DELETED"
+    CREATED = strawberry.enum_value("CREATED", description="The node was created.")
+    UPDATED = strawberry.enum_value(
+        "UPDATED", description="The node, one of its relations or a copy it shows changed."
+    )
+    DELETED = strawberry.enum_value("DELETED", description="The node was deleted.")
 
 
 @strawberry.enum(description="A student joined or left a class or a sport.")
 class RosterChangeKind(Enum):
-    JOINED = "JOINED"
-    LEFT = "LEFT"
+    JOINED = strawberry.enum_value("JOINED", description="The student joined.")
+    LEFT = strawberry.enum_value("LEFT", description="The student left.")
 
 
 async def _student(info: Info, id_: str) -> Student | None:
@@ -48,8 +50,8 @@ async def _student(info: Info, id_: str) -> Student | None:
     " or a copy of a class's subject or teacher's name) or deleted."
 )
 class StudentChange:
-    kind: NodeChangeKind
-    id: strawberry.ID
+    kind: NodeChangeKind = strawberry.field(description="What happened.")
+    id: strawberry.ID = strawberry.field(description="The id of the node that changed.")
 
     @strawberry.field(description="The student as it is now; null once deleted.")
     async def student(self, info: Info) -> Student | None:
@@ -58,8 +60,8 @@ class StudentChange:
 
 @strawberry.type(description="A teacher created, updated (name, classes) or deleted.")
 class TeacherChange:
-    kind: NodeChangeKind
-    id: strawberry.ID
+    kind: NodeChangeKind = strawberry.field(description="What happened.")
+    id: strawberry.ID = strawberry.field(description="The id of the node that changed.")
 
     @strawberry.field(description="The teacher as it is now; null once deleted.")
     async def teacher(self, info: Info) -> Teacher | None:
@@ -69,9 +71,9 @@ class TeacherChange:
 
 @strawberry.type(description="A student who joined or left a class.")
 class EnrolmentChange:
-    kind: RosterChangeKind
-    class_id: strawberry.ID
-    student_id: strawberry.ID
+    kind: RosterChangeKind = strawberry.field(description="Joined or left.")
+    class_id: strawberry.ID = strawberry.field(description="The class's id.")
+    student_id: strawberry.ID = strawberry.field(description="The student's id.")
 
     @strawberry.field(description="The student as it is now; null if deleted since.")
     async def student(self, info: Info) -> Student | None:
@@ -85,9 +87,9 @@ class EnrolmentChange:
 
 @strawberry.type(description="A student who joined or left a sport.")
 class MembershipChange:
-    kind: RosterChangeKind
-    sport_id: strawberry.ID
-    student_id: strawberry.ID
+    kind: RosterChangeKind = strawberry.field(description="Joined or left.")
+    sport_id: strawberry.ID = strawberry.field(description="The sport's id.")
+    student_id: strawberry.ID = strawberry.field(description="The student's id.")
 
     @strawberry.field(description="The student as it is now; null if deleted since.")
     async def student(self, info: Info) -> Student | None:
@@ -99,8 +101,8 @@ class MembershipChange:
     " its roster), deleted, or a student joining or leaving it (`enrolment`, kind UPDATED)."
 )
 class ClassChange:
-    kind: NodeChangeKind
-    id: strawberry.ID
+    kind: NodeChangeKind = strawberry.field(description="What happened.")
+    id: strawberry.ID = strawberry.field(description="The id of the node that changed.")
     enrolment: EnrolmentChange | None = strawberry.field(
         description="Who joined or left, when that is the change."
     )
@@ -118,8 +120,8 @@ class ClassChange:
     " (`membership`, kind UPDATED)."
 )
 class SportChange:
-    kind: NodeChangeKind
-    id: strawberry.ID
+    kind: NodeChangeKind = strawberry.field(description="What happened.")
+    id: strawberry.ID = strawberry.field(description="The id of the node that changed.")
     membership: MembershipChange | None = strawberry.field(
         description="Who joined or left, when that is the change."
     )
@@ -142,15 +144,12 @@ async def _events(info: Info, topics: Iterable[str]) -> AsyncGenerator[Event, No
 
 
 def _node_kind(event: Event) -> NodeChangeKind:
-    return (
-        NodeChangeKind(event.kind)
-        if event.kind in NodeChangeKind.__members__
-        else (NodeChangeKind.UPDATED)
-    )
+    """A node's own kind of change; someone joining or leaving it updates it."""
+    return NodeChangeKind.__members__.get(event.kind, NodeChangeKind.UPDATED)
 
 
 def _roster_kind(event: Event) -> RosterChangeKind | None:
-    return RosterChangeKind(event.kind) if event.kind in RosterChangeKind.__members__ else None
+    return RosterChangeKind.__members__.get(event.kind)
 
 
 @strawberry.type(
