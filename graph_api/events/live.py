@@ -5,10 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
+from graph_api.errors import Unavailable
 from graph_api.events.changes import Change
 from graph_api.events.derive import derive
-from graph_api.events.hub import Hub
+from graph_api.events.hub import Hub, Subscription
 from graph_api.settings import Settings
+
+# Why a server without a running pipeline refuses subscriptions (no lifespan ran: Lambda).
+NOT_RUNNING = (
+    "this server does not run the event pipeline, so it serves no subscriptions (on Lambda"
+    " behind an HTTP API a connection cannot stay open: run the API in a container)"
+)
 
 
 class LiveEvents:
@@ -20,6 +27,13 @@ class LiveEvents:
             max_subscriptions=settings.max_subscriptions,
             queue_limit=settings.subscription_queue,
         )
+        self._refusal: str | None = NOT_RUNNING
+
+    def subscribe(self, topics: Sequence[str]) -> Subscription:
+        """A subscription to `topics`, or UNAVAILABLE saying why this server has none."""
+        if self._refusal is not None:
+            raise Unavailable(self._refusal)
+        return self.hub.subscribe(topics)
 
     async def publish(self, changes: Sequence[Change]) -> None:
         """What the stream reader hands over: the events of a batch of changes."""
@@ -30,7 +44,9 @@ class LiveEvents:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[LiveEvents]:
         """The pipeline while the app serves; subscriptions end (complete) when it stops."""
+        self._refusal = None
         try:
             yield self
         finally:
+            self._refusal = NOT_RUNNING
             self.hub.end_all()

@@ -7,7 +7,7 @@ query (and strongly consistent reads, since the write it announces has committed
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Sequence
 from enum import Enum
 
 import strawberry
@@ -132,9 +132,9 @@ class SportChange:
         return Sport.from_item(item, info.context.loaders) if item else None
 
 
-async def _events(info: Info, topics: Iterable[str]) -> AsyncGenerator[Event, None]:
+async def _events(info: Info, topics: Sequence[str]) -> AsyncGenerator[Event, None]:
     """The subscription's events, each in a fresh scope of loaders."""
-    subscription = info.context.services.events.hub.subscribe(topics)
+    subscription = info.context.services.events.subscribe(topics)
     try:
         async for event in subscription:
             info.context.renew()
