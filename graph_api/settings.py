@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 Backend = Literal["embedded", "remote"]
 
@@ -74,6 +75,9 @@ class Settings:
     max_subscriptions: int = 10_000
     max_subscriptions_per_connection: int = 100
     subscription_queue: int = 1000
+    # How events reach every instance's subscriptions (graph_api/events/broker.py):
+    # "memory" (one instance) or a redis:// / rediss:// URL, which may hold a password.
+    events_broker: str = field(default="memory", repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -121,6 +125,7 @@ class Settings:
                 env, "GRAPH_API_MAX_SUBSCRIPTIONS_PER_CONNECTION", 100, minimum=1
             ),
             subscription_queue=_int(env, "GRAPH_API_SUBSCRIPTION_QUEUE", 1000, minimum=1),
+            events_broker=events_broker(env.get("GRAPH_API_EVENTS_BROKER", "")),
         )
 
 
@@ -216,6 +221,28 @@ def _auth(env: Mapping[str, str]) -> dict[str, Any]:
         "jwt_audience": audience,
         "auth_reads": _bool(env, "GRAPH_API_AUTH_READS", False),
     }
+
+
+REDIS_SCHEMES = ("redis", "rediss")
+
+
+def events_broker(raw: str) -> str:
+    """GRAPH_API_EVENTS_BROKER: "memory" (empty too), or a Redis URL with a host. Errors never
+    repeat the value: a URL may carry a password."""
+    value = raw.strip()
+    if value.lower() in ("", "memory"):
+        return "memory"
+    scheme, separator, _ = value.partition("://")
+    if not separator or scheme.lower() not in REDIS_SCHEMES:
+        raise SettingsError("GRAPH_API_EVENTS_BROKER must be memory or a redis:// or rediss:// URL")
+    try:
+        parts = urlsplit(value)
+        host, _ = parts.hostname, parts.port  # .port raises ValueError when not a number
+    except ValueError:
+        raise SettingsError("GRAPH_API_EVENTS_BROKER is not a valid Redis URL") from None
+    if not host:
+        raise SettingsError("GRAPH_API_EVENTS_BROKER needs a host: redis://HOST:PORT")
+    return value
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
