@@ -209,3 +209,17 @@ async def test_a_gap_ends_every_subscription_with_a_clear_error() -> None:
     assert len(await drain(subscription, 1)) == 1  # what arrived before the gap still comes
     with pytest.raises(Unavailable, match="missed"):
         await anext(subscription)
+
+
+@in_loop
+async def test_a_records_events_split_across_deliveries_all_arrive() -> None:
+    hub = Hub(max_subscriptions=10, queue_limit=10)
+    klass, roster = hub.subscribe(["Class:c"]), hub.subscribe(["Roster:c"])
+    at = Position("s", 9)  # one enrolment edge: an event on the class and on its roster
+    hub.deliver([Event("Class:c", "JOINED", "c", "s1", at)])
+    hub.deliver([Event("Roster:c", "JOINED", "c", "s1", at)])  # a large batch, split
+    hub.deliver([Event("Class:c", "JOINED", "c", "s1", at)])  # read again after a takeover
+    assert [e.topic for e in await drain(klass, 1)] == ["Class:c"]
+    assert [e.topic for e in await drain(roster, 1)] == ["Roster:c"]
+    hub.end_all()
+    assert [e async for e in klass] == []  # the repeat never reached the class's queue

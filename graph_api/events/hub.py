@@ -78,7 +78,8 @@ class Hub:
         self.queue_limit = queue_limit
         self._by_topic: dict[str, set[Subscription]] = {}
         self._count = 0
-        self._last: OrderedDict[str, int] = OrderedDict()  # shard -> last sequence delivered
+        # shard -> the last sequence delivered, and the topics delivered at it
+        self._last: OrderedDict[str, tuple[int, set[str]]] = OrderedDict()
 
     @property
     def size(self) -> int:
@@ -110,23 +111,34 @@ class Hub:
 
     def deliver(self, events: Sequence[Event]) -> None:
         """A batch from the broker, in stream order (called on the event loop)."""
-        seen = dict(self._last)  # a record's events share its position: compare with before
         for event in events:
-            shard, sequence = event.position.shard, event.position.sequence
-            if sequence <= seen.get(shard, -1):
+            if self._seen(event):
                 continue
             for subscription in tuple(self._by_topic.get(event.topic, ())):
                 subscription.offer(event)
-            if sequence > self._last.get(shard, -1):
-                self._last[shard] = sequence
-                self._last.move_to_end(shard)
         while len(self._last) > MAX_SHARDS_REMEMBERED:
             self._last.popitem(last=False)
 
-    def gap(self) -> None:
+    def _seen(self, event: Event) -> bool:
+        """Whether the event was delivered already; else remember it. One record makes
+        events on several topics (a class's and its roster's), which may arrive apart."""
+        shard, sequence = event.position.shard, event.position.sequence
+        last, topics = self._last.get(shard, (-1, set()))
+        if sequence < last or (sequence == last and event.topic in topics):
+            return True
+        if sequence > last:
+            self._last[shard] = (sequence, {event.topic})
+            self._last.move_to_end(shard)
+        else:
+            topics.add(event.topic)
+        return False
+
+    def gap(self, reason: str = "the broker's connection was lost") -> None:
         """Events may have been lost (the broker's connection dropped): end every
         subscription, so its client subscribes again and reads the current state."""
-        log.warning("events may have been missed; ending %d subscription(s)", self._count)
+        log.warning(
+            "events may have been missed (%s); ending %d subscription(s)", reason, self._count
+        )
         self.end_all(
             Unavailable("events may have been missed; subscribe again and read the current state")
         )

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from graph_api.errors import Unavailable
+from graph_api.events.broker import Broker, make_broker
 from graph_api.events.changes import Change
 from graph_api.events.derive import derive
 from graph_api.events.hub import Hub, Subscription
@@ -19,7 +20,10 @@ NOT_RUNNING = (
 
 
 class LiveEvents:
-    """Stream reader (when this instance holds the lease) -> broker -> this hub."""
+    """Stream reader (when this instance holds the lease) -> broker -> this hub.
+
+    Every instance listens to the broker; the one that holds the stream's lease publishes.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -27,6 +31,8 @@ class LiveEvents:
             max_subscriptions=settings.max_subscriptions,
             queue_limit=settings.subscription_queue,
         )
+        self.broker: Broker = make_broker(settings)
+        self.broker.listen(self.hub.deliver, self.hub.gap)
         self._refusal: str | None = NOT_RUNNING
 
     def subscribe(self, topics: Sequence[str]) -> Subscription:
@@ -39,14 +45,16 @@ class LiveEvents:
         """What the stream reader hands over: the events of a batch of changes."""
         events = derive(changes)
         if events:
-            self.hub.deliver(events)
+            await self.broker.publish(events)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[LiveEvents]:
         """The pipeline while the app serves; subscriptions end (complete) when it stops."""
+        await self.broker.start()
         self._refusal = None
         try:
             yield self
         finally:
             self._refusal = NOT_RUNNING
             self.hub.end_all()
+            await self.broker.close()
