@@ -110,6 +110,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from graph_api.app import create_app
+    from graph_api.events.live import NO_SHARED_BROKER
     from graph_api.graph.context import Services
     from graph_api.hosting import WORKER_SETTINGS, announce, settings_for_workers, tune_collector
 
@@ -142,8 +143,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             # process's settings (hosting.create_worker_app), so all share the cursor secret
             # and the DynamoDB. uvicorn's supervisor takes SIGINT and SIGTERM from here on:
             # it stops the workers and returns, and the cleanup below runs.
+            settings = dataclasses.replace(settings, workers=workers)
             os.environ[WORKER_SETTINGS] = settings_for_workers(settings)
             print(f"GraphiQL: {api} ({workers} worker processes)", flush=True)
+            if settings.events_broker == "memory":
+                print(f"Subscriptions: off ({NO_SHARED_BROKER})", flush=True)
             uvicorn.run(
                 "graph_api.hosting:create_worker_app",
                 factory=True,

@@ -78,6 +78,9 @@ class Settings:
     # How events reach every instance's subscriptions (graph_api/events/broker.py):
     # "memory" (one instance) or a redis:// / rediss:// URL, which may hold a password.
     events_broker: str = field(default="memory", repr=False)
+    # Processes serving this app side by side (`serve --workers`, uvicorn's WEB_CONCURRENCY):
+    # more than one share events only through a real broker.
+    workers: int = 1
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -126,6 +129,7 @@ class Settings:
             ),
             subscription_queue=_int(env, "GRAPH_API_SUBSCRIPTION_QUEUE", 1000, minimum=1),
             events_broker=events_broker(env.get("GRAPH_API_EVENTS_BROKER", "")),
+            workers=_int(env, "WEB_CONCURRENCY", 1, minimum=1),
         )
 
 

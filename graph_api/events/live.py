@@ -18,6 +18,13 @@ NOT_RUNNING = (
     " behind an HTTP API a connection cannot stay open: run the API in a container)"
 )
 
+# Why several worker processes with the in-process broker refuse subscriptions: only the
+# process holding the stream's lease would hear anything.
+NO_SHARED_BROKER = (
+    "this server runs several worker processes, which share events only through a broker:"
+    " set GRAPH_API_EVENTS_BROKER=redis://... or serve with --workers 1"
+)
+
 
 class LiveEvents:
     """Stream reader (when this instance holds the lease) -> broker -> this hub.
@@ -51,7 +58,8 @@ class LiveEvents:
     async def running(self) -> AsyncIterator[LiveEvents]:
         """The pipeline while the app serves; subscriptions end (complete) when it stops."""
         await self.broker.start()
-        self._refusal = None
+        alone = self.settings.workers > 1 and self.settings.events_broker == "memory"
+        self._refusal = NO_SHARED_BROKER if alone else None
         try:
             yield self
         finally:
