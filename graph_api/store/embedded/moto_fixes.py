@@ -6,6 +6,8 @@ pinned by `tests/test_embedded.py`; each goes away when moto does the same:
 - `partitions`: a Query reads one partition (of the table or a GSI), not the whole table;
 - `transactions`: a transaction copies only the items it touches and becomes visible at once;
 - `responses`: item reads are written as JSON directly;
+- `streams`: DynamoDB Streams of committed changes only, trimmed, served on the same port
+  (moto's own stream records refused transactions and is never trimmed; it is switched off);
 - and moto's models forget their instances: every moto model keeps each instance it ever
   made, for moto's dashboard (each Item, every copy of a query's results included: about
   110 MB a minute of mixed traffic on the demo). The embedded backend has no dashboard.
@@ -22,7 +24,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoResult
 
-from graph_api.store.embedded import partitions, responses, transactions
+from graph_api.store.embedded import partitions, responses, streams, transactions
 
 _applied = False
 _apply_lock = threading.Lock()
@@ -46,6 +48,9 @@ def apply() -> None:
         Table.delete_item = partitions.delete_then_reindex(Table.delete_item)  # type: ignore[method-assign]
         DynamoDBBackend.update_item = partitions.update_then_reindex(DynamoDBBackend.update_item)  # type: ignore[method-assign]
         DynamoDBBackend.transact_write_items = transactions.transact_write_items  # type: ignore[method-assign]
+        Table.set_stream_specification = streams.recorded(Table.set_stream_specification)  # type: ignore[method-assign]
+        DynamoDBBackend.update_table_streams = streams.update_table_streams  # type: ignore[method-assign]
+        DynamoDBBackend.delete_table = streams.retired_with_table(DynamoDBBackend.delete_table)  # type: ignore[method-assign]
         DynamoResult.execute_result = responses.as_json(DynamoResult.execute_result)  # type: ignore[method-assign]
         for model in model_data["dynamodb"].values():
             model.instances_tracked = _Untracked()  # type: ignore[attr-defined]

@@ -7,6 +7,8 @@
   `ClientRequestToken` within 10 minutes as it answered the first (without writing again),
   or with `IdempotentParameterMismatchException` if the request differs. moto ignores the
   token, so a retry after a lost response would apply twice; the server keeps the token.
+- Streams: DynamoDB Streams requests are answered by `streams` (no table lock), and the
+  records of each write are published once it is visible.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from graph_api.store.embedded import isolation
+from graph_api.store.embedded import isolation, streams
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -101,15 +103,23 @@ class Serialized:
         self.clock = clock
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        operation = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target.startswith(streams.TARGET_PREFIX):
+            return streams.serve(target[len(streams.TARGET_PREFIX) :], environ, start_response)
+        operation = target.rpartition(".")[2]
         if operation not in WRITES:
             with isolation.tables.read():
                 return list(self.app(environ, start_response))  # the whole answer, locked
         with isolation.writers:
-            if operation == "TransactWriteItems":  # takes `tables` for its swap only
-                return self._transaction(environ, start_response)
-            with isolation.tables.write():
-                return list(self.app(environ, start_response))
+            try:
+                if operation == "TransactWriteItems":  # takes `tables` for its swap only
+                    return self._transaction(environ, start_response)
+                with isolation.tables.write():
+                    return list(self.app(environ, start_response))
+            finally:
+                # Once readers can see the write, before its answer: a stream reader never
+                # sees a change the table does not show yet.
+                streams.publish()
 
     def _transaction(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
