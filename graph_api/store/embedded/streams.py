@@ -22,7 +22,8 @@ behaviour:
   1 in each stream, like DynamoDB Local's. Iterators carry their position and expire after 15
   minutes.
 - Records are trimmed after 24 hours, as on DynamoDB, and beyond `MAX_RECORDS` (100,000) a
-  stream, so memory stays bounded: an iterator into trimmed records gets
+  stream, so memory stays bounded (a record is its JSON, about 1 KB for the demo's items with
+  both images: some 100 MB at the bound): an iterator into trimmed records gets
   `TrimmedDataAccessException`. A stream is a ring indexed by sequence number: a write
   appends in O(1), a read copies only the records it returns, and neither walks the stream.
 - A disabled stream stays listed and readable (its table's too, once deleted, as on
@@ -38,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import threading
 import time
 import uuid
@@ -404,8 +406,13 @@ def serve(
 
 def _caller(environ: dict[str, Any]) -> tuple[str, str]:
     """The account and region a request is for, as moto tells them (its tables are kept by
-    account and region): the region of the signature's scope, the default account."""
-    account = environ.get("HTTP_X_MOTO_ACCOUNT_ID") or DEFAULT_ACCOUNT_ID
+    account and region): the region of the signature's scope; `MOTO_ACCOUNT_ID`, moto's
+    header, or its default account (the embedded server has no IAM to map access keys)."""
+    account = (
+        os.environ.get("MOTO_ACCOUNT_ID")
+        or environ.get("HTTP_X_MOTO_ACCOUNT_ID")
+        or DEFAULT_ACCOUNT_ID
+    )
     authorization = str(environ.get("HTTP_AUTHORIZATION", ""))
     region = "us-east-1"
     if "Credential=" in authorization:

@@ -179,8 +179,8 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
                     stored(real)[hash_value] = new
                 else:
                     stored(real)[hash_value][range_value] = new
-                if real.stream_shard is not None:
-                    real.stream_shard.add(old, new)
+                if real.stream_shard is not None:  # `streams`: published after the swap
+                    real.stream_shard.add(old, new)  # (a delete above adds its own)
             reindex(real, hash_value, range_value)
 
 
