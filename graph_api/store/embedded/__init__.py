@@ -4,9 +4,10 @@ It speaks the same wire protocol as DynamoDB, so the API's one data-access path 
 exactly as against DynamoDB Local or AWS. moto keeps everything in memory.
 
 moto alone is a mock, not a database: its transactions copy whole tables, its queries sort
-the whole table, it ignores `ClientRequestToken`, and it does not isolate a transaction
-from concurrent readers. `moto_fixes` (installing `partitions`, `transactions` and
-`responses` into moto's backend) and `wsgi` (the server in front of it) restore DynamoDB's
+the whole table, it ignores `ClientRequestToken`, it does not isolate a transaction
+from concurrent readers, and its stream records refused transactions. `moto_fixes`
+(installing `partitions`, `transactions`, `responses` and `streams` into moto's backend) and
+`wsgi` (the server in front of it, which also answers DynamoDB Streams) restore DynamoDB's
 behaviour; they are the only modules that know moto's internals.
 
 By default the server runs in a child process of its own, as a database would: its CPU
