@@ -81,6 +81,9 @@ class Dynamo:
             max_pool_connections=workers,
             connect_timeout=2,
             read_timeout=5,
+            # Our requests are built from validated inputs by store/ alone; botocore's walk
+            # of every parameter against its shape model costs ~0.3 ms of CPU a call.
+            parameter_validation=False,
         )
         kwargs: dict[str, Any] = {"config": config}
         if settings.endpoint_url:
