@@ -279,26 +279,29 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from graph_api.check import ScanGaveUp
     from graph_api.migrate import migrate_table
 
-    with _dynamodb(settings) as (settings, dynamo), _progress_line() as line:
+    with _dynamodb(settings) as (settings, dynamo):
+        stream_line, stream_ok = _enable_stream(dynamo, settings.table)
+        print(stream_line, flush=True)
+        with _progress_line() as line:
 
-        def progress(phase: str, done: int, total: int) -> None:
-            if phase == "scan":
-                line.show(f"migrating {settings.table}: scanning, {done} items")
-            else:
-                line.show(f"migrating {settings.table}: {_bar(done, total)} nodes")
+            def progress(phase: str, done: int, total: int) -> None:
+                if phase == "scan":
+                    line.show(f"migrating {settings.table}: scanning, {done} items")
+                else:
+                    line.show(f"migrating {settings.table}: {_bar(done, total)} nodes")
 
-        try:
-            report = migrate_table(dynamo, settings.table, progress, page_size=args.page_size)
-        except ScanGaveUp as error:
-            assert error.__cause__ is not None
-            reason = explain(error.__cause__, dynamo, settings.table)
-            if error.scanned or error.attempts > 1:
-                reason = (
-                    f"migrate stopped after {error.scanned} items scanned: the next Scan page"
-                    f" failed {error.attempts} time(s): {reason}; what was migrated stays,"
-                    " run `graph-api migrate` again to go on"
-                )
-            raise CommandError(reason) from error
+            try:
+                report = migrate_table(dynamo, settings.table, progress, page_size=args.page_size)
+            except ScanGaveUp as error:
+                assert error.__cause__ is not None
+                reason = explain(error.__cause__, dynamo, settings.table)
+                if error.scanned or error.attempts > 1:
+                    reason = (
+                        f"migrate stopped after {error.scanned} items scanned: the next Scan page"
+                        f" failed {error.attempts} time(s): {reason}; what was migrated stays,"
+                        " run `graph-api migrate` again to go on"
+                    )
+                raise CommandError(reason) from error
     for problem in report.changed + report.skipped:
         print(problem)
     if report.nothing_done and report.complete:
@@ -306,7 +309,7 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f"nothing to migrate: {settings.table} is already in the new layout"
             f" ({report.scanned} items scanned)"
         )
-        return 0
+        return 0 if stream_ok else 1
     if report.transactions:
         print(
             f"migrated {settings.table}: {report.students} student(s)"
@@ -324,7 +327,25 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{len(report.skipped)} node(s) cannot be migrated: see above")
     if report.complete:
         print("done: run `graph-api check` to verify the table")
-    return 0 if report.complete else 1
+    return 0 if report.complete and stream_ok else 1
+
+
+def _enable_stream(dynamo: Dynamo, name: str) -> tuple[str, bool]:
+    """migrate's first step: the change stream subscriptions read (a line to print, and
+    whether the table now has the stream they need)."""
+    view = table.STREAM["StreamViewType"]
+    try:
+        enabled = table.enable_stream(dynamo, name)
+    except table.OtherStreamView as other:
+        return (
+            f"change stream: {name}'s stream is on with {other.view}, not {view}: subscriptions"
+            " need both images; disable the stream (UpdateTable) and run `graph-api migrate`"
+            " again",
+            False,
+        )
+    if enabled:
+        return f"change stream: enabled on {name} ({view})", True
+    return f"change stream: already on ({view})", True
 
 
 def _write_out(text: str, output: str | None) -> int:

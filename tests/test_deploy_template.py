@@ -59,6 +59,11 @@ def test_the_table_is_the_one_create_table_makes(template: dict[str, Any]) -> No
     ]
     # Whatever else the code's definition grows must be reflected here too.
     assert set(code) - {"TableName"} <= set(table)
+    # CloudFormation's StreamSpecification has no StreamEnabled: a view type means on.
+    assert code["StreamSpecification"]["StreamEnabled"] is True
+    assert table["StreamSpecification"] == {
+        "StreamViewType": code["StreamSpecification"]["StreamViewType"]
+    }
 
 
 def test_the_table_is_protected(template: dict[str, Any]) -> None:

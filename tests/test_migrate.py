@@ -276,6 +276,7 @@ def test_the_command_migrates_then_says_there_is_nothing_to_do(
     edges = sum(len(p.classes) + len(p.sports) for p in school.students)
     homes = sum(p.home is not None for p in school.students)
     assert captured.out.splitlines() == [  # one transaction a node: each fits in one
+        "change stream: already on (NEW_AND_OLD_IMAGES)",
         f"migrated {env.name}: {students} student(s) ({edges} edge(s) moved to their class or"
         f" sport, {homes} home(s) onto the student), {teachers} teacher(s) ({len(school.classes)}"
         f" teaching edge(s) folded into the teacher) in {students + teachers} transaction(s)",
@@ -291,6 +292,7 @@ def test_the_command_migrates_then_says_there_is_nothing_to_do(
     capsys.readouterr()
     assert cli.main(["migrate"]) == 0
     assert capsys.readouterr().out == (
+        "change stream: already on (NEW_AND_OLD_IMAGES)\n"
         f"nothing to migrate: {env.name} is already in the new layout"
         f" ({len(new_items(school))} items scanned)\n"
     )
@@ -305,7 +307,59 @@ def test_the_command_names_what_it_cannot_migrate_and_exits_1(
     assert cli.main(["migrate"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out == [
+        "change stream: already on (NEW_AND_OLD_IMAGES)",
         "student gone does not exist: its 1 old-layout item(s) are left in place"
         " (graph-api check reports them)",
         "1 node(s) cannot be migrated: see above",
     ]
+
+
+def _stream(fresh: Table) -> dict[str, Any]:
+    described = fresh.dynamo.call_sync("DescribeTable", {"TableName": fresh.name}, None)
+    spec: dict[str, Any] = described["Table"].get("StreamSpecification") or {}
+    return spec
+
+
+def _recreate(fresh: Table, stream: dict[str, Any] | None) -> None:
+    """The test's table again, made as a table of before the change stream (no stream), or
+    with another stream."""
+    fresh.dynamo.call_sync("DeleteTable", {"TableName": fresh.name}, None)
+    definition = table.definition(fresh.name)
+    del definition["StreamSpecification"]
+    if stream is not None:
+        definition["StreamSpecification"] = stream
+    fresh.dynamo.call_sync("CreateTable", definition, None)
+    fresh.dynamo.client.get_waiter("table_exists").wait(TableName=fresh.name)
+
+
+def test_migrate_turns_on_the_stream_of_a_table_made_without_one(
+    env: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _recreate(env, None)
+    env.seed(new_items(small_school()))
+    assert not _stream(env).get("StreamEnabled")
+    assert cli.main(["migrate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"change stream: enabled on {env.name} (NEW_AND_OLD_IMAGES)"
+    assert out[1].startswith(f"nothing to migrate: {env.name} is already in the new layout")
+    assert _stream(env) == table.STREAM
+    assert cli.main(["migrate"]) == 0  # idempotent: the stream is left as it is
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "change stream: already on (NEW_AND_OLD_IMAGES)"
+    )
+    assert _stream(env) == table.STREAM
+
+
+def test_migrate_leaves_a_stream_of_other_images_alone_and_exits_1(
+    env: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+    _recreate(env, other)
+    assert cli.main(["migrate"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        f"change stream: {env.name}'s stream is on with KEYS_ONLY, not NEW_AND_OLD_IMAGES:"
+        " subscriptions need both images; disable the stream (UpdateTable) and run"
+        " `graph-api migrate` again"
+    )
+    assert _stream(env) == other

@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 BATCH_GET_LIMIT = 100  # keys per BatchGetItem (DynamoDB's limit)
 BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
+# The change stream feeds subscriptions (`graph_api.events`): both images, so a reader can
+# tell what an update changed without reading the table again.
+STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 Progress = Callable[[int, int], None]
 
@@ -51,6 +54,7 @@ def definition(name: str) -> dict[str, Any]:
                 "Projection": {"ProjectionType": "ALL"},
             }
         ],
+        "StreamSpecification": dict(STREAM),
     }
 
 
@@ -275,6 +279,33 @@ def create(dynamo: Dynamo, name: str) -> bool:
     except dynamo.client.exceptions.ResourceNotFoundException:
         pass
     dynamo.call_sync("CreateTable", definition(name), None)
+    dynamo.client.get_waiter("table_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
+    return True
+
+
+class OtherStreamView(Exception):
+    """The table's stream is on, with images other than the ones the reader needs."""
+
+    def __init__(self, view: str) -> None:
+        super().__init__(view)
+        self.view = view
+
+
+def enable_stream(dynamo: Dynamo, name: str) -> bool:
+    """Turn the table's change stream on if it is off (UpdateTable, then wait until the table
+    is active again); False when it was on already. A stream that is on with other images
+    raises `OtherStreamView` and is left alone: changing its view type means disabling it,
+    which ends a stream that something else may be reading."""
+    described = dynamo.call_sync("DescribeTable", {"TableName": name}, None)["Table"]
+    spec = described.get("StreamSpecification") or {}
+    if spec.get("StreamEnabled"):
+        view = str(spec.get("StreamViewType", ""))
+        if view != STREAM["StreamViewType"]:
+            raise OtherStreamView(view)
+        return False
+    dynamo.call_sync("UpdateTable", {"TableName": name, "StreamSpecification": dict(STREAM)}, None)
     dynamo.client.get_waiter("table_exists").wait(
         TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
     )
