@@ -81,6 +81,11 @@ class Settings:
     # Processes serving this app side by side (`serve --workers`, uvicorn's WEB_CONCURRENCY):
     # more than one share events only through a real broker.
     workers: int = 1
+    # The change stream reader (`graph_api/events/reader.py`): how long an idle shard waits
+    # before asking again (write-to-event latency), and how long its lease lasts unrenewed
+    # (how soon another instance takes over from one that died; renewed every third).
+    stream_poll_seconds: float = 0.25
+    stream_lease_seconds: float = 10.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -130,6 +135,8 @@ class Settings:
             subscription_queue=_int(env, "GRAPH_API_SUBSCRIPTION_QUEUE", 1000, minimum=1),
             events_broker=events_broker(env.get("GRAPH_API_EVENTS_BROKER", "")),
             workers=_int(env, "WEB_CONCURRENCY", 1, minimum=1),
+            stream_poll_seconds=_seconds(env, "GRAPH_API_STREAM_POLL_SECONDS", 0.25),
+            stream_lease_seconds=_seconds(env, "GRAPH_API_STREAM_LEASE_SECONDS", 10.0),
         )
 
 

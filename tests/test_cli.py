@@ -165,9 +165,12 @@ def test_settings_read_values_from_the_environment() -> None:
             "GRAPH_API_CURSOR_SECRET": "s3cret",
             "GRAPH_API_ACCOUNTING": "off",
             "AWS_DEFAULT_REGION": "eu-central-1",
+            "GRAPH_API_STREAM_POLL_SECONDS": "0.5",
+            "GRAPH_API_STREAM_LEASE_SECONDS": "30",
         }
     )
     assert (settings.table, settings.port, settings.region) == ("t1", 9001, "eu-central-1")
+    assert (settings.stream_poll_seconds, settings.stream_lease_seconds) == (0.5, 30.0)
     assert settings.cursor_secret == b"s3cret"
     assert settings.cursor_secret_configured is True
     assert settings.accounting is False
@@ -229,6 +232,8 @@ def test_a_damaged_dev_cursor_secret_file_is_a_settings_error(tmp_path: Path) ->
         ("GRAPH_API_PORT", "80.5"),
         ("GRAPH_API_ACCOUNTING", "maybe"),
         ("GRAPH_API_DEMO_STUDENTS", "many"),
+        ("GRAPH_API_STREAM_POLL_SECONDS", "0"),
+        ("GRAPH_API_STREAM_LEASE_SECONDS", "soon"),
     ],
 )
 def test_settings_bad_value_is_a_settings_error_naming_the_variable(name: str, value: str) -> None:

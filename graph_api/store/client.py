@@ -62,6 +62,23 @@ _active_ledger: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
 )
 
 
+def _config(settings: Settings, connections: int) -> Config:
+    return Config(
+        region_name=settings.region,
+        # Deliberate: botocore does not retry (1 attempt). Its backoff sleeps on the
+        # worker thread for up to seconds and cannot see the request's deadline; our
+        # one retry layer (Table.call, store/retry.py) backs off 25 ms → 1 s with full
+        # jitter, at most MAX_ATTEMPTS times, and never past the deadline.
+        retries={"mode": "standard", "total_max_attempts": 1},
+        max_pool_connections=connections,
+        connect_timeout=2,
+        read_timeout=5,
+        # Our requests are built from validated inputs by store/ alone; botocore's walk
+        # of every parameter against its shape model costs ~0.5 ms of CPU a call.
+        parameter_validation=False,
+    )
+
+
 def _snake(operation: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
 
@@ -71,21 +88,7 @@ class Dynamo:
 
     def __init__(self, settings: Settings) -> None:
         workers = max(4, settings.max_concurrency)
-        config = Config(
-            region_name=settings.region,
-            # Deliberate: botocore does not retry (1 attempt). Its backoff sleeps on the
-            # worker thread for up to seconds and cannot see the request's deadline; our
-            # one retry layer (Table.call, store/retry.py) backs off 25 ms → 1 s with full
-            # jitter, at most MAX_ATTEMPTS times, and never past the deadline.
-            retries={"mode": "standard", "total_max_attempts": 1},
-            max_pool_connections=workers,
-            connect_timeout=2,
-            read_timeout=5,
-            # Our requests are built from validated inputs by store/ alone; botocore's walk
-            # of every parameter against its shape model costs ~0.3 ms of CPU a call.
-            parameter_validation=False,
-        )
-        kwargs: dict[str, Any] = {"config": config}
+        kwargs: dict[str, Any] = {"config": _config(settings, workers)}
         if settings.endpoint_url:
             kwargs.update(endpoint_url=settings.endpoint_url, **LOCAL_CREDENTIALS)
         session = botocore.session.get_session()
@@ -135,3 +138,54 @@ class Dynamo:
             if ledger is not None:
                 consumed = response.get("ConsumedCapacity") if response else None
                 ledger.record(Call(operation, started, time.perf_counter()), consumed)
+
+
+# DynamoDB Streams' own word for "too many requests" (its GetRecords limit is 5 a second a shard).
+_STREAMS_UNAVAILABLE_CODES = _UNAVAILABLE_CODES | {"LimitExceededException"}
+
+
+class Streams:
+    """The DynamoDB Streams client of the change stream reader (`graph_api/events/reader.py`).
+
+    Made as `Dynamo` makes its client (region, timeouts, no botocore retries: the reader backs
+    off itself); an endpoint this process started (`settings.endpoint_url`) serves Streams too
+    and is reached with the same throwaway credentials, otherwise botocore resolves the
+    endpoint (`AWS_ENDPOINT_URL_DYNAMODB_STREAMS`, `AWS_ENDPOINT_URL`, or AWS). Its calls run
+    on a small executor of its own, so that polling shards never holds a thread a GraphQL
+    request waits for.
+    """
+
+    def __init__(
+        self, settings: Settings, *, workers: int = 4, endpoint_url: str | None = None
+    ) -> None:
+        kwargs: dict[str, Any] = {"config": _config(settings, workers)}
+        endpoint = endpoint_url or settings.endpoint_url  # an emulator may serve it elsewhere
+        if endpoint:
+            kwargs.update(endpoint_url=endpoint, **LOCAL_CREDENTIALS)
+        self.client = boto3.session.Session().client("dynamodbstreams", **kwargs)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streams")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+    async def call(self, operation: str, params: dict[str, Any]) -> Any:
+        """Run one Streams operation on this client's executor and await its response."""
+        loop = asyncio.get_running_loop()
+        work: Callable[[], Any] = partial(self.call_sync, operation, params)
+        return await loop.run_in_executor(self._executor, work)
+
+    def call_sync(self, operation: str, params: dict[str, Any]) -> Any:
+        """One call; busy or unreachable is `Unavailable` (as for `Dynamo`), other refusals
+        (an expired iterator, trimmed data) stay the `ClientError` they are."""
+        try:
+            return getattr(self.client, _snake(operation))(**params)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in _STREAMS_UNAVAILABLE_CODES:
+                log.warning("DynamoDB Streams %s failed: %s", operation, code)
+                raise Unavailable("DynamoDB Streams is busy; try again shortly") from error
+            raise
+        except (ConnectionError, HTTPClientError) as error:
+            log.warning("DynamoDB Streams %s unreachable: %s", operation, error)
+            raise Unavailable("DynamoDB Streams did not answer; try again shortly") from error
