@@ -27,6 +27,7 @@ from graph_api.store.retry import backoff
 
 NODE_TYPES = {kind.lower(): kind for kind in Kind}
 KEY_ATTRS = (PK, SK, GSI1PK, GSI1SK)
+_STREAM_LEASE = keys.stream_lease().as_item()
 
 # A Scan page that times out or is throttled is sent again, at most SCAN_ATTEMPTS times in all,
 # after a capped exponential backoff with full jitter (an offline tool can wait longer than
@@ -139,6 +140,10 @@ def scan(
         params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def _key_of(item: Item) -> dict[str, str]:
+    return {PK: item.get(PK, ""), SK: item.get(SK, "")}
+
+
 def _where(item: Item) -> str:
     return f"{item.get(PK)} / {item.get(SK)}"
 
@@ -185,6 +190,8 @@ class _Checker:
             self.nodes[(kind, item.get("id", ""))] = item
         elif kind == "email":
             self.guards.append(item)
+        elif kind == items.LEASE_TYPE and _key_of(item) == _STREAM_LEASE:
+            pass  # the stream reader's lease and checkpoints: no part of the graph
         elif kind in _RELATIONS_BY_NAME:
             self.edges[kind].append(item)
             relation = _RELATIONS_BY_NAME[kind]

@@ -18,6 +18,8 @@ from graph_api.store.codec import Item
 
 TYPE = "type"
 CLAIM = "propagation"  # on a node: the token of the write whose copies are still being applied
+# Not a node or an edge: the change stream's lease (`keys.stream_lease`, `events/lease.py`).
+LEASE_TYPE = "lease"
 
 
 def node_item(kind: Kind, id_: str, **attributes: Any) -> Item:

@@ -33,6 +33,7 @@ class Kind(StrEnum):
 
 EMAIL = "EMAIL"
 CATALOG = "CATALOG"
+LEASE = "LEASE"
 COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
 
 
@@ -192,3 +193,9 @@ def email_guard(email: str) -> Key:
     """The item that reserves an email address for one student (unique-field pattern)."""
     value = f"{EMAIL}{SEP}{normalize_email(email)}"
     return Key(value, EMAIL)
+
+
+def stream_lease() -> Key:
+    """The lease item of the table's change stream: whoever holds it is the one reader of
+    the stream, and it carries the reader's checkpoints (`graph_api/events/lease.py`)."""
+    return Key(f"{LEASE}{SEP}stream", LEASE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from old_layout import new_items, old_items, random_school
 from graph_api import check, cli
 from graph_api.check import Finding, ScanGaveUp, check_table
 from graph_api.errors import Unavailable
+from graph_api.events.lease import Lease
 from graph_api.settings import Settings
 from graph_api.store import codec, table
 from graph_api.store.client import Dynamo
@@ -275,6 +277,22 @@ def test_items_of_the_old_layout_say_to_migrate(graph: Graph) -> None:
             (where(*node("TEACHER", "tch-002")), "teacher tch-002 has no classes map" + migrate),
         ]
     )
+
+
+def test_the_stream_readers_lease_is_no_finding(graph: Graph) -> None:
+    async def hold() -> None:
+        lease = Lease(graph.dynamo, graph.settings.table, 10.0)
+        assert await lease.take()
+        await lease.begin_stream("arn:stream", {"shard-1": "LATEST"})
+        await lease.checkpoint("shard-1", "000000000000000000042")
+
+    asyncio.run(hold())
+    assert findings(graph) == []
+    # Only the lease's own key: an item of that type anywhere else is unknown.
+    put(graph, {"PK": "LEASE#other", "SK": "LEASE", "type": "lease"})
+    assert found(graph, "unknown-item") == [
+        (where("LEASE#other", "LEASE"), "item of unknown type 'lease'")
+    ]
 
 
 def test_cli_exit_status_says_clean_or_not(

@@ -3,6 +3,7 @@ idempotent, and finished by a later run after a crash at any point."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from old_layout import Pupil, School, new_items, old_items, random_school
 
 from graph_api import cli, migrate
 from graph_api.check import check_table
+from graph_api.events.lease import Lease
 from graph_api.items import Place
 from graph_api.migrate import Report, migrate_table
 from graph_api.settings import Settings
@@ -137,6 +139,20 @@ def test_a_table_in_the_new_layout_is_left_alone(fresh: Table) -> None:
     report = fresh.migrate()
     assert report.nothing_done and report.complete
     assert_migrated(fresh, small_school())
+
+
+def test_the_stream_readers_lease_is_left_alone(fresh: Table) -> None:
+    async def hold() -> None:
+        lease = Lease(fresh.dynamo, fresh.name, 10.0)
+        assert await lease.take()
+        await lease.checkpoint("shard-1", "000000000000000000042")
+
+    fresh.seed(old_items(small_school()))
+    asyncio.run(hold())
+    (lease,) = [i for i in fresh.items() if i["type"] == "lease"]
+    assert fresh.migrate().complete
+    assert [i for i in fresh.items() if i["type"] == "lease"] == [lease]
+    assert check_table(fresh.dynamo, fresh.name) == []
 
 
 class Crash(BaseException):
