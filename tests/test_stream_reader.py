@@ -384,6 +384,30 @@ def test_a_reader_that_lost_its_lease_cannot_write_a_checkpoint(stream: Stream) 
     asyncio.run(scenario())
 
 
+class Cut(BaseException):
+    """The answer never comes back (the process is cancelled, the connection drops)."""
+
+
+def test_a_take_cut_short_after_it_was_made_is_still_released(stream: Stream) -> None:
+    def cut(**_: Any) -> None:
+        raise Cut()
+
+    async def scenario() -> None:
+        a = Lease(stream.dynamo, stream.name, 60.0, owner="a")
+        event = "after-call.dynamodb.UpdateItem"
+        stream.dynamo.client.meta.events.register(event, cut)
+        try:
+            with pytest.raises(Cut):
+                await a.take()
+        finally:
+            stream.dynamo.client.meta.events.unregister(event, cut)
+        assert stream.lease_item()["owner"] == "a" and not a.held()
+        await a.release()  # an instance stopping: it gives up what it may have taken
+        assert "token" not in stream.lease_item()
+
+    asyncio.run(scenario())
+
+
 # -- shards: parents first, children from their start -----------------------------------
 
 

@@ -132,9 +132,12 @@ class Lease:
         }
         # `#token = :token`: a retry of this very write, whose first answer was lost.
         condition = "attribute_not_exists(#token) OR #expires < :now OR #token = :token"
-        if self.token is not None:
+        if self.token is not None:  # ours still, or a take cut short: take it again
             condition += " OR #token = :mine"
             values[":mine"] = self.token
+        # Known before the write: if it is cut short (cancelled, no answer) but was made,
+        # `release` and the next `take` still name it. Not held until it is answered.
+        self.token, self._valid_until = token, 0.0
         try:
             item = await self._update(
                 "take",
@@ -147,11 +150,10 @@ class Lease:
             )
         except ClientError as error:
             if _conditional_failure(error):
-                self.token = None
+                self._drop()
                 return False
             raise
         assert item is not None
-        self.token = token
         self._valid_until = started + self.duration
         self.stream_arn = item.get("streamArn")
         self.checkpoints = {str(k): str(v) for k, v in (item.get("checkpoints") or {}).items()}
@@ -173,7 +175,7 @@ class Lease:
             )
         except ClientError as error:
             if _conditional_failure(error):
-                self.token = None
+                self._drop()
                 raise LeaseLost("another instance took the stream's lease") from None
             raise
 
@@ -201,7 +203,10 @@ class Lease:
             pass
         except (Unavailable, ClientError) as error:
             log.warning("could not release the stream's lease (it expires by itself): %s", error)
-        self.token = None
+        self._drop()
+
+    def _drop(self) -> None:
+        self.token, self._valid_until = None, 0.0
 
     async def begin_stream(self, arn: str, checkpoints: dict[str, str]) -> None:
         """Checkpoints for a stream the lease has not read before (a first start, or the
