@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from conftest import make_settings
 
 from graph_api import keys
+from graph_api.errors import Unavailable
 from graph_api.events.changes import Change, Position
 from graph_api.events.lease import LATEST, SHARD_END, TRIM_HORIZON, Lease, LeaseLost
 from graph_api.events.reader import Publish, Shard, StreamReader
@@ -329,6 +330,37 @@ def test_a_clean_stop_hands_the_lease_over_at_once(streams_backend: None, stream
     asyncio.run(scenario())
 
 
+def test_a_lease_hiccup_before_the_first_checkpoint_loses_nothing(
+    streams_backend: None, stream: Stream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renewals late: the reader stops, takes its lease back and reads again. Its shard was
+    still at LATEST (nothing published yet), and what it had read but not handed on is
+    read again, not skipped by a new LATEST."""
+
+    async def scenario() -> None:
+        published = Published()
+        a = reader_of(stream, published, "a")
+        renew = a.lease.renew
+        failed: list[bool] = []
+
+        async def renew_late() -> None:
+            if not failed:
+                failed.append(True)
+                raise Unavailable("DynamoDB did not answer")
+            await renew()
+
+        async with running(a):
+            await started(a)
+            # Ran out: the next batch is not handed on, nor is the next renewal made.
+            monkeypatch.setattr(a.lease, "renew", renew_late)
+            monkeypatch.setattr(a.lease, "_valid_until", 0.0)
+            await stream.put(item("DURING#1"))
+            await eventually(lambda: "DURING#1" in published.pks(), "the write is published")
+            assert a.requests["UpdateItem:take"] >= 2  # it did stop, and took the lease back
+
+    asyncio.run(scenario())
+
+
 def test_a_reader_whose_lease_is_taken_stops_reading(streams_backend: None, stream: Stream) -> None:
     async def scenario() -> None:
         published = Published()
@@ -417,7 +449,8 @@ class FakeStreams:
     def __init__(self, listings: list[list[list[dict[str, Any]]]]) -> None:
         self.listings = listings  # each DescribeStream round: its pages
         self.round = 0
-        self.records: dict[str, list[list[dict[str, Any]] | None]] = {}  # None: shard end
+        # A shard's GetRecords answers in order (None: its end; past them, nothing new).
+        self.records: dict[str, list[list[dict[str, Any]] | None]] = {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
@@ -436,14 +469,14 @@ class FakeStreams:
                 self.round += 1
             return {"StreamDescription": answer}
         if operation == "GetShardIterator":
-            return {"ShardIterator": params["ShardId"]}
-        if operation == "GetRecords":
-            shard = params["ShardIterator"]
-            script = self.records.get(shard) or [[]]
-            batch = script.pop(0) if len(script) > 1 else script[0]
+            return {"ShardIterator": f"{params['ShardId']}@0"}
+        if operation == "GetRecords":  # an iterator is a position: reading it again is the same
+            shard, at = params["ShardIterator"].split("@")
+            script = self.records.get(shard, [])
+            batch = script[int(at)] if int(at) < len(script) else []
             if batch is None:
                 return {"Records": []}
-            return {"Records": batch, "NextShardIterator": shard}
+            return {"Records": batch, "NextShardIterator": f"{shard}@{int(at) + 1}"}
         raise AssertionError(operation)
 
 
@@ -471,7 +504,7 @@ def test_a_child_shard_is_read_from_its_start_after_its_parent_ends(stream: Stre
             [[_shard("p", closed=True)], [_shard("c", parent="p")]],  # p closed, c its child
         ]
     )
-    fake.records = {"p": [[_record("P#1", 10)], None], "c": [[_record("C#1", 20)], []]}
+    fake.records = {"p": [[_record("P#1", 10)], None], "c": [[_record("C#1", 20)]]}
 
     async def scenario() -> None:
         published = Published()
@@ -495,7 +528,10 @@ def test_a_child_shard_is_read_from_its_start_after_its_parent_ends(stream: Stre
         ]
         assert iterators == [("p", "LATEST"), ("c", "TRIM_HORIZON")]
         # c was asked for only after p's last GetRecords said it ended
-        order = [(op, p.get("ShardIterator") or p.get("ShardId")) for op, p in fake.calls]
+        order = [
+            (op, (p.get("ShardIterator") or p.get("ShardId") or "").split("@")[0])
+            for op, p in fake.calls
+        ]
         assert order.index(("GetShardIterator", "c")) > max(
             i for i, call in enumerate(order) if call == ("GetRecords", "p")
         )

@@ -11,8 +11,9 @@ positions, and subscribers drop what they have seen (`changes.Position`).
 Where a shard starts: after its checkpoint; at LATEST for the shards open when the table's
 stream is first read (subscribers want what happens next, not a day of history); at
 TRIM_HORIZON for a shard found later (a child of a finished shard: nothing of it is lost).
-A shard that was LATEST and had nothing published yet starts at LATEST again after a
-takeover, so a write on it in between is not published (as with the KCL's LATEST).
+A shard still at LATEST (nothing of it published yet) starts at LATEST again when another
+instance takes over, so a write on it while nobody read is not published (as with the
+KCL's LATEST); the same instance reading again keeps its place (`_resume`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,10 @@ class StreamReader:
         self.published = 0  # changes in them
         # Set while every shard being read has its iterator: writes from now on are read.
         self.reading = asyncio.Event()
+        # Shards still at LATEST (nothing published): an iterator before anything unpublished,
+        # so that reading again after a lease hiccup (renewals late, taken back) starts
+        # there, not at a new LATEST past the batch that was not handed on.
+        self._resume: dict[str, str] = {}
 
     @property
     def holding(self) -> bool:
@@ -236,6 +241,7 @@ class StreamReader:
         shards = await self._describe(arn)
         if self.lease.stream_arn != arn:  # first start on this stream: from now on
             await self.lease.begin_stream(arn, {s.id: LATEST for s in shards if not s.closed})
+            self._resume.clear()
         finished: set[str] = set()  # read to their end (or gone)
         handed: set[str] = set()  # finished, and their children took their place in the map
         running: dict[asyncio.Task[None], str] = {}
@@ -246,7 +252,8 @@ class StreamReader:
                     if shard.id in running.values():
                         continue
                     start = self.lease.checkpoints.get(shard.id, TRIM_HORIZON)
-                    iterator = await self._iterator(arn, shard.id, start)
+                    resume = self._resume.get(shard.id) if start == LATEST else None
+                    iterator = resume or await self._iterator(arn, shard.id, start)
                     if iterator is None:  # the shard is gone (trimmed): nothing left to read
                         finished.add(shard.id)
                         continue
@@ -308,6 +315,8 @@ class StreamReader:
         """Poll one shard until it is closed and read to its end."""
         last: str | None = None  # sequence number of the last record read
         attempt = 0
+        if start == LATEST:
+            self._resume[shard] = iterator
         while True:
             try:
                 answer = await self._call("GetRecords", {"ShardIterator": iterator})
@@ -340,9 +349,13 @@ class StreamReader:
                 ]
                 if changes:
                     await self._hand_on(shard, changes, last)
+                    self._resume.pop(shard, None)  # checkpointed: a sequence number now
             following = answer.get("NextShardIterator")
             if following is None:
+                self._resume.pop(shard, None)
                 return  # closed, and every record of it read
+            if shard in self._resume:  # what it read was nothing, or the lease's own
+                self._resume[shard] = following
             iterator = following
             pause = GET_RECORDS_SPACING if records else max(self.poll_seconds, GET_RECORDS_SPACING)
             await asyncio.sleep(max(0.0, asked + pause - time.monotonic()))
