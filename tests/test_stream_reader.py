@@ -32,18 +32,6 @@ POLL = 0.05  # seconds an idle shard waits: short, so that the tests run quickly
 LEASE = 1.5  # seconds
 WAIT = 30.0  # the most any condition is waited for
 
-NEEDS_STREAMS = (
-    "needs DynamoDB Streams: the embedded backend (moto) does not serve them correctly yet"
-    " (embedded streams work in progress: a refused transaction leaves a phantom record and"
-    " stalls iterators); run with --backend=dynamodb-local"
-)
-
-
-@pytest.fixture
-def streams_backend(backend: str) -> None:
-    if backend == "moto":
-        pytest.skip(NEEDS_STREAMS)
-
 
 @dataclass
 class Stream:
@@ -156,7 +144,7 @@ async def started(reader: StreamReader) -> None:
 # -- what is published -------------------------------------------------------------------
 
 
-def test_a_plain_put_reaches_publish_with_its_images(streams_backend: None, stream: Stream) -> None:
+def test_a_plain_put_reaches_publish_with_its_images(stream: Stream) -> None:
     async def scenario() -> None:
         published = Published()
         reader = reader_of(stream, published, "a")
@@ -200,7 +188,7 @@ def _checkpointed(stream: Stream, position: Position) -> bool:
     return bool(checkpoint.isdigit() and int(checkpoint) == position.sequence)
 
 
-def test_a_refused_transaction_publishes_nothing(streams_backend: None, stream: Stream) -> None:
+def test_a_refused_transaction_publishes_nothing(stream: Stream) -> None:
     async def scenario() -> None:
         published = Published()
         reader = reader_of(stream, published, "a")
@@ -226,7 +214,7 @@ def test_a_refused_transaction_publishes_nothing(streams_backend: None, stream: 
     asyncio.run(scenario())
 
 
-def test_a_first_start_begins_at_latest(streams_backend: None, stream: Stream) -> None:
+def test_a_first_start_begins_at_latest(stream: Stream) -> None:
     async def scenario() -> None:
         await stream.put(item("BEFORE#1"))
         published = Published()
@@ -243,9 +231,7 @@ def test_a_first_start_begins_at_latest(streams_backend: None, stream: Stream) -
 # -- one reader per table ------------------------------------------------------------------
 
 
-def test_of_two_readers_only_the_lease_holder_publishes(
-    streams_backend: None, stream: Stream
-) -> None:
+def test_of_two_readers_only_the_lease_holder_publishes(stream: Stream) -> None:
     async def scenario() -> None:
         published = Published()
         a, b = reader_of(stream, published, "a"), reader_of(stream, published, "b")
@@ -266,9 +252,7 @@ def test_of_two_readers_only_the_lease_holder_publishes(
     asyncio.run(scenario())
 
 
-def test_a_killed_holder_is_taken_over_after_its_checkpoint(
-    streams_backend: None, stream: Stream
-) -> None:
+def test_a_killed_holder_is_taken_over_after_its_checkpoint(stream: Stream) -> None:
     async def scenario() -> None:
         published = Published()
         a, b = reader_of(stream, published, "a"), reader_of(stream, published, "b")
@@ -306,7 +290,7 @@ async def _nothing() -> None:
     return None
 
 
-def test_a_clean_stop_hands_the_lease_over_at_once(streams_backend: None, stream: Stream) -> None:
+def test_a_clean_stop_hands_the_lease_over_at_once(stream: Stream) -> None:
     async def scenario() -> None:
         published = Published()
         a, b = reader_of(stream, published, "a"), reader_of(stream, published, "b")
@@ -331,7 +315,7 @@ def test_a_clean_stop_hands_the_lease_over_at_once(streams_backend: None, stream
 
 
 def test_a_lease_hiccup_before_the_first_checkpoint_loses_nothing(
-    streams_backend: None, stream: Stream, monkeypatch: pytest.MonkeyPatch
+    stream: Stream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Renewals late: the reader stops, takes its lease back and reads again. Its shard was
     still at LATEST (nothing published yet), and what it had read but not handed on is
@@ -361,7 +345,7 @@ def test_a_lease_hiccup_before_the_first_checkpoint_loses_nothing(
     asyncio.run(scenario())
 
 
-def test_a_reader_whose_lease_is_taken_stops_reading(streams_backend: None, stream: Stream) -> None:
+def test_a_reader_whose_lease_is_taken_stops_reading(stream: Stream) -> None:
     async def scenario() -> None:
         published = Published()
         a = reader_of(stream, published, "a")
@@ -566,7 +550,7 @@ def test_the_plan_reads_parents_first_and_skips_what_is_finished(stream: Stream)
 # -- what it costs -------------------------------------------------------------------------
 
 
-def test_requests_per_batch_of_changes(streams_backend: None, stream: Stream) -> None:
+def test_requests_per_batch_of_changes(stream: Stream) -> None:
     """The reader's requests for 40 changes: one GetRecords and one checkpoint a batch,
     beside idle polls and the lease's renewals; no new iterator, whatever reads the events."""
 

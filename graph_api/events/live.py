@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -10,7 +12,9 @@ from graph_api.events.broker import Broker, make_broker
 from graph_api.events.changes import Change
 from graph_api.events.derive import derive
 from graph_api.events.hub import Hub, Subscription
+from graph_api.events.reader import StreamReader
 from graph_api.settings import Settings
+from graph_api.store.client import Dynamo, Streams
 
 # Why a server without a running pipeline refuses subscriptions (no lifespan ran: Lambda).
 NOT_RUNNING = (
@@ -32,8 +36,10 @@ class LiveEvents:
     Every instance listens to the broker; the one that holds the stream's lease publishes.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, dynamo: Dynamo) -> None:
         self.settings = settings
+        self.dynamo = dynamo
+        self.reader: StreamReader | None = None  # while running
         self.hub = Hub(
             max_subscriptions=settings.max_subscriptions,
             queue_limit=settings.subscription_queue,
@@ -56,13 +62,24 @@ class LiveEvents:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[LiveEvents]:
-        """The pipeline while the app serves; subscriptions end (complete) when it stops."""
+        """The pipeline while the app serves: the broker, and the stream reader, which
+        reads while this instance holds the lease. Subscriptions complete when it stops."""
         await self.broker.start()
         alone = self.settings.workers > 1 and self.settings.events_broker == "memory"
+        streams = Streams(self.settings)
+        reader = StreamReader(self.settings, self.dynamo, streams, self.publish)
+        task = None if alone else asyncio.create_task(reader.run(), name="stream reader")
+        self.reader = reader
         self._refusal = NO_SHARED_BROKER if alone else None
         try:
             yield self
         finally:
             self._refusal = NOT_RUNNING
             self.hub.end_all()
+            if task is not None:
+                task.cancel()  # releases the lease: another instance takes over at once
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self.reader = None
+            streams.close()
             await self.broker.close()

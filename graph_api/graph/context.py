@@ -29,12 +29,13 @@ class Services:
 
     @classmethod
     def create(cls, settings: Settings) -> Services:
+        dynamo = Dynamo(settings)
         return cls(
             settings,
-            Dynamo(settings),
+            dynamo,
             Cursors(settings.cursor_secret),
             Authenticator(settings),
-            LiveEvents(settings),
+            LiveEvents(settings, dynamo),
         )
 
     def close(self) -> None:
