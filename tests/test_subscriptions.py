@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient, WebSocketTestSession
 
+from graph_api import items
 from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.store import codec
 
 WAIT = 60.0  # seconds: generous, for a busy machine; tests wait on conditions, not on time
 
@@ -125,3 +127,34 @@ def test_sse_delivers_an_event_then_completes_when_the_server_stops(
     data = next(line for line in got if line.startswith("data: {"))
     assert '"teacherChanged":{"kind":"CREATED","teacher":{"name":"Bo"}}' in data
     assert "event: complete" in got
+
+
+def test_subscribers_of_one_event_share_its_reads(
+    app: TestClient, subscriber: Subscriber, empty_services: Services
+) -> None:
+    for n in range(3):
+        subscriber.subscribe(
+            str(n), 'subscription { classChanged(id: "c1") { kind class { subject } } }'
+        )
+    client, table = empty_services.dynamo.client, empty_services.settings.table
+    sent: list[str] = []
+
+    def count(**kwargs: Any) -> None:
+        sent.append(kwargs["event_name"].rsplit(".", 1)[-1])
+
+    client.meta.events.register("before-send.dynamodb", count)
+    try:
+        # Another writer, not the API: nothing of ours reads before the event does.
+        klass = items.school_class("c1", "Maths", items.teacher("t1", "Ada"))
+        client.put_item(TableName=table, Item=codec.encode(klass))
+        answers = [subscriber.next() for _ in range(3)]
+    finally:
+        client.meta.events.unregister("before-send.dynamodb", count)
+    for answer in answers:
+        assert answer["payload"]["data"] == {
+            "classChanged": {"kind": "CREATED", "class": {"subject": "Maths"}}
+        }
+    # Three subscribers, one event: the class is read once, not three times (the reader's
+    # own calls go to Streams, or are lease writes).
+    reads = [name for name in sent if name in ("BatchGetItem", "Query", "GetItem")]
+    assert reads == ["BatchGetItem"], sent

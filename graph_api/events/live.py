@@ -36,9 +36,8 @@ class LiveEvents:
     Every instance listens to the broker; the one that holds the stream's lease publishes.
     """
 
-    def __init__(self, settings: Settings, dynamo: Dynamo) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.dynamo = dynamo
         self.reader: StreamReader | None = None  # while running
         self.hub = Hub(
             max_subscriptions=settings.max_subscriptions,
@@ -66,8 +65,10 @@ class LiveEvents:
         reads while this instance holds the lease. Subscriptions complete when it stops."""
         await self.broker.start()
         alone = self.settings.workers > 1 and self.settings.events_broker == "memory"
-        streams = Streams(self.settings)
-        reader = StreamReader(self.settings, self.dynamo, streams, self.publish)
+        # Clients of its own: the reader's polls and lease writes never take a thread or a
+        # connection a GraphQL request waits for.
+        streams, dynamo = Streams(self.settings), Dynamo(self.settings)
+        reader = StreamReader(self.settings, dynamo, streams, self.publish)
         task = None if alone else asyncio.create_task(reader.run(), name="stream reader")
         self.reader = reader
         self._refusal = NO_SHARED_BROKER if alone else None
@@ -82,4 +83,5 @@ class LiveEvents:
                     await task
             self.reader = None
             streams.close()
+            dynamo.close()
             await self.broker.close()

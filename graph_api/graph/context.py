@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from strawberry.types import Info as StrawberryInfo
@@ -16,6 +18,8 @@ from graph_api.store.ledger import Ledger
 from graph_api.store.loaders import Loaders
 from graph_api.store.table import Table
 
+EVENT_SCOPES = 256  # events whose loaders are kept: those subscribers are resolving now
+
 
 @dataclass(frozen=True)
 class Services:
@@ -26,6 +30,9 @@ class Services:
     cursors: Cursors
     auth: Authenticator
     events: LiveEvents
+    _event_scopes: OrderedDict[Hashable, tuple[Ledger, Table, Loaders]] = field(
+        default_factory=OrderedDict, repr=False
+    )
 
     @classmethod
     def create(cls, settings: Settings) -> Services:
@@ -35,11 +42,22 @@ class Services:
             dynamo,
             Cursors(settings.cursor_secret),
             Authenticator(settings),
-            LiveEvents(settings, dynamo),
+            LiveEvents(settings),
         )
 
     def close(self) -> None:
         self.dynamo.close()
+
+    def event_scope(self, event: Hashable) -> tuple[Ledger, Table, Loaders]:
+        """The loaders (and their ledger and table) that resolve `event` for every
+        subscriber; the last EVENT_SCOPES events' are kept."""
+        scope = self._event_scopes.get(event)
+        if scope is None:
+            scope = self._event_scopes[event] = _scope(self)
+            scope[2].consistent = True
+            while len(self._event_scopes) > EVENT_SCOPES:
+                self._event_scopes.popitem(last=False)
+        return scope
 
 
 @dataclass
@@ -61,11 +79,11 @@ class Context:
         several subscriptions): same caller, its own loaders, ledger and deadline."""
         return Context.create(self.services, self.request_id, self.auth)
 
-    def renew(self) -> None:
-        """A fresh scope for the next event of a subscription: loaders that read the base
-        table strongly (the event says the write is done), a new ledger and deadline."""
-        self.ledger, self.table, self.loaders = _scope(self.services)
-        self.loaders.consistent = True
+    def renew(self, event: Hashable) -> None:
+        """The scope of a subscription's next event: loaders that read the base table
+        strongly (the event says the write is done), shared by every subscriber the event
+        reaches, so a hundred subscribers of one class read it once."""
+        self.ledger, self.table, self.loaders = self.services.event_scope(event)
 
     @property
     def cursors(self) -> Cursors:

@@ -137,7 +137,7 @@ async def _events(info: Info, topics: Sequence[str]) -> AsyncGenerator[Event, No
     subscription = info.context.services.events.subscribe(topics)
     try:
         async for event in subscription:
-            info.context.renew()
+            info.context.renew(event)
             yield event
     finally:
         subscription.close()
