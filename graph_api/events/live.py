@@ -43,8 +43,7 @@ class LiveEvents:
             max_subscriptions=settings.max_subscriptions,
             queue_limit=settings.subscription_queue,
         )
-        self.broker: Broker = make_broker(settings)
-        self.broker.listen(self.hub.deliver, self.hub.gap)
+        self.broker: Broker | None = None  # while running
         self._refusal: str | None = NOT_RUNNING
 
     def subscribe(self, topics: Sequence[str]) -> Subscription:
@@ -56,14 +55,17 @@ class LiveEvents:
     async def publish(self, changes: Sequence[Change]) -> None:
         """What the stream reader hands over: the events of a batch of changes."""
         events = derive(changes)
-        if events:
+        if events and self.broker is not None:
             await self.broker.publish(events)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[LiveEvents]:
         """The pipeline while the app serves: the broker, and the stream reader, which
         reads while this instance holds the lease. Subscriptions complete when it stops."""
-        await self.broker.start()
+        # A broker for each run: an app's lifespan may run more than once (tests, reloads).
+        broker = self.broker = make_broker(self.settings)
+        broker.listen(self.hub.deliver, self.hub.gap)
+        await broker.start()
         alone = self.settings.workers > 1 and self.settings.events_broker == "memory"
         # Clients of its own: the reader's polls and lease writes never take a thread or a
         # connection a GraphQL request waits for.
@@ -84,4 +86,5 @@ class LiveEvents:
             self.reader = None
             streams.close()
             dynamo.close()
-            await self.broker.close()
+            await broker.close()
+            self.broker = None
