@@ -1,27 +1,41 @@
 """GraphiQL in a real browser (Debian's headless Chromium), offline: the page loads from the
-API alone, runs a query with a nested connection and shows its data. The screenshot lands
-in test-output/graphiql.png."""
+API alone, runs a query with a nested connection and shows its data; then runs a
+subscription over its websocket and shows the event of an enrolment another client makes.
+The screenshots land in test-output/graphiql.png and test-output/graphiql-subscription.png."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from node_support import missing, npm_package, tool
 
 from graph_api import demo, graphiql
+from graph_api.items import Item
 from tools.api_server import serving
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "e2e" / "graphiql.mjs"
 SCREENSHOT = ROOT / "test-output" / "graphiql.png"
+SUBSCRIPTION_SCREENSHOT = ROOT / "test-output" / "graphiql-subscription.png"
 STUDENTS, SEED = 20, 7
+# The script's own waits are bounded (60 s a step, 150 s for the event); this is a backstop.
+NODE_SECONDS = 600
+
+
+@cache
+def school() -> tuple[Item, ...]:
+    """The demo school the server loads (same size, same seed)."""
+    return tuple(demo.generate(students=STUDENTS, seed=SEED))
 
 
 def expected_values() -> list[str]:
     """stu-0001's name, and its classes' subjects and teachers (the nested connection)."""
-    items = demo.generate(students=STUDENTS, seed=SEED)
+    items = school()
     student = next(i for i in items if i["type"] == "student" and i["id"] == "stu-0001")
     teachers = {i["id"]: i["name"] for i in items if i["type"] == "teacher"}
     classes = {i["id"]: i for i in items if i["type"] == "class"}
@@ -35,24 +49,68 @@ def expected_values() -> list[str]:
     ]
 
 
-def test_graphiql_runs_a_nested_query_in_headless_chromium() -> None:
+@dataclass(frozen=True)
+class Enrolment:
+    student_id: str
+    class_id: str
+    expected: list[str]  # what the rosterChanged event shows in GraphiQL's result pane
+
+
+def enrolment_to_make() -> Enrolment:
+    """The first student (by id) and class (by id) the student is not in, and the values of
+    the event their enrolment makes: the name, JOINED, the class's count plus one."""
+    items = school()
+    taken = {(i["studentId"], i["classId"]) for i in items if i["type"] == "enrolment"}
+    students = sorted((i for i in items if i["type"] == "student"), key=lambda i: i["id"])
+    classes = sorted((i for i in items if i["type"] == "class"), key=lambda i: i["id"])
+    student, klass = next(
+        (s, c) for s in students for c in classes if (s["id"], c["id"]) not in taken
+    )
+    joined = [e for e in items if e["type"] == "enrolment" and e["classId"] == klass["id"]]
+    assert klass["studentCount"] == len(joined)
+    return Enrolment(
+        student["id"],
+        klass["id"],
+        [  # as GraphiQL prints the event's JSON
+            '"kind": "JOINED"',
+            f'"studentId": "{student["id"]}"',
+            json.dumps(student["name"], ensure_ascii=False),
+            f'"studentCount": {klass["studentCount"] + 1}',
+        ],
+    )
+
+
+def test_graphiql_runs_a_query_and_a_subscription_in_headless_chromium() -> None:
     chromium = os.environ.get("CHROMIUM") or tool("chromium", "apt-get install chromium")
     node = tool("node", "apt-get install nodejs npm")
     if not graphiql.assets_present():
         missing("GraphiQL's assets are not built: run make (python -m tools.graphiql_assets)")
     npm_package(SCRIPT.parent)
-    SCREENSHOT.unlink(missing_ok=True)
+    for screenshot in (SCREENSHOT, SUBSCRIPTION_SCREENSHOT):
+        screenshot.unlink(missing_ok=True)
+    enrolment = enrolment_to_make()
+    plan = {
+        "query": {"expected": expected_values(), "screenshot": str(SCREENSHOT)},
+        "subscription": {
+            "studentId": enrolment.student_id,
+            "classId": enrolment.class_id,
+            "expected": enrolment.expected,
+            "screenshot": str(SUBSCRIPTION_SCREENSHOT),
+        },
+    }
 
     with serving(students=STUDENTS, GRAPH_API_DEMO_SEED=str(SEED)) as url:
         result = subprocess.run(
-            [node, str(SCRIPT), f"{url}/graphql", str(SCREENSHOT), *expected_values()],
+            [node, str(SCRIPT), f"{url}/graphql", json.dumps(plan)],
             env={**os.environ, "CHROMIUM": chromium},
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=NODE_SECONDS,
         )
 
     assert result.returncode == 0, result.stdout + result.stderr
-    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert SCREENSHOT.stat().st_size > 10_000  # a rendered page, not a blank one
-    print(f"screenshot: {SCREENSHOT}")
+    print(result.stdout)
+    for screenshot in (SCREENSHOT, SUBSCRIPTION_SCREENSHOT):
+        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert screenshot.stat().st_size > 10_000  # a rendered page, not a blank one
+        print(f"screenshot: {screenshot}")
