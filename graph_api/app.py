@@ -27,6 +27,7 @@ from strawberry.http.base import BaseRequestProtocol
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 
 from graph_api import graphiql
 from graph_api.errors import NotFound
@@ -42,6 +43,10 @@ from graph_api.graphql_http import (
 )
 from graph_api.middleware import BodySizeLimit, RequestIdMiddleware
 
+STREAM_ONLY = (
+    "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
+    " (send Accept: text/event-stream), not as a plain HTTP request"
+)
 KEEP_ALIVE_SECONDS = 15.0  # pings keep proxies from closing a quiet websocket
 CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is closed
 
@@ -161,11 +166,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 request_data=request_data,
             )
         except HTTPException as error:
-            # A mutation over GET is 405, not Strawberry's 400 (GraphQL over HTTP, "GET").
-            if request_adapter.method == "GET" and isinstance(
-                error.__cause__, InvalidOperationTypeError
-            ):
-                raise HTTPException(405, error.reason) from error
+            refused = error.__cause__
+            if isinstance(refused, InvalidOperationTypeError):
+                if refused.operation_type == OperationType.SUBSCRIPTION:
+                    raise HTTPException(400, STREAM_ONLY) from error
+                # A mutation over GET is 405, not Strawberry's 400 (GraphQL over HTTP, "GET").
+                if request_adapter.method == "GET":
+                    raise HTTPException(405, error.reason) from error
             raise
 
     # -- GraphiQL (graph_api.graphiql) -------------------------------------------------------

@@ -158,3 +158,18 @@ def test_subscribers_of_one_event_share_its_reads(
     # own calls go to Streams, or are lease writes).
     reads = [name for name in sent if name in ("BatchGetItem", "Query", "GetItem")]
     assert reads == ["BatchGetItem"], sent
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_subscription_as_a_plain_request_is_refused_saying_where_it_runs(
+    app: TestClient, method: str
+) -> None:
+    query = 'subscription { teacherChanged(id: "t1") { kind } }'
+    if method == "GET":
+        response = app.get("/graphql", params={"query": query}, headers={"accept": "*/*"})
+    else:
+        response = app.post("/graphql", json={"query": query})
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error["extensions"]["code"] == "BAD_REQUEST"
+    assert "websocket" in error["message"] and "text/event-stream" in error["message"]

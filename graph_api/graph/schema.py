@@ -46,6 +46,10 @@ class GraphSchema(strawberry.Schema):
         allowed_operation_types: Iterable[OperationType] | None = None,
         operation_extensions: dict[str, Any] | None = None,
     ) -> ExecutionResult:
+        # A subscription runs only as a stream (websocket, SSE): asked over plain HTTP it is
+        # refused before it runs, with a message that says where it does run.
+        if allowed_operation_types is not None:
+            allowed_operation_types = set(allowed_operation_types) - {OperationType.SUBSCRIPTION}
         # Strawberry falls back to the first operation's name; validation needs to know
         # whether the client named one (graph.limits.operation_name_errors).
         token = requested_operation.set(operation_name)
