@@ -17,7 +17,9 @@ from contextlib import contextmanager
 
 from tools.dynamodb_local import free_port
 
-STARTUP_SECONDS = 60
+# How long a server may take to answer: generous, since a busy 2-core machine took over 60 s
+# (it costs time only when startup really is that slow).
+STARTUP_SECONDS = 180
 
 
 def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
