@@ -91,11 +91,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(services: Services) -> tuple[uvicorn.Server, int]:
+class ThreadedServer(uvicorn.Server):
+    """uvicorn on a thread of this process; `stop` waits for its lifespan's shutdown."""
+
+    thread: threading.Thread
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop serving and wait: the app's shutdown (the stream reader giving its lease
+        back) runs on the services' DynamoDB client, so close the services after this."""
+        self.should_exit = True
+        self.thread.join(timeout)
+
+
+def serve(services: Services) -> tuple[ThreadedServer, int]:
     port = free_port()
     config = uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="error")
-    server = uvicorn.Server(config)
-    threading.Thread(target=server.run, daemon=True).start()
+    server = ThreadedServer(config)
+    server.thread = threading.Thread(target=server.run, daemon=True)
+    server.thread.start()
     while not server.started:
         time.sleep(0.01)
     return server, port
@@ -204,7 +217,7 @@ def main() -> None:
             print(f"| {name} | {row['requests']:g} | {row['p50']:.1f} | {row['p95']:.1f} |")
     finally:
         for server, _ in servers:
-            server.should_exit = True
+            server.stop()
         batched.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         batched.close()
         naive.close()

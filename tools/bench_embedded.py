@@ -187,7 +187,7 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
             )
         soaked.update(rss_after=rss_mb(), db_after=server.rss_kb() / 1024)
     finally:
-        api.should_exit = True
+        api.stop()
         services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         services.close()
         server.stop()

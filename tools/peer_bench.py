@@ -645,7 +645,7 @@ def main() -> None:
                 )
     finally:
         if server is not None:
-            server.should_exit = True
+            server.stop()
         services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         services.close()
         stop()
