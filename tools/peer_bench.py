@@ -8,9 +8,11 @@ the API on another loopback port, check both sides' answers against the dataset,
 the five logical queries on both, interleaved in blocks, one keep-alive connection per side,
 the same number of timed requests each. Then Q1's throughput: 16 concurrent keep-alive
 clients for 10 s a side, the API served by `graph-api serve --workers N` (one per core by
-default) on the same table, with the CPU its processes spent per request (from /proc).
-Prints Markdown tables and writes `test-output/bench-peer-<time>.json`. Without postgres or
-npm, says why and prints our side.
+default) on the same table, with the CPU its processes spent per request (from /proc). Then
+live events, ours alone (tools/live_bench.py): write-to-event latency with 1,000
+subscriptions on the in-process API, and the stream reader's requests with 1 subscription
+and with 1,000. Prints Markdown tables and writes `test-output/bench-peer-<time>.json`.
+Without postgres or npm, says why and prints our side.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from graph_api.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.embedded import cpu_seconds, descendants
-from tools import api_server, dynamodb_local, peer, peer_queries
+from tools import api_server, dynamodb_local, live_bench, peer, peer_queries
 from tools.bench import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -579,6 +581,8 @@ def main() -> None:
         "--api-workers", type=int, help="Q1 throughput: serve's workers (default: its own)"
     )
     parser.add_argument("--no-throughput", action="store_true", help="skip Q1 throughput")
+    parser.add_argument("--no-live", action="store_true", help="skip live events")
+    live_bench.add_arguments(parser)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _on_sigterm)
     begun = time.monotonic()
@@ -614,9 +618,12 @@ def main() -> None:
     )
     stop: Callable[[], None] = lambda: None  # noqa: E731
     backend = "the endpoint in AWS_ENDPOINT_URL_DYNAMODB"
+    dynamodb_pid = None
+    live_bench.streams_beside_dynamodb()
     if not os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):
         local = dynamodb_local.start()
         stop, backend = local.stop, f"DynamoDB Local {dynamodb_local.VERSION}"
+        dynamodb_pid = local.process.pid
         settings = dataclasses.replace(settings, backend="remote", endpoint_url=local.endpoint)
     services = Services.create(settings)
     tune_collector()  # as `graph-api serve` does
@@ -643,6 +650,16 @@ def main() -> None:
                 result["throughput"] = run_throughput(
                     args, settings, running, data, targets, school, httpbench, queries
                 )
+        if not args.no_live:  # the peer stopped: its processes take no CPU from ours
+            live_began = time.monotonic()
+            try:
+                result["live"] = live_bench.run_from_args(
+                    args, services, port, data, targets, dynamodb_pid
+                )
+                result["live"]["seconds"] = time.monotonic() - live_began
+            except RuntimeError as error:  # the queries' figures are still printed
+                result["live_failed"] = str(error)
+                print(f"live events failed: {error}", flush=True)
     finally:
         if server is not None:
             server.stop()
@@ -667,10 +684,17 @@ def main() -> None:
     result["seconds"] = time.monotonic() - begun
     print()
     print(render(result))
+    if "live" in result:
+        print(live_bench.render(result["live"]))
     OUTPUT.mkdir(exist_ok=True)
     path = OUTPUT / f"bench-peer-{started.replace(':', '').replace('-', '')}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\n{path.relative_to(ROOT)}; {result['seconds']:.0f} s in all")
+    live = f" (live events {result['live']['seconds']:.0f} s)" if "live" in result else ""
+    print(f"\n{path.relative_to(ROOT)}; {result['seconds']:.0f} s in all{live}")
+    trouble = live_bench.problems(result["live"]) if "live" in result else []
+    trouble += [result["live_failed"]] if "live_failed" in result else []
+    if trouble:  # a bench that lost events fails, whatever its latency
+        raise SystemExit("make bench: live events not delivered as written: " + "; ".join(trouble))
 
 
 def run(
