@@ -516,6 +516,7 @@ def run_phase(
         "resolution": {
             **score.pop("resolution"),
             "client_requests": sum(calls.values()) - sent.requests - reader_on_dynamo,
+            "reader_on_client": reader_on_dynamo,
             "client_operations": dict(+calls),
             "mutation_requests": sent.requests,
         },
@@ -773,9 +774,7 @@ def render(result: dict[str, Any]) -> str:
     lines += [
         "",
         f"Resolving the subscribers' selections, with {b['subscriptions']:,} subscriptions: "
-        "each event's `extensions.dynamodb.requests`. Each subscriber's event is resolved "
-        "on its own, with its own loaders: nothing is shared between subscribers of one "
-        "event.",
+        "the DynamoDB requests each delivered event carries (`extensions.dynamodb`).",
         "",
         "| subscriptions | selection | events | DynamoDB requests | per event |",
         "|---|---|---:|---:|---:|",
@@ -790,11 +789,20 @@ def render(result: dict[str, Any]) -> str:
         f"| all | | {events:,} | {res['events_requests']:,} "
         f"| {res['events_requests'] / max(1, events):.2f} |",
         "",
-        f"At the boto3 client, the same phase: {sum(res['client_operations'].values()):,} "
-        f"requests, {res['mutation_requests']:,} of them the mutations', the reader's lease "
-        f"and DescribeTable the rest but {res['client_requests']:,}: the events' "
-        f"({res['events_requests']:,} by their own count).",
+        f"At the API's boto3 client over the same phase: "
+        f"{sum(res['client_operations'].values()):,} requests = "
+        f"{res['mutation_requests']:,} the mutations' + {res['reader_on_client']} the "
+        f"reader's (lease, DescribeTable) + {res['client_requests']:,} resolving events "
+        f"(their own count: {res['events_requests']:,}).",
     ]
+    hot = next((g for g in res["by_group"] if "(" in g["subscriptions"]), None)
+    if hot and hot["events"]:
+        writes = hot["events"] / max(1, hot["count"])  # every subscriber hears each write
+        lines.append(
+            f"One event on `{hot['subscriptions']}` costs {hot['requests'] / writes:.0f} "
+            f"requests to reach its {hot['count']} subscribers selecting "
+            f"`{hot['selection']}`."
+        )
     trouble = problems(result)
     if trouble:
         lines += ["", *(f"**EVENTS NOT DELIVERED AS WRITTEN**: {line}" for line in trouble)]
