@@ -25,6 +25,7 @@ from graph_api.errors import Unavailable
 from graph_api.settings import Settings
 from graph_api.store.ledger import Call, Ledger
 from graph_api.store.response_parser import DynamoResponseParserFactory
+from graph_api.store.retry import THROTTLE_CODES, RetryBudget
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +47,8 @@ _DATA_OPERATIONS = frozenset(
         "TransactGetItems",
     }
 )
-# Errors that mean "DynamoDB is busy or unreachable", after botocore's own retries.
-_UNAVAILABLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-    }
-)
+# Errors that mean "DynamoDB is busy or unreachable" (botocore makes one attempt).
+_UNAVAILABLE_CODES = THROTTLE_CODES | {"InternalServerError", "ServiceUnavailable"}
 
 _active_ledger: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
     "graph_api_ledger", default=None
@@ -66,9 +59,9 @@ def _config(settings: Settings, connections: int) -> Config:
     return Config(
         region_name=settings.region,
         # Deliberate: botocore does not retry (1 attempt). Its backoff sleeps on the
-        # worker thread for up to seconds and cannot see the request's deadline; our
-        # one retry layer (Table.call, store/retry.py) backs off 25 ms → 1 s with full
-        # jitter, at most MAX_ATTEMPTS times, and never past the deadline.
+        # worker thread for up to seconds and cannot see the request's deadline; our one
+        # retry policy (store/retry.py: one count a request, the deadline, the client's
+        # retry budget) is used by every loop that sends a request again.
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=connections,
         connect_timeout=2,
@@ -96,6 +89,8 @@ class Dynamo:
         session.register_component("response_parser_factory", DynamoResponseParserFactory())
         self.client = boto3.session.Session(botocore_session=session).client("dynamodb", **kwargs)
         self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
+        # Shared by every request on this client, as botocore's retry quota is.
+        self.budget = RetryBudget()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
 
     def close(self) -> None:
@@ -127,7 +122,7 @@ class Dynamo:
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code", "")
             if code in _UNAVAILABLE_CODES:
-                log.warning("DynamoDB %s failed after retries: %s", operation, code)
+                log.warning("DynamoDB %s failed: %s", operation, code)
                 raise Unavailable("DynamoDB is busy; try again shortly") from error
             raise
         except (ConnectionError, HTTPClientError) as error:  # refused, reset, timed out
@@ -138,10 +133,6 @@ class Dynamo:
             if ledger is not None:
                 consumed = response.get("ConsumedCapacity") if response else None
                 ledger.record(Call(operation, started, time.perf_counter()), consumed)
-
-
-# DynamoDB Streams' own word for "too many requests" (its GetRecords limit is 5 a second a shard).
-_STREAMS_UNAVAILABLE_CODES = _UNAVAILABLE_CODES | {"LimitExceededException"}
 
 
 class Streams:
@@ -182,7 +173,7 @@ class Streams:
             return getattr(self.client, _snake(operation))(**params)
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code", "")
-            if code in _STREAMS_UNAVAILABLE_CODES:
+            if code in _UNAVAILABLE_CODES:
                 log.warning("DynamoDB Streams %s failed: %s", operation, code)
                 raise Unavailable("DynamoDB Streams is busy; try again shortly") from error
             raise
