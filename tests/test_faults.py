@@ -10,20 +10,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 from conftest import Result, execute, make_settings
 
 from graph_api import demo
 from graph_api.check import check_table
+from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
-from graph_api.store import codec, table
+from graph_api.store import codec, retry, table
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
+from graph_api.store.transactions import Stale
+from graph_api.writes import edges
+from graph_api.writes.base import KEPT_CHANGING
 
 JSON = "application/x-amz-json-1.0"
 
@@ -55,8 +65,9 @@ class Faults:
         self.dynamo.client.meta.events.register(event, handler)
         self._handlers.append((event, handler))
 
-    def fail(self, operation: str, times: int | None, make: Callable[[], Any]) -> None:
-        """The next `times` attempts of `operation` (every one, if None) fail with `make()`."""
+    def fail(self, operation: str | None, times: int | None, make: Callable[[], Any]) -> None:
+        """The next `times` attempts of `operation` (every operation, if None; every attempt,
+        if `times` is None) fail with `make()`."""
         left = [times]
 
         def handler(request: Any, **_: Any) -> Any:
@@ -70,7 +81,7 @@ class Faults:
                 raise result
             return result
 
-        self._register(f"before-send.dynamodb.{operation}", handler)
+        self._register("before-send.dynamodb" + (f".{operation}" if operation else ""), handler)
 
     def edit(self, operation: str, times: int, change: Callable[[dict[str, Any]], None]) -> None:
         left = [times]
@@ -174,8 +185,8 @@ def test_reads_past_the_deadline_fail_that_field_only(
     assert result.errors[0]["path"] == ["student"]
     assert result.data["student"] is None
     assert len(result.data["sports"]["edges"]) == 3
-    # Bounded: our attempts times botocore's, not an endless loop.
-    assert 2 <= result.extensions["dynamodb"]["requests"] <= 17
+    # Bounded by the deadline, or by the policy's count if that comes first.
+    assert 2 <= result.extensions["dynamodb"]["requests"] <= 1 + retry.REQUEST.max_retries
 
 
 def test_unprocessed_keys_are_fetched_again(
@@ -293,3 +304,192 @@ def test_seeding_retries_unprocessed_items(endpoint: str) -> None:
         services.dynamo.call_sync("DeleteTable", {"TableName": name}, None)
         services.close()
     assert len(faults.sent) == (len(items) + 24) // 25 + 3
+
+
+# -- the retry policy (graph_api/store/retry.py) ------------------------------------------
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> retry.Policy:
+    """The request policy's count, with sleeps of a millisecond or two: the count, not the
+    deadline, is what stops these requests."""
+    fast = dataclasses.replace(retry.REQUEST, base=0.0005, cap=0.002)
+    monkeypatch.setattr(retry, "REQUEST", fast)
+    return fast
+
+
+STUDENT = '{ student(id: "stu-0001") { name } }'
+
+
+def test_a_table_that_throttles_every_call_gets_the_policys_retries_not_a_product(
+    quick: Services, faults: Faults, quick_retries: retry.Policy
+) -> None:
+    student, klass = a_free_class(quick)  # refused below throughout: nothing is written
+    faults.fail(None, None, throttle)  # every call of every operation
+    result = execute(quick, STUDENT)
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["message"] == "DynamoDB is busy; try again shortly"
+    # One call, sent again as many times as the policy allows, and no more.
+    assert result.extensions["dynamodb"]["requests"] == 1 + quick_retries.max_retries == 13
+    assert len(faults.sent) == 13
+
+    # A write's loops nest (read again > transaction > call) but share the count: reads
+    # that pass and a transaction that conflicts and is throttled by turns stop after 12
+    # retries in all (before: 8 conflicts x 8 throttles, 24 times over if it went stale).
+    faults.undo()
+    turns = iter([conflict, throttle] * 20)
+    faults.fail("TransactWriteItems", None, lambda: next(turns)())
+    result = enrol(quick, student, klass)
+    assert result.codes == ["UNAVAILABLE"]
+    transactions = [body for body in faults.sent if "TransactItems" in body]
+    assert len(transactions) == 13
+    assert len({body["ClientRequestToken"] for body in transactions}) == 1
+    assert result.context.table.retries.count == 12
+
+
+def test_a_drained_budget_fails_requests_fast_until_successes_refill_it(
+    quick: Services, faults: Faults, quick_retries: retry.Policy
+) -> None:
+    budget = quick.dynamo.budget
+    assert budget.available == budget.capacity == 500
+    faults.fail(None, None, throttle)
+    retries_taken = []
+    while True:  # throttled requests, each taking what retries the budget still pays for
+        result = execute(quick, STUDENT)
+        assert result.codes == ["UNAVAILABLE"]
+        retries_taken.append(result.context.table.retries.count)
+        if retries_taken[-1] < quick_retries.max_retries:
+            break
+    # 500 tokens at 5 a throttle: 100 retries, shared by every request of the process.
+    assert sum(retries_taken) == 100 and budget.available == 0
+    assert result.errors[0]["message"].endswith(f"({retry.BUDGET_SPENT})")
+
+    # Empty: the next request makes its one attempt and fails at once, however young its
+    # deadline is.
+    sent = len(faults.sent)
+    result = execute(quick, STUDENT)
+    assert result.codes == ["UNAVAILABLE"]
+    assert len(faults.sent) - sent == 1
+    assert result.extensions["dynamodb"]["requests"] == 1
+
+    # DynamoDB answers again: each call that succeeds refills a token...
+    faults.undo()
+    for n in range(1, 6):
+        assert execute(quick, STUDENT).errors == []
+        assert budget.available == n
+    # ...and with 5 a throttle is retried again; the retry that succeeds gives its 5 back.
+    faults.fail("BatchGetItem", 1, throttle)
+    result = execute(quick, STUDENT)
+    assert result.errors == []
+    assert result.extensions["dynamodb"]["requests"] == 2
+    assert budget.available == 5
+
+
+def test_a_write_whose_reads_keep_going_stale_gives_up_after_the_policys_retries(
+    school: Services, monkeypatch: pytest.MonkeyPatch, quick_retries: retry.Policy
+) -> None:
+    student, klass = a_free_class(school)
+    before = snapshot(school)
+    attempts = []
+
+    async def always_stale(*_: Any, **__: Any) -> None:
+        attempts.append(None)
+        raise Stale()  # someone wrote what the attempt read, every time
+
+    monkeypatch.setattr(edges, "transact", always_stale)
+    result = enrol(school, student, klass)
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["message"] == KEPT_CHANGING
+    # Read, write, stale: 1 + 12 times (before: 24), each attempt reading both nodes again.
+    assert len(attempts) == 1 + quick_retries.max_retries == 13
+    reads = [c.operation for c in result.context.ledger.calls]
+    assert reads == ["BatchGetItem"] * 13
+    assert snapshot(school) == before
+
+
+def test_throttled_reads_and_stale_writes_share_one_count(
+    school: Services, monkeypatch: pytest.MonkeyPatch, quick_retries: retry.Policy
+) -> None:
+    student, klass = a_free_class(school)
+    attempts = []
+
+    async def always_stale(*_: Any, **__: Any) -> None:
+        attempts.append(None)
+        raise Stale()
+
+    monkeypatch.setattr(edges, "transact", always_stale)
+    faults = Faults(school.dynamo)
+    turns = iter([True, False] * 20)  # every other read is throttled
+    faults.fail("BatchGetItem", None, lambda: throttle() if next(turns) else None)
+    try:
+        result = enrol(school, student, klass)
+    finally:
+        faults.undo()
+    # 12 retries in all, by turns after a throttled read and after a stale write; the
+    # 13th read is throttled with none left, and the request stops there.
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["message"] == "DynamoDB is busy; try again shortly"
+    assert result.context.table.retries.count == 12
+    assert len(attempts) == 6
+    assert result.extensions["dynamodb"]["requests"] == 13
+
+
+def test_the_budget_refills_as_botocore_s_retry_quota_does() -> None:
+    budget = retry.RetryBudget()
+    retries = retry.Retries(budget, policy=retry.Policy(base=0.0, cap=0.0, max_retries=50))
+    assert retries.pause_sync(retry.Failure.THROTTLED, "busy") == 5
+    assert retries.pause_sync(retry.Failure.TRANSIENT, "gone") == 14
+    assert retries.pause_sync(retry.Failure.CONTENTION, "stale") == 1
+    assert budget.available == 500 - 20
+    retries.answered(14)  # a call that succeeded after a retry gives back its cost
+    retries.answered(0)  # one that succeeded at once gives 1
+    retries.recovered(1)  # a loop that got there after a retry gives back that retry's
+    assert budget.available == 500 - 4
+    budget.refill(100)
+    assert budget.available == 500  # never past its capacity
+
+
+def test_a_retry_that_would_sleep_past_the_deadline_is_not_taken() -> None:
+    deadline = time.monotonic() + 0.01
+    slow = retry.Policy(base=1.0, cap=1.0, max_retries=5)
+    retries = retry.Retries(retry.RetryBudget(), deadline, slow)
+    assert 0 < retries.remaining() <= 0.01
+    with pytest.raises(Unavailable, match=r"^why we retried$"):
+        for _ in range(5):  # a draw below 10 ms is possible, five in a row hardly
+            retries.pause_sync(retry.Failure.THROTTLED, "why we retried")
+    assert time.monotonic() < deadline + 0.05
+
+
+def unavailable(cause: BaseException) -> Unavailable:
+    """An error as `Dynamo.call_sync` raises it."""
+    error = Unavailable("DynamoDB is busy or unreachable")
+    error.__cause__ = cause
+    return error
+
+
+def refusal(code: str, *reasons: str) -> ClientError:
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": "injected"}}
+    if reasons:
+        response["CancellationReasons"] = [{"Code": reason} for reason in reasons]
+    return ClientError(response, "TransactWriteItems")
+
+
+@pytest.mark.parametrize(
+    ("error", "failure"),
+    [
+        (unavailable(refusal("ThrottlingException")), "THROTTLED"),
+        (unavailable(refusal("InternalServerError")), "TRANSIENT"),
+        (unavailable(ConnectionClosedError(endpoint_url="x")), "TRANSIENT"),
+        (unavailable(ReadTimeoutError(endpoint_url="x")), "TRANSIENT"),
+        (unavailable(EndpointConnectionError(endpoint_url="x")), None),  # nobody listens
+        (Unavailable("this request's deadline passed"), None),  # ours: final
+        (refusal("TransactionCanceledException", "None", "TransactionConflict"), "CONTENTION"),
+        (refusal("TransactionCanceledException", "ThrottlingError", "None"), "THROTTLED"),
+        (refusal("TransactionCanceledException", "ConditionalCheckFailed"), None),
+        (refusal("TransactionInProgressException"), "CONTENTION"),
+        (refusal("ValidationException"), None),
+    ],
+)
+def test_what_is_sent_again(error: Exception, failure: str | None) -> None:
+    found = retry.failure_of(error)
+    assert (found.name if found else None) == failure

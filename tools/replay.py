@@ -32,11 +32,18 @@ from graph_api.settings import Settings
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Ledger
 from graph_api.store.loaders import Loaders
+from graph_api.store.retry import RetryBudget
 from graph_api.store.table import Page, Table, key_names
 from tools import peer_queries
 
 STUDENTS = 500  # the size of the peer's school
 SEED = 11
+
+
+class _NoClient:
+    """Stands in for `Dynamo`: a MemoryTable never calls DynamoDB, so it never retries."""
+
+    budget = RetryBudget()
 
 
 class MemoryTable(Table):
@@ -47,7 +54,7 @@ class MemoryTable(Table):
     """
 
     def __init__(self, store: MemoryStore, ledger: Ledger) -> None:
-        super().__init__(None, "memory", ledger=ledger)  # type: ignore[arg-type]
+        super().__init__(_NoClient(), "memory", ledger=ledger)  # type: ignore[arg-type]
         self.store = store
 
     def _count(self) -> None:

@@ -70,8 +70,8 @@ class Lease:
         owner: str | None = None,
         requests: Counter[str] | None = None,
     ) -> None:
-        # No deadline: a lease write may wait out DynamoDB's retries (Table.call backs off).
-        self._table = Table(dynamo, table)
+        self._dynamo = dynamo
+        self._table_name = table
         self.duration = duration
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.requests: Counter[str] = Counter() if requests is None else requests
@@ -100,7 +100,7 @@ class Lease:
         returns: bool = False,
     ) -> dict[str, Any] | None:
         params: dict[str, Any] = {
-            "TableName": self._table.name,
+            "TableName": self._table_name,
             "Key": codec.encode(keys.stream_lease().as_item()),
             "UpdateExpression": update,
             "ConditionExpression": condition,
@@ -110,7 +110,10 @@ class Lease:
         if returns:
             params["ReturnValues"] = "ALL_NEW"
         self.requests[f"UpdateItem:{purpose}"] += 1
-        response = await self._table.call("UpdateItem", params)
+        # Each lease write is a request of its own for the retry policy (a table handle
+        # per write: its own count of retries), with no deadline: `held()` says when the
+        # lease ran out.
+        response = await Table(self._dynamo, self._table_name).call("UpdateItem", params)
         attributes = response.get("Attributes")
         return codec.decode(attributes) if attributes else None
 

@@ -89,7 +89,7 @@ class StreamReader:
         self.table_name = settings.table
         self.poll_seconds = settings.stream_poll_seconds
         self.describe_seconds = describe_seconds
-        self._table = Table(dynamo, settings.table)
+        self._dynamo = dynamo
         self._streams = streams
         self._publish = publish
         # Requests this reader sent, by operation (lease writes as `UpdateItem:<purpose>`).
@@ -171,7 +171,9 @@ class StreamReader:
     async def _stream_arn(self) -> str:
         while True:
             self.requests["DescribeTable"] += 1
-            described = await self._table.call("DescribeTable", {"TableName": self.table_name})
+            # A table handle a call: each DescribeTable has retries of its own.
+            table = Table(self._dynamo, self.table_name)
+            described = await table.call("DescribeTable", {"TableName": self.table_name})
             arn = described["Table"].get("LatestStreamArn")
             spec = described["Table"].get("StreamSpecification") or {}
             if arn and spec.get("StreamEnabled"):

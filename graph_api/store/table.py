@@ -7,11 +7,12 @@ made per GraphQL request: it carries that request's ledger and its bound on call
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from graph_api.errors import Unavailable
 from graph_api.keys import GSI1, GSI1PK, GSI1SK, PK, SK, Key, Range
@@ -19,9 +20,7 @@ from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Ledger
-from graph_api.store.retry import MAX_ATTEMPTS, backoff
-
-log = logging.getLogger(__name__)
+from graph_api.store.retry import MAX_ATTEMPTS, Failure, Policy, Retries, backoff
 
 BATCH_GET_LIMIT = 100  # keys per BatchGetItem (DynamoDB's limit)
 BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
@@ -30,6 +29,7 @@ BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
 STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 Progress = Callable[[int, int], None]
+BUSY = "DynamoDB is busy; try again shortly"
 
 
 def definition(name: str) -> dict[str, Any]:
@@ -78,52 +78,47 @@ class Table:
         ledger: Ledger | None = None,
         max_in_flight: int = 16,
         deadline: float | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.dynamo = dynamo
         self.name = name
         self.ledger = ledger
-        self.deadline = deadline  # time.monotonic() by which the request must be answered
+        # Every retry of this request, whichever loop takes it: one count, one deadline.
+        self.retries = Retries(dynamo.budget, deadline, policy)
         self._slots = asyncio.Semaphore(max_in_flight)
 
     def remaining(self) -> float:
-        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
-
-    async def pause(self, attempt: int, why: str | None = None) -> None:
-        """Sleep before retry `attempt`, or give up if that would pass the deadline, saying
-        `why` we were retrying (by default: DynamoDB did not answer in time)."""
-        delay = backoff(attempt)
-        if delay >= self.remaining():
-            raise Unavailable(
-                why or "DynamoDB did not answer within this request's deadline; try again"
-            )
-        await asyncio.sleep(delay)
+        return self.retries.remaining()
 
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
-        """One DynamoDB call for this request: bounded in flight, retried, within the deadline.
-
-        When DynamoDB throttles, drops the connection or times out, we back off and retry
-        (botocore itself does not, see client.py), up to MAX_ATTEMPTS, never past the deadline.
-        """
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt:
-                await self.pause(attempt)
+        """One DynamoDB call for this request: bounded in flight, within the deadline, and
+        sent again unchanged (a transaction with its token) while the failure says it may
+        pass next time: the one loop for throttles, timeouts, dropped connections and
+        transaction conflicts, on the request's retries (store/retry.py)."""
+        cost = 0
+        while True:
             try:
-                async with self._slots:
-                    remaining = self.remaining()
-                    if remaining <= 0:
-                        raise Unavailable("this request's deadline passed before DynamoDB answered")
-                    call = self.dynamo.call(operation, params, self.ledger)
-                    if remaining == float("inf"):
-                        return await call
-                    return await asyncio.wait_for(call, remaining)
+                response = await self._send(operation, params)
+            except (Unavailable, ClientError) as error:
+                cost = await self.retries.again(error)
+                continue
+            self.retries.answered(cost)
+            return response
+
+    async def _send(self, operation: str, params: dict[str, Any]) -> Any:
+        async with self._slots:
+            remaining = self.remaining()
+            if remaining <= 0:
+                raise Unavailable("this request's deadline passed before DynamoDB answered")
+            call = self.dynamo.call(operation, params, self.ledger)
+            if remaining == float("inf"):
+                return await call
+            try:
+                return await asyncio.wait_for(call, remaining)
             except TimeoutError:
                 raise Unavailable(
                     "DynamoDB did not answer within this request's deadline"
                 ) from None
-            except Unavailable:
-                if attempt == MAX_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -156,18 +151,18 @@ class Table:
                 "ConsistentRead": consistent,
             }
         }
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt:
-                await self.pause(attempt)
+        cost = 0
+        while True:
             response = await self.call("BatchGetItem", {"RequestItems": request})
             for wire in response.get("Responses", {}).get(self.name, []):
                 item = codec.decode(wire)
                 found[Key(item[PK], item[SK])] = item
             request = response.get("UnprocessedKeys") or {}
             if not request:
+                self.retries.recovered(cost)
                 return found
-        log.warning("BatchGetItem left keys unprocessed after %d attempts", MAX_ATTEMPTS)
-        raise Unavailable("DynamoDB is busy; try again shortly")
+            # DynamoDB's throttle by another name: the rest is asked for after a backoff.
+            cost = await self.retries.pause(Failure.THROTTLED, BUSY)
 
     async def query(
         self,

@@ -3,8 +3,9 @@
 Each action carries the error a failed condition means (`NOT_FOUND`, `ALREADY_EXISTS`, ...)
 or `STALE`, which means "what we read changed before we wrote: read again". DynamoDB's
 `CancellationReasons` come back in action order, so the first failed condition names the
-client error. Transaction conflicts are retried with the same `ClientRequestToken`, so a
-retry of a transaction that did commit is a no-op on DynamoDB.
+client error. Transaction conflicts are retried (by `Table.call`, under the request's retry
+policy) with the same `ClientRequestToken`, so a retry of a transaction that did commit is a
+no-op on DynamoDB.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from graph_api.errors import ApiError, Conflict, Unavailable
+from graph_api.errors import ApiError, Conflict
 from graph_api.keys import Key
 from graph_api.store import codec
 from graph_api.store.codec import Item
-from graph_api.store.retry import MAX_ATTEMPTS
+from graph_api.store.retry import cancellation_reasons, error_code
 from graph_api.store.table import Table
 
 log = logging.getLogger(__name__)
@@ -161,11 +162,6 @@ def check(key: Key, *clauses: Clause, on_fail: ApiError | Stale | None = None) -
     return Action("ConditionCheck", expr.attach(body), on_fail)
 
 
-def _reasons(error: ClientError) -> list[str]:
-    reasons = error.response.get("CancellationReasons") or []
-    return [str(reason.get("Code", "None")) for reason in reasons]
-
-
 class _Failed(Exception):
     """Conditions failed: the indices of the actions whose conditions did, in order."""
 
@@ -175,36 +171,23 @@ class _Failed(Exception):
 
 
 async def _apply(table: Table, actions: Sequence[Action], token: str) -> None:
-    """One transaction, retried on conflicts; raises `_Failed` naming a failed condition."""
+    """One transaction; raises `_Failed` naming a failed condition. Conflicts and throttles
+    are sent again, with the same token, by `Table.call`."""
     params = {
         "TransactItems": [a.request(table.name) for a in actions],
         "ClientRequestToken": token,
     }
-    for attempt in range(MAX_ATTEMPTS):
-        if attempt:
-            await table.pause(attempt)
-        try:
-            await table.call("TransactWriteItems", params)  # throttles are retried in there
-            return
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code == "TransactionInProgressException":
-                continue  # the same token is still being applied: wait for it
-            if code != "TransactionCanceledException":
-                raise
-            reasons = _reasons(error)
-            if "ConditionalCheckFailed" in reasons:
-                failed = [
-                    i for i, reason in enumerate(reasons) if reason == "ConditionalCheckFailed"
-                ]
-                raise _Failed(failed) from None
-            if not set(reasons) <= _RETRYABLE:
-                log.error("transaction cancelled: %s", reasons)
-                raise
-    raise Unavailable("DynamoDB kept refusing the write; nothing was written, try again")
-
-
-_RETRYABLE = {"None", "TransactionConflict", "ProvisionedThroughputExceeded", "ThrottlingError"}
+    try:
+        await table.call("TransactWriteItems", params)
+    except ClientError as error:
+        if error_code(error) != "TransactionCanceledException":
+            raise
+        reasons = cancellation_reasons(error)
+        if "ConditionalCheckFailed" not in reasons:
+            log.error("transaction cancelled: %s", reasons)
+            raise
+        failed = [i for i, reason in enumerate(reasons) if reason == "ConditionalCheckFailed"]
+        raise _Failed(failed) from None
 
 
 def new_token() -> str:
@@ -215,7 +198,7 @@ async def transact(table: Table, actions: Sequence[Action], token: str | None = 
     """Apply `actions` atomically, or raise the error of the first failed condition.
 
     Conflicts with other transactions and throttles are retried with backoff under the same
-    token; exhausted retries are UNAVAILABLE and nothing was written.
+    token (`Table.call`); when the retry policy stops them, UNAVAILABLE: nothing was written.
     """
     if not actions:
         return

@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from graph_api import keys
-from graph_api.errors import Conflict, NotFound, Unavailable
+from graph_api.errors import Conflict, NotFound
 from graph_api.keys import PK, SK, Key, Kind
 from graph_api.store.codec import Item
-from graph_api.store.retry import MAX_ATTEMPTS
+from graph_api.store.retry import Failure
 from graph_api.store.table import Table
 from graph_api.store.transactions import Clause, Stale, delete, transact
 
@@ -71,21 +71,19 @@ def expect_version(node: Item, expected: int | None) -> None:
         )
 
 
-# Writes that lose a race read again; under contention (a hot class) that can take a while,
-# so the request's deadline, not a small count, is what ends it.
-MAX_WRITE_ATTEMPTS = 3 * MAX_ATTEMPTS
-
-
 async def retrying(table: Table, attempt: Callable[[], Awaitable[T]]) -> T:
-    """Run a read-then-write attempt until its guards hold (others wrote meanwhile)."""
-    for n in range(MAX_WRITE_ATTEMPTS):
-        if n:
-            await table.pause(n, KEPT_CHANGING)
+    """Run a read-then-write attempt until its guards hold (others wrote meanwhile): the
+    one "read again" loop, on the request's retries (its count, deadline and budget are
+    shared with the calls inside each attempt, so their retries do not multiply)."""
+    cost = 0
+    while True:
         try:
-            return await attempt()
+            result = await attempt()
         except Stale:
+            cost = await table.retries.pause(Failure.CONTENTION, KEPT_CHANGING)
             continue
-    raise Unavailable(KEPT_CHANGING)
+        table.retries.recovered(cost)
+        return result
 
 
 KEPT_CHANGING = "the graph kept changing under this write; nothing was written, try again"

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph_api import keys
-from graph_api.errors import Conflict, NotFound, Unavailable
+from graph_api.errors import Conflict, NotFound
 from graph_api.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
 from graph_api.keys import Key, Kind
 from graph_api.store.codec import Item
-from graph_api.store.retry import MAX_ATTEMPTS
+from graph_api.store.retry import Failure
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
     MAX_ACTIONS,
@@ -451,7 +451,6 @@ async def _follow(
     replan: Replan,
 ) -> None:
     """Apply the rest of a claimed write's copies: `pending_first`, then its targets."""
-    attempt = 0
     while True:
         assert copies.targets is not None
         guard = [("eq", CLAIM, token), *copies.holds()]
@@ -469,10 +468,8 @@ async def _follow(
         if current is None or current.get(CLAIM) != token:
             return
         while True:  # plan the copies again from the node as it is now, and claim them
-            attempt += 1
-            if attempt > MAX_ATTEMPTS:
-                raise Unavailable(UNFINISHED)
-            await table.pause(attempt, UNFINISHED)
+            # On the request's retries: the write's own "read again" loop shares the count.
+            cost = await table.retries.pause(Failure.CONTENTION, UNFINISHED)
             try:
                 copies = await replan()
                 token = new_token()
@@ -487,5 +484,6 @@ async def _follow(
                 await transact(table, [claim], token)
             except Stale:
                 continue
+            table.retries.recovered(cost)
             pending_first = copies.first
             break
