@@ -10,10 +10,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from time import sleep
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from graph_api import items, keys
 from graph_api.errors import BadUserInput, Unavailable
@@ -23,19 +22,17 @@ from graph_api.migrate import LEGACY_HOME, LEGACY_TEACHING, legacy_kind
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
-from graph_api.store.retry import backoff
+from graph_api.store.retry import OFFLINE, Retries, failure_of
 
 NODE_TYPES = {kind.lower(): kind for kind in Kind}
 KEY_ATTRS = (PK, SK, GSI1PK, GSI1SK)
 _STREAM_LEASE = keys.stream_lease().as_item()
 
 # A Scan page that times out or is throttled is sent again, at most SCAN_ATTEMPTS times in all,
-# after a capped exponential backoff with full jitter (an offline tool can wait longer than
-# a request); each retry asks for half the items of the last try, RETRY_PAGE first when the
-# page had no Limit (DynamoDB's 1 MB), SMALLEST_PAGE at least.
-SCAN_ATTEMPTS = 8
-SCAN_BACKOFF = 0.25  # seconds, doubled per attempt
-SCAN_BACKOFF_CAP = 4.0
+# under the retry policy's OFFLINE figures (an offline tool can wait longer than a request:
+# 250 ms doubling to 4 s, full jitter); each retry asks for half the items of the last try,
+# RETRY_PAGE first when the page had no Limit (DynamoDB's 1 MB), SMALLEST_PAGE at least.
+SCAN_ATTEMPTS = OFFLINE.max_retries + 1
 RETRY_PAGE = 1000
 SMALLEST_PAGE = 10
 
@@ -91,25 +88,27 @@ class ScanGaveUp(Exception):
         self.attempts = attempts
 
 
-def _retryable(error: Exception) -> bool:
-    """A timeout, a dropped connection or a throttle; not an endpoint nobody listens on."""
-    return isinstance(error, Unavailable) and not isinstance(
-        error.__cause__, EndpointConnectionError
-    )
-
-
 def _scan_page(dynamo: Dynamo, params: dict[str, Any], scanned: int, pages: int) -> Any:
-    """One Scan page, sent again (from the same ExclusiveStartKey, smaller) while it fails."""
-    for attempt in range(1, SCAN_ATTEMPTS + 1):
+    """One Scan page, sent again (from the same ExclusiveStartKey, smaller) while it fails:
+    a request of its own for the retry policy."""
+    retries, cost = Retries(dynamo.budget, policy=OFFLINE), 0
+    while True:
         try:
-            return dynamo.call_sync("Scan", params, None)
+            page = dynamo.call_sync("Scan", params, None)
         except (Unavailable, ClientError, BotoCoreError) as error:
-            if attempt == SCAN_ATTEMPTS or not _retryable(error):
-                raise ScanGaveUp(scanned, pages, attempt) from error
-        limit = params.get("Limit")
-        params["Limit"] = RETRY_PAGE if limit is None else max(SMALLEST_PAGE, limit // 2)
-        sleep(backoff(attempt, SCAN_BACKOFF, SCAN_BACKOFF_CAP))
-    raise AssertionError("unreachable")
+            failure = failure_of(error)
+            attempts = retries.count + 1
+            if failure is None:
+                raise ScanGaveUp(scanned, pages, attempts) from error
+            try:
+                cost = retries.pause_sync(failure, str(error))
+            except Unavailable:
+                raise ScanGaveUp(scanned, pages, attempts) from error
+            limit = params.get("Limit")
+            params["Limit"] = RETRY_PAGE if limit is None else max(SMALLEST_PAGE, limit // 2)
+            continue
+        retries.answered(cost)
+        return page
 
 
 def scan(

@@ -35,19 +35,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from time import sleep
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from graph_api import items, keys
-from graph_api.errors import Unavailable
 from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
 from graph_api.keys import PK, SK, Key, Kind
 from graph_api.store import transactions as tx
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
-from graph_api.store.retry import MAX_ATTEMPTS, backoff
+from graph_api.store.retry import Retries, cancellation_reasons, error_code
+from graph_api.store.table import call_sync
 
 # -- The legacy layout: what migrate (and check, to point at migrate) must recognize --------
 #
@@ -302,40 +301,20 @@ class Refused(Exception):
 
 
 def transact(dynamo: Dynamo, table: str, actions: Sequence[tx.Action]) -> None:
-    """One TransactWriteItems, retried (same ClientRequestToken) on conflicts and throttles;
-    Refused when a condition fails."""
+    """One TransactWriteItems, a request of its own for the retry policy: conflicts and
+    throttles are sent again with the same ClientRequestToken; Refused when a condition
+    fails."""
     params = {
         "TransactItems": [action.request(table) for action in actions],
         "ClientRequestToken": tx.new_token(),
     }
-    for attempt in range(MAX_ATTEMPTS):
-        if attempt:
-            sleep(backoff(attempt))
-        try:
-            dynamo.call_sync("TransactWriteItems", params, None)
-            return
-        except Unavailable:
-            if attempt == MAX_ATTEMPTS - 1:
-                raise
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code == "TransactionInProgressException":
-                continue
-            if code != "TransactionCanceledException":
-                raise
-            reasons = {
-                str(r.get("Code", "None")) for r in error.response.get("CancellationReasons") or []
-            }
-            if "ConditionalCheckFailed" in reasons:
-                raise Refused() from None
-            if not reasons <= {
-                "None",
-                "TransactionConflict",
-                "ThrottlingError",
-                "ProvisionedThroughputExceeded",
-            }:
-                raise
-    raise Unavailable("DynamoDB kept refusing a migration transaction; run migrate again")
+    try:
+        call_sync(dynamo, "TransactWriteItems", params, Retries(dynamo.budget))
+    except ClientError as error:
+        cancelled = error_code(error) == "TransactionCanceledException"
+        if cancelled and "ConditionalCheckFailed" in cancellation_reasons(error):
+            raise Refused() from None
+        raise
 
 
 @dataclass

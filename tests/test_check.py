@@ -18,7 +18,7 @@ from graph_api.check import Finding, ScanGaveUp, check_table
 from graph_api.errors import Unavailable
 from graph_api.events.lease import Lease
 from graph_api.settings import Settings
-from graph_api.store import codec, table
+from graph_api.store import codec, retry, table
 from graph_api.store.client import Dynamo
 
 SEED_STUDENTS = 12
@@ -334,7 +334,7 @@ class ScanTimeouts:
 def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The backoff sleeps the scan asks for, recorded instead of slept."""
     asked: list[float] = []
-    monkeypatch.setattr(check, "sleep", asked.append)
+    monkeypatch.setattr(retry, "sleep", asked.append)
     return asked
 
 
@@ -360,7 +360,7 @@ def test_a_page_that_times_out_is_retried_smaller_and_the_scan_pages_on(
     assert failed["ExclusiveStartKey"] == retried["ExclusiveStartKey"]
     assert retried["ExclusiveStartKey"] == smaller["ExclusiveStartKey"]
     assert [r["Limit"] for r in (first, failed, retried, smaller)] == [40, 40, 20, 10]
-    assert len(pauses) == 2 and all(0 <= p <= check.SCAN_BACKOFF_CAP for p in pauses)
+    assert len(pauses) == 2 and all(0 <= p <= retry.OFFLINE.cap for p in pauses)
 
 
 def test_the_check_gives_up_on_a_page_saying_how_far_it_got(

@@ -7,7 +7,6 @@ made per GraphQL request: it carries that request's ledger and its bound on call
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Ledger
-from graph_api.store.retry import MAX_ATTEMPTS, Failure, Policy, Retries, backoff
+from graph_api.store.retry import Failure, Policy, Retries
 
 BATCH_GET_LIMIT = 100  # keys per BatchGetItem (DynamoDB's limit)
 BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
@@ -238,6 +237,22 @@ class Table:
 
 # -- writes used by the CLI (synchronous: one caller, progress on a terminal) ---------------
 
+UNPROCESSED = "DynamoDB kept items unprocessed; seed again to finish"
+
+
+def call_sync(dynamo: Dynamo, operation: str, params: dict[str, Any], retries: Retries) -> Any:
+    """`Table.call`'s twin for the command line's tools: the same retries, slept on this
+    thread, no ledger."""
+    cost = 0
+    while True:
+        try:
+            response = dynamo.call_sync(operation, params, None)
+        except (Unavailable, ClientError) as error:
+            cost = retries.again_sync(error)
+            continue
+        retries.answered(cost)
+        return response
+
 
 def batch_write(
     dynamo: Dynamo,
@@ -245,22 +260,22 @@ def batch_write(
     items: Sequence[Item],
     progress: Progress | None = None,
 ) -> None:
-    """Put items 25 a BatchWriteItem, retrying `UnprocessedItems` with backoff."""
+    """Put items 25 a BatchWriteItem, retrying `UnprocessedItems` with backoff: each chunk
+    is a request of its own for the retry policy (no deadline: a terminal waits)."""
     done = 0
     for i in range(0, len(items), BATCH_WRITE_LIMIT):
         chunk = items[i : i + BATCH_WRITE_LIMIT]
         request: dict[str, Any] = {
             name: [{"PutRequest": {"Item": codec.encode(item)}} for item in chunk]
         }
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt:
-                time.sleep(backoff(attempt))
-            response = dynamo.call_sync("BatchWriteItem", {"RequestItems": request}, None)
+        retries, cost = Retries(dynamo.budget), 0
+        while True:
+            response = call_sync(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
             request = response.get("UnprocessedItems") or {}
             if not request:
+                retries.recovered(cost)
                 break
-        else:
-            raise Unavailable("DynamoDB kept items unprocessed; seed again to finish")
+            cost = retries.pause_sync(Failure.THROTTLED, UNPROCESSED)
         done += len(chunk)
         if progress:
             progress(done, len(items))
