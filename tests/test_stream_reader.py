@@ -20,11 +20,12 @@ from conftest import make_settings
 
 from graph_api import keys
 from graph_api.errors import Unavailable
+from graph_api.events import reader as reader_module
 from graph_api.events.changes import Change, Position
 from graph_api.events.lease import LATEST, SHARD_END, TRIM_HORIZON, Lease, LeaseLost
 from graph_api.events.reader import Publish, Shard, StreamReader
 from graph_api.settings import Settings
-from graph_api.store import codec, table
+from graph_api.store import codec, retry, table
 from graph_api.store.client import Dynamo, Streams
 from graph_api.store.codec import Item
 
@@ -545,6 +546,33 @@ def test_the_plan_reads_parents_first_and_skips_what_is_finished(stream: Stream)
     assert plan({}, {"g"}) == ["p"]
     # a parent no longer listed (trimmed) does not hold its child back
     assert [s.id for s in reader._plan([child], set())] == ["c"]
+
+
+def test_a_throttled_shard_is_retried_as_the_policy_says_not_forever(
+    stream: Stream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GetRecords throttled for good: retried on its shard as `retry.STREAM` allows (one
+    count, the reader's own budget), then the shard's reading stops with UNAVAILABLE, and
+    `run` starts over from the checkpoints."""
+    monkeypatch.setattr(reader_module, "STREAM", retry.Policy(base=0.0, cap=0.0, max_retries=12))
+    monkeypatch.setattr(reader_module, "GET_RECORDS_SPACING", 0.0)
+    asked: list[str] = []
+
+    class Throttled:
+        async def call(self, operation: str, params: dict[str, Any]) -> Any:
+            asked.append(operation)
+            error = Unavailable("DynamoDB Streams is busy; try again shortly")
+            error.__cause__ = ClientError(
+                {"Error": {"Code": "LimitExceededException", "Message": "5 a second"}},
+                operation,
+            )
+            raise error
+
+    reader = StreamReader(stream.settings, stream.dynamo, Throttled(), Published().to("a"))
+    with pytest.raises(Unavailable, match="Streams is busy"):
+        asyncio.run(reader._read_shard("arn:stream", "shard-1", "5", "iterator"))
+    assert asked == ["GetRecords"] * 13  # 1 + STREAM's 12 retries, not forever
+    assert reader._budget.available == 500 - 12 * 5
 
 
 # -- what it costs -------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from graph_api.events.lease import LATEST, SHARD_END, TRIM_HORIZON, Lease, Lease
 from graph_api.settings import Settings
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
-from graph_api.store.retry import backoff
+from graph_api.store.retry import STREAM, Retries, RetryBudget
 from graph_api.store.table import Table
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,8 @@ class StreamReader:
         self.describe_seconds = describe_seconds
         self._dynamo = dynamo
         self._streams = streams
+        # The retry budget of the reader's Streams calls: its client is the reader's own.
+        self._budget = RetryBudget()
         self._publish = publish
         # Requests this reader sent, by operation (lease writes as `UpdateItem:<purpose>`).
         self.requests: Counter[str] = Counter()
@@ -163,6 +165,9 @@ class StreamReader:
                     raise LeaseLost("could not renew the lease before it ran out") from error
                 log.warning("could not renew the stream's lease, trying again: %s", error)
                 wait = self.lease.renew_interval / 4
+
+    def _retries(self) -> Retries:
+        return Retries(self._budget, policy=STREAM)
 
     async def _call(self, operation: str, params: dict[str, Any]) -> Any:
         self.requests[operation] += 1
@@ -316,15 +321,16 @@ class StreamReader:
     async def _read_shard(self, arn: str, shard: str, start: str, iterator: str) -> None:
         """Poll one shard until it is closed and read to its end."""
         last: str | None = None  # sequence number of the last record read
-        attempt = 0
+        retries, cost = self._retries(), 0
         if start == LATEST:
             self._resume[shard] = iterator
         while True:
             try:
                 answer = await self._call("GetRecords", {"ShardIterator": iterator})
-            except Unavailable:  # throttled or unreachable: back off, same iterator
-                attempt += 1
-                await asyncio.sleep(max(GET_RECORDS_SPACING, backoff(attempt, cap=5.0)))
+            except Unavailable as error:  # throttled or unreachable: back off, same iterator
+                # Given up (STREAM's count, or the budget spent), the reader starts over
+                # from its checkpoints (`run`).
+                cost = await retries.again(error, at_least=GET_RECORDS_SPACING)
                 continue
             except ClientError as error:
                 code = error.response.get("Error", {}).get("Code", "")
@@ -339,7 +345,8 @@ class StreamReader:
                     return
                 iterator = again
                 continue
-            attempt = 0
+            retries.answered(cost)
+            retries, cost = self._retries(), 0  # each poll is a request of its own
             asked = time.monotonic()
             records = answer.get("Records", [])
             if records:

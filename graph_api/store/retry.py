@@ -116,11 +116,7 @@ BUDGET_SPENT = "not retried: DynamoDB keeps failing, so this server has paused i
 REFUSED = "DynamoDB kept refusing the write; nothing was written, try again"
 
 
-# The old figures, until the remaining loops draw on `Retries` (removed with the last one).
-MAX_ATTEMPTS = 8
-
-
-def backoff(attempt: int, base: float = REQUEST.base, cap: float = REQUEST.cap) -> float:
+def backoff(attempt: int, base: float, cap: float) -> float:
     """Full jitter: a sleep drawn from [0, min(cap, base * 2**attempt)]."""
     return random.uniform(0.0, min(cap, base * 2**attempt))
 
