@@ -114,6 +114,7 @@ _CANCELLED_THROTTLED = frozenset({"ProvisionedThroughputExceeded", "ThrottlingEr
 # Added to the message of a retry the budget refused: why we were retrying stays first.
 BUDGET_SPENT = "not retried: DynamoDB keeps failing, so this server has paused its retries"
 REFUSED = "DynamoDB kept refusing the write; nothing was written, try again"
+LATE = "DynamoDB did not answer within this request's deadline; try again"
 
 
 def backoff(attempt: int, base: float, cap: float) -> float:
@@ -197,13 +198,15 @@ class Retries:
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
     def _take(self, failure: Failure, why: str, at_least: float) -> tuple[int, float]:
-        """A retry's cost and its sleep, or Unavailable saying `why` we were retrying (and,
-        when the budget cannot pay for it, that retries are paused)."""
+        """A retry's cost and its sleep, or Unavailable saying `why` we were retrying: that
+        DynamoDB did not answer in time when its failures ran into the deadline (contention
+        keeps `why`, which says what became of the write), and that retries are paused
+        when the budget cannot pay for it."""
         if self.count >= self.policy.max_retries:
             raise Unavailable(why)
         delay = max(at_least, backoff(self.count + 1, self.policy.base, self.policy.cap))
         if delay >= self.remaining():
-            raise Unavailable(why)
+            raise Unavailable(why if failure is Failure.CONTENTION else LATE)
         if not self.budget.spend(failure.value):
             log.warning("retry budget spent: not retrying (%s)", failure.name.lower())
             raise Unavailable(f"{why} ({BUDGET_SPENT})")
