@@ -27,7 +27,8 @@ from graph_api.store.codec import Item
 
 SECRET = "hostile-test-secret-of-32-bytes!"
 ISSUER, AUDIENCE = "https://issuer.test", "graph-api"
-CODES = {"BAD_USER_INPUT", "QUERY_TOO_COSTLY", "UNAUTHENTICATED", "NOT_FOUND"}
+# BAD_REQUEST: refused at the HTTP level, before it became an operation (graphql_http).
+CODES = {"BAD_USER_INPUT", "QUERY_TOO_COSTLY", "UNAUTHENTICATED", "NOT_FOUND", "BAD_REQUEST"}
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 
 
@@ -176,7 +177,9 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, bool, str]] = {
         False,
         "BAD_USER_INPUT",
     ),
-    "subscription": ("subscription { students }", None, False, "BAD_USER_INPUT"),
+    # Over plain HTTP a subscription is refused before it is validated: it runs over a
+    # websocket or SSE only (tests/test_subscriptions.py).
+    "subscription": ("subscription { students }", None, False, "BAD_REQUEST"),
     "over 5000 tokens": ("{ " + "__typename " * 6000 + "}", None, False, "BAD_USER_INPUT"),
     "costly": (
         "query($ids: [ID!]!) { students(ids: $ids) { classes(first: 100) { edges { node {"
