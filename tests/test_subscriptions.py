@@ -18,6 +18,7 @@ from live_support import (
     SSE,
     boto_client,
     live,
+    live_app,
     mutate,
     put,
     refused,
@@ -26,6 +27,7 @@ from live_support import (
     until,
 )
 from starlette.testclient import TestClient
+from write_support import fresh_services
 
 from graph_api import items, keys
 from graph_api.items import ENROLMENT, TEACHING
@@ -458,6 +460,17 @@ def test_sse_delivers_an_event_then_completes_when_the_server_stops(endpoint: st
             {"teacherChanged": {"kind": "CREATED", "teacher": {"name": "Bo"}}}
         ]
         assert stream.lines[-1] == "event: complete"
+
+
+def test_the_pipeline_runs_again_when_the_app_starts_again(endpoint: str) -> None:
+    """Its lifespan entered twice over the same services (each test's client over the
+    session's services does it): the second run has its events too."""
+    with fresh_services(endpoint) as services:
+        for run, name in enumerate(("Ada", "Bo")):
+            with live_app(services) as client, subscriber(client, services) as sub:
+                sub.subscribe("t", f'subscription {{ teacherChanged(id: "t{run}") {{ kind }} }}')
+                teacher(client, f"t{run}", name)
+                assert sub.event("t") == {"teacherChanged": {"kind": "CREATED"}}
 
 
 # -- a rename whose copies follow in chunks ---------------------------------------------------
