@@ -184,6 +184,17 @@ def test_put_update_delete_record_insert_modify_remove_with_their_images(s: Stre
     assert [one["SizeBytes"], two["SizeBytes"]] == [6 + 9, 6 + 9 + 11]
 
 
+def test_binary_attributes_are_recorded_as_the_bytes_written(s: Streamed) -> None:
+    start = s.iterator("TRIM_HORIZON")
+    s.put("a", blob={"B": b"\x00\xffbytes"}, blobs={"BS": [b"a", b"\x00"]})
+    (record,), _ = s.drain(start)
+    # botocore decodes B and BS from the wire's base64: the bytes written, as they were.
+    image = record["dynamodb"]["NewImage"]
+    assert sorted(image.pop("blobs")["BS"]) == [b"\x00", b"a"]  # a set: in no order
+    assert image == {**_key("a"), "blob": {"B": b"\x00\xffbytes"}}
+    assert record["dynamodb"]["SizeBytes"] == 6 + (6 + 4 + 7 + 5 + 2)  # the keys, the image
+
+
 def test_writes_that_change_nothing_record_nothing(s: Streamed) -> None:
     s.put("a", v={"N": "1"})
     after_put = s.iterator("LATEST")
