@@ -40,6 +40,12 @@ class Unavailable(ApiError):
     code = "UNAVAILABLE"
 
 
+class QueryTooCostly(ApiError):
+    """An operation whose static cost is over GRAPH_API_MAX_COST (`graph/cost.py`)."""
+
+    code = "QUERY_TOO_COSTLY"
+
+
 class Unauthenticated(ApiError):
     """A write (or, when reads are private, any operation, or a personal field) without a
     valid bearer token."""

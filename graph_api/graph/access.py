@@ -28,16 +28,15 @@ class RequireAuth(SchemaExtension):
             if (writes or context.services.settings.auth_reads) and context.auth.principal is None:
                 reason = context.auth.problem or "no token was sent"
                 what = "mutations need" if writes else "this API needs"
+                message = f"{what} 'Authorization: Bearer <JWT>': {reason}"
                 # A JWKS that does not answer is ours to fix, not the client's token.
-                code = Unavailable.code if context.auth.unavailable else Unauthenticated.code
+                error = Unavailable if context.auth.unavailable else Unauthenticated
+                if execution.operation_type == OperationType.SUBSCRIPTION:
+                    # Strawberry subscribes whatever result this hook sets: raised, the
+                    # error ends the operation before anything is subscribed.
+                    raise error(message)
                 execution.result = ExecutionResult(
-                    data=None,
-                    errors=[
-                        GraphQLError(
-                            f"{what} 'Authorization: Bearer <JWT>': {reason}",
-                            extensions={"code": code},
-                        )
-                    ],
+                    data=None, errors=[GraphQLError(message, extensions={"code": error.code})]
                 )
         yield
 

@@ -6,6 +6,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
@@ -68,6 +69,9 @@ class Context:
     table: Table
     loaders: Loaders
     auth: AuthResult = field(default_factory=AuthResult)
+    # A websocket's `connection_init` payload: Strawberry sets it only on a context that
+    # has the attribute, and `on_ws_connect` reads the token from it.
+    connection_params: dict[str, Any] | None = None
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:

@@ -33,12 +33,14 @@ from graphql.execution.values import get_variable_values
 from graphql.language import DocumentNode
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 
+from graph_api.errors import QueryTooCostly
 from graph_api.graph.document import fragment_order, fragments_of, operations_of
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.graph.query import MAX_IDS
 
-QUERY_TOO_COSTLY = "QUERY_TOO_COSTLY"
+QUERY_TOO_COSTLY = QueryTooCostly.code
 
 
 class _Walk:
@@ -75,7 +77,8 @@ class _Walk:
         if "ids" in definition.args and "ids" in args:
             value = value_from_ast(args["ids"], definition.args["ids"].type, self.variables)
             return min(len(value), MAX_IDS) if isinstance(value, list) else 0
-        if parent is self.schema.query_type or parent is self.schema.mutation_type:
+        roots = (self.schema.query_type, self.schema.mutation_type, self.schema.subscription_type)
+        if parent in roots:  # a subscription's: each event fetches its node
             return 1
         return None
 
@@ -159,18 +162,20 @@ class CostLimit(SchemaExtension):
                 context.schema._schema, document, context.operation_name, context.variables
             ).requested
             if self.requested > self.limit and context.result is None:
+                message = (
+                    f"This query may cost {self.requested}, over the limit of"
+                    f" {self.limit}: ask for fewer items (first, ids) or nest less."
+                )
+                cost = {"requested": self.requested, "limit": self.limit}
+                if context.operation_type == OperationType.SUBSCRIPTION:
+                    # Strawberry subscribes whatever result is set here (a subscription's
+                    # cost is each event's): raised, the error ends it before it starts.
+                    raise QueryTooCostly(message, cost=cost)
                 # A result set before execution makes Strawberry skip executing.
                 context.result = ExecutionResult(
                     data=None,
                     errors=[
-                        GraphQLError(
-                            f"This query may cost {self.requested}, over the limit of"
-                            f" {self.limit}: ask for fewer items (first, ids) or nest less.",
-                            extensions={
-                                "code": QUERY_TOO_COSTLY,
-                                "cost": {"requested": self.requested, "limit": self.limit},
-                            },
-                        )
+                        GraphQLError(message, extensions={"code": QUERY_TOO_COSTLY, "cost": cost})
                     ],
                 )
         yield
