@@ -7,12 +7,15 @@ The app borrows `Services`; whoever made them (the CLI, a test) closes them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from graphql import GraphQLError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -20,17 +23,26 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.base import BaseRequestProtocol
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    Message,
+    SubscribeMessage,
+)
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api import graphiql
-from graph_api.errors import NotFound
+from graph_api.errors import BadUserInput, NotFound
+from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.graphql_http import (
@@ -47,11 +59,139 @@ STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
     " (send Accept: text/event-stream), not as a plain HTTP request"
 )
-KEEP_ALIVE_SECONDS = 15.0  # pings keep proxies from closing a quiet websocket
 CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is closed
+# Close codes (RFC 6455's registry), both of which graphql-ws's client treats as worth a
+# reconnection, not as fatal (its `isFatalInternalCloseCode`):
+IDLE_CLOSE = 1000  # Normal Closure: its purpose is over; a lazy client reconnects on demand
+BEHIND_CLOSE = 1013  # Try Again Later: "a temporary condition", the server sheds a client
+# How long the subscriptions of a connection that fell behind get to send their error and
+# `complete` before the close: they queue behind what the client has not read yet, and the
+# close could not overtake them on the wire anyway. A bound, for an operation that hangs.
+ERRORS_BEFORE_CLOSE_SECONDS = 30.0
+
+
+class _Operations(dict[str, Operation[Context, None]]):
+    """A connection's operations, telling it whenever one is added or removed (Strawberry
+    adds and removes them in several places)."""
+
+    def __init__(self, changed: Callable[[], None]) -> None:
+        super().__init__()
+        self._changed = changed
+
+    def __setitem__(self, key: str, value: Operation[Context, None]) -> None:
+        super().__setitem__(key, value)
+        self._changed()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._changed()
+
+    def pop(self, key: str, *default: Any) -> Any:
+        value = super().pop(key, *default)
+        self._changed()
+        return value
+
+
+class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """graphql-transport-ws, with the limits of this API:
+
+    - the per-connection limit refused with a coded error (Strawberry's has no code);
+    - a connection with no operation for `GRAPH_API_WS_IDLE_SECONDS` is closed (1000);
+    - when one of its subscriptions falls `GRAPH_API_SUBSCRIPTION_QUEUE` events behind (a
+      client that does not read: the socket's buffers fill, sends wait, events queue up),
+      every subscription of the connection ends with UNAVAILABLE (`hub.Group`) and the
+      connection is closed (1013): a client that cannot keep up is shed, with a reason.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        settings = self.context.services.settings
+        self.idle_seconds = settings.ws_idle_seconds
+        self.queue_limit = settings.subscription_queue
+        self.operations = _Operations(self._operations_changed)
+        self.context.subscriptions = Group(self._fell_behind)
+        self._idle: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def on_request_accepted(self) -> None:
+        super().on_request_accepted()
+        self._operations_changed()  # idle from the start
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        if self._idle is not None:
+            self._idle.cancel()
+        await super().shutdown()
+        if self._closing is not None:
+            self._closing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._closing
+
+    async def handle_subscribe(self, message: SubscribeMessage) -> None:
+        if self._closed or self._closing is not None:
+            return  # closing: nothing new starts
+        limit = self.max_subscriptions_per_connection
+        if (
+            self.connection_acknowledged
+            and limit is not None
+            and len(self.operations) >= limit
+            and message["id"] not in self.operations  # a duplicate id: Strawberry's 4409
+        ):
+            error = GraphQLError(
+                f"this connection holds its limit of {limit} operations;"
+                " complete one first, or open another connection",
+                extensions={"code": BadUserInput.code, "limit": limit},
+            )
+            await self.send_message(
+                {"id": message["id"], "type": "error", "payload": [error.formatted]}
+            )
+            return
+        await super().handle_subscribe(message)
+
+    async def send_message(self, message: Message) -> None:
+        if not self._closed:  # after the close, an operation's last words have nowhere to go
+            await super().send_message(message)
+
+    def _operations_changed(self) -> None:
+        if self.operations or self._closed or self._closing is not None:
+            if self._idle is not None:
+                self._idle.cancel()
+                self._idle = None
+        elif self._idle is None:
+            self._idle = asyncio.get_running_loop().call_later(self.idle_seconds, self._idled)
+
+    def _idled(self) -> None:
+        self._idle = None
+        reason = f"idle: no subscription for {self.idle_seconds:g} s (GRAPH_API_WS_IDLE_SECONDS)"
+        self._closing = asyncio.create_task(self._close(IDLE_CLOSE, reason))
+
+    def _fell_behind(self) -> None:
+        """Called by the hub, on the event loop, when a subscription of ours fell behind."""
+        if self._closing is None and not self._closed:
+            self._closing = asyncio.create_task(self._close_behind())
+
+    async def _close_behind(self) -> None:
+        tasks = [operation.task for operation in self.operations.values() if operation.task]
+        if tasks:
+            await asyncio.wait(tasks, timeout=ERRORS_BEFORE_CLOSE_SECONDS)
+        reason = (
+            f"a subscription fell {self.queue_limit} events behind"
+            " (GRAPH_API_SUBSCRIPTION_QUEUE); subscribe again and read the current state"
+        )
+        await self._close(BEHIND_CLOSE, reason)
+
+    async def _close(self, code: int, reason: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # already gone
+            await self.websocket.close(code=code, reason=reason)
 
 
 class GraphQLEndpoint(GraphQL[Context, None]):
+    graphql_transport_ws_handler_class = WebSocketHandler
+
     def __init__(self, services: Services, **kwargs: Any) -> None:
         settings = services.settings
         super().__init__(
@@ -59,9 +199,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             graphql_ide="graphiql" if settings.graphiql else None,
             # Subscriptions: graphql-transport-ws on the websocket, GraphQL over SSE
             # (distinct connections) on POST/GET with `Accept: text/event-stream`.
+            # Strawberry's keep-alive is graphql-ws's (the legacy protocol, not offered):
+            # uvicorn pings every websocket itself (`ws_ping_interval`, 20 s).
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_SSE_PROTOCOL),
-            keep_alive=True,
-            keep_alive_interval=KEEP_ALIVE_SECONDS,
             connection_init_wait_timeout=timedelta(seconds=CONNECTION_INIT_SECONDS),
             max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
             **kwargs,

@@ -75,6 +75,9 @@ class Settings:
     max_subscriptions: int = 10_000
     max_subscriptions_per_connection: int = 100
     subscription_queue: int = 1000
+    # A websocket with no operation for this long is closed (1000, with a reason): a client
+    # that stopped subscribing does not hold a connection and its memory forever.
+    ws_idle_seconds: float = 300.0
     # How events reach every instance's subscriptions (graph_api/events/broker.py):
     # "memory" (one instance) or a redis:// / rediss:// URL, which may hold a password.
     events_broker: str = field(default="memory", repr=False)
@@ -133,6 +136,7 @@ class Settings:
                 env, "GRAPH_API_MAX_SUBSCRIPTIONS_PER_CONNECTION", 100, minimum=1
             ),
             subscription_queue=_int(env, "GRAPH_API_SUBSCRIPTION_QUEUE", 1000, minimum=1),
+            ws_idle_seconds=_seconds(env, "GRAPH_API_WS_IDLE_SECONDS", 300.0),
             events_broker=events_broker(env.get("GRAPH_API_EVENTS_BROKER", "")),
             workers=_int(env, "WEB_CONCURRENCY", 1, minimum=1),
             stream_poll_seconds=_seconds(env, "GRAPH_API_STREAM_POLL_SECONDS", 0.25),

@@ -1,5 +1,6 @@
-"""What bounds a subscription: the query limits on its document, subscriptions per process,
-auth for reads, and a server without its event pipeline. Both backends.
+"""What bounds a subscription: the query limits on its document, subscriptions per
+connection and per process, auth for reads, idle websockets, clients that stop reading, and
+a server without its event pipeline. Both backends.
 
 Each refusal is a coded error (`extensions.code`) and leaves nothing subscribed on the
 server (`hub.size`); each close of a websocket has a code and a reason that names the limit.
@@ -7,19 +8,45 @@ server (`hub.size`); each close of a websocket has a code and a reason that name
 
 from __future__ import annotations
 
+import contextlib
+import json
+import socket
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jwt
-from live_support import SSE, Subscriber, live, mutate, subscriber
+import pytest
+import uvicorn
+from live_support import (
+    SSE,
+    WAIT,
+    Subscriber,
+    boto_client,
+    live,
+    mutate,
+    school,
+    subscriber,
+    until,
+)
 from starlette.testclient import TestClient
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 from write_support import fresh_services
 
-from graph_api.app import create_app
+from graph_api import items, keys
+from graph_api.app import BEHIND_CLOSE, IDLE_CLOSE, create_app
 from graph_api.graph.context import Services
+from graph_api.items import ENROLMENT, TEACHING
+from graph_api.keys import Kind
+from graph_api.store import table
+from graph_api.store.codec import Item, encode, encode_value
 
 CHEAP = 'subscription { teacherChanged(id: "t1") { kind teacher { name } } }'
 CREATE_T1 = 'mutation { createTeacher(input: {id: "t1", name: "Ada"}) { teacher { id } } }'
+RENAME_T1 = """mutation($name: String!) {
+  updateTeacher(id: "t1", input: {name: $name}) { teacher { id } } }"""
 SECRET, ISSUER, AUDIENCE = "k" * 32, "https://issuer.test", "graph-api"
 AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 
@@ -88,6 +115,21 @@ def test_a_bad_id_is_bad_user_input(endpoint: str) -> None:
 # -- how many ----------------------------------------------------------------------------------
 
 
+def test_the_per_connection_limit_is_a_coded_error(endpoint: str) -> None:
+    limits = {"max_subscriptions_per_connection": 2}
+    with live(endpoint, **limits) as (client, services), subscriber(client, services) as sub:
+        sub.subscribe("a", 'subscription { studentChanged(id: "a") { kind } }')
+        sub.subscribe("b", 'subscription { studentChanged(id: "b") { kind } }')
+        sub.send("c", 'subscription { studentChanged(id: "c") { kind } }')
+        kind, error = refusal(sub, "c")
+        assert (kind, error["extensions"]) == ("error", {"code": "BAD_USER_INPUT", "limit": 2})
+        assert "limit of 2" in error["message"]
+        assert services.events.hub.size == 2
+        sub.complete("a")  # a place freed is a place taken
+        until(lambda: services.events.hub.size == 1, "the completed subscription to end")
+        still_serves(client, sub, services)
+
+
 def test_the_per_process_limit_is_unavailable(endpoint: str) -> None:
     with (
         live(endpoint, max_subscriptions=1) as (client, services),
@@ -153,3 +195,166 @@ def test_with_auth_for_reads_a_subscription_needs_a_token(endpoint: str) -> None
             assert signed_in.event("1") == {
                 "teacherChanged": {"kind": "CREATED", "teacher": {"name": "Ada"}}
             }
+
+
+# -- idle connections ---------------------------------------------------------------------------
+
+IDLE = 0.5  # seconds
+
+
+def test_an_idle_websocket_is_closed_with_a_reason(endpoint: str) -> None:
+    with live(endpoint, ws_idle_seconds=IDLE) as (client, services):
+        with subscriber(client, services) as idle:
+            closed = idle.closed()  # never subscribed
+        assert closed.code == IDLE_CLOSE == 1000
+        assert closed.reason == "idle: no subscription for 0.5 s (GRAPH_API_WS_IDLE_SECONDS)"
+
+        with subscriber(client, services) as busy:
+            busy.subscribe("1", CHEAP)
+            # Held while subscribed: events keep arriving over several idle periods.
+            started, n = time.monotonic(), 0
+            while time.monotonic() - started < 4 * IDLE:
+                n += 1
+                name = f"Ada {n}"
+                if n == 1:
+                    mutate(client, CREATE_T1.replace("Ada", name))
+                else:
+                    mutate(client, RENAME_T1, {"name": name})
+                assert busy.event("1")["teacherChanged"]["teacher"] == {"name": name}
+            busy.complete("1")  # idle from here
+            closed = busy.closed()
+        assert closed.code == IDLE_CLOSE
+        assert services.events.hub.size == 0
+
+
+# -- clients that do not read -----------------------------------------------------------------
+
+QUEUE = 2  # events that may wait for one subscriber
+BIG = """subscription { classChanged(id: "c1") {
+  kind class { subject students(first: 100) { edges { node { name } } } } } }"""
+
+
+def big_class() -> list[Item]:
+    """Class c1 with 40 students of long names: each event of BIG is ~5 KB of JSON."""
+    teacher = items.teacher("t1", "Ada")
+    klass = items.school_class("c1", "Maths", teacher)
+    students = [
+        items.student(f"s{n:02d}", f"Student {n:02d} " + "x" * 100, f"s{n}@example.org")
+        for n in range(40)
+    ]
+    return school((TEACHING, teacher, klass), *[(ENROLMENT, s, klass) for s in students])
+
+
+def renames(endpoint: str, services: Services, ended: Callable[[], bool]) -> int:
+    """Rename c1 with plain UpdateItems until `ended()`: how many writes it took. Each
+    write's change is handed to the hub before the next is written, so that the queue fills
+    because its subscriber does not take events, not because many came in one batch."""
+    boto = boto_client(endpoint)
+    reader = services.events.reader
+    assert reader is not None
+    deadline = time.monotonic() + WAIT
+    n = 0
+    while not ended():
+        assert time.monotonic() < deadline, f"the subscriber was not ended after {n} events"
+        n += 1
+        published = reader.published
+        boto.update_item(
+            TableName=services.settings.table,
+            Key=encode(keys.node(Kind.CLASS, "c1").as_item()),
+            UpdateExpression="SET subject = :s",
+            ExpressionAttributeValues={":s": encode_value(f"Subject {n}")},
+        )
+        until(lambda: reader.published > published, f"write {n} to be published")  # noqa: B023
+    return n
+
+
+@contextlib.contextmanager
+def uvicorn_serving(services: Services, send_buffer: int) -> Iterator[int]:
+    """The app on uvicorn on a loopback port, in a thread; yields the port.
+
+    The listening socket's send buffer is small (accepted sockets inherit it), as over a slow
+    network: a client that stops reading stalls the server's sends after ~100 KB instead of
+    the few MB loopback would buffer. uvicorn's own pings are off: they would end a
+    connection that does not answer after 20 + 20 s, which is not what is tested here."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    listener.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        create_app(services), log_level="warning", ws_ping_interval=None, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]})
+    thread.start()
+    try:
+        until(lambda: server.started or not thread.is_alive(), "uvicorn")
+        assert server.started
+        events = services.events
+        until(lambda: events.reader is not None and events.reader.reading.is_set(), "the reader")
+        yield listener.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(WAIT)
+        listener.close()
+
+
+def test_a_websocket_that_stops_reading_is_closed_with_1013(endpoint: str) -> None:
+    with fresh_services(endpoint, subscription_queue=QUEUE) as services:
+        table.batch_write(services.dynamo, services.settings.table, big_class())
+        hub = services.events.hub
+        with uvicorn_serving(services, send_buffer=4096) as port:
+            client_socket = socket.create_connection(("127.0.0.1", port))
+            client_socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            with connect(
+                f"ws://127.0.0.1:{port}/graphql",
+                sock=client_socket,
+                subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+                compression=None,  # the events' bytes as they are
+                max_queue=1,  # read no further ahead than one frame
+            ) as ws:
+                ws.send(json.dumps({"type": "connection_init"}))
+                assert json.loads(ws.recv(timeout=WAIT))["type"] == "connection_ack"
+                ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": BIG}}))
+                until(lambda: hub.size == 1, "the subscription")
+                # From here the client reads nothing: its socket and the server's fill, the
+                # server's sends wait, and events queue up for it until QUEUE wait.
+                written = renames(endpoint, services, lambda: hub.size == 0)
+
+                # The client reads again: what was sent before, the error, the close.
+                messages = []
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        messages.append(json.loads(ws.recv(timeout=WAIT)))
+        assert closed.value.rcvd is not None
+        assert closed.value.rcvd.code == BEHIND_CLOSE == 1013
+        assert closed.value.rcvd.reason == (
+            f"a subscription fell {QUEUE} events behind (GRAPH_API_SUBSCRIPTION_QUEUE);"
+            " subscribe again and read the current state"
+        )
+        *events, error, complete = messages
+        assert complete == {"id": "1", "type": "complete"}
+        assert error["payload"]["errors"][0]["extensions"] == {"code": "UNAVAILABLE"}
+        assert f"fell {QUEUE} events behind" in error["payload"]["errors"][0]["message"]
+        assert all(m["type"] == "next" and m["payload"]["data"] for m in events)
+        assert 0 < len(events) < written  # some were dropped, not buffered without bound
+        assert hub.size == 0
+
+
+def test_an_sse_stream_that_stops_being_read_ends_with_the_error(endpoint: str) -> None:
+    """The TestClient hands a response's body over only as it is read: a stream not read is
+    a client that does not read (its websockets, unlike this, buffer without bound)."""
+    with live(endpoint, big_class(), subscription_queue=QUEUE) as (client, services):
+        hub = services.events.hub
+        with client.stream(
+            "POST", "/graphql", json={"query": BIG}, headers={"accept": "text/event-stream"}
+        ) as response:
+            until(lambda: hub.size == 1, "the subscription")
+            written = renames(endpoint, services, lambda: hub.size == 0)
+            lines = [line for line in response.iter_lines() if line]
+        events = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+        *sent, error = events
+        assert lines[-2:] == ["event: complete", "data: "]
+        assert all(e["data"]["classChanged"]["kind"] == "UPDATED" for e in sent)
+        assert error["errors"][0]["extensions"] == {"code": "UNAVAILABLE"}
+        assert f"fell {QUEUE} events behind" in error["errors"][0]["message"]
+        assert len(sent) < written
+        assert hub.size == 0

@@ -2,7 +2,10 @@
 
 Each subscription has a bounded queue: a subscriber that does not read (a stalled client)
 is ended with UNAVAILABLE once `queue_limit` events wait, instead of growing the server's
-memory. Events carry their stream position; an event at or before the last position seen
+memory; what waits is dropped, since its client must read the current state anyway. The
+subscriptions of one websocket form a `Group`: when one falls behind they all end, and the
+connection is told to close (its client hears, rather than resubscribing past a gap without
+knowing). Events carry their stream position; an event at or before the last position seen
 of its shard is dropped, so a stream reader that takes over after a crash and reads a few
 records again never delivers them twice.
 """
@@ -12,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from graph_api.errors import ApiError, Unavailable
 from graph_api.events.changes import Event
@@ -23,27 +26,65 @@ MAX_SHARDS_REMEMBERED = 10_000  # shards roll over every few hours on AWS; forge
 _END = None  # what a queue holds after its last event
 
 
+class Group:
+    """The subscriptions of one connection (a websocket), which end together when one of
+    them falls behind: each ends with an error, then `on_overflow` is called, once, for the
+    connection to be closed. Its other subscriptions wait behind the same stalled socket,
+    and a client library reconnecting after the close would resubscribe them silently past
+    the events dropped here."""
+
+    def __init__(self, on_overflow: Callable[[], None]) -> None:
+        self.members: set[Subscription] = set()
+        self.overflowed = False
+        self._on_overflow = on_overflow
+
+    def overflow(self, behind: Subscription, limit: int) -> None:
+        if self.overflowed:
+            return
+        self.overflowed = True
+        for member in list(self.members):
+            if member is not behind:
+                member.drop(
+                    Unavailable(
+                        f"another subscription of this connection fell {limit} events behind,"
+                        " so the connection is closed; subscribe again and read the current state"
+                    )
+                )
+        behind.drop(_behind(limit))
+        self._on_overflow()
+
+
+def _behind(limit: int) -> Unavailable:
+    return Unavailable(
+        f"this subscription fell {limit} events behind and was ended;"
+        " subscribe again and read the current state"
+    )
+
+
 class Subscription:
     """One subscriber's events, in the order they were published."""
 
-    def __init__(self, hub: Hub, topics: frozenset[str], queue_limit: int) -> None:
+    def __init__(
+        self, hub: Hub, topics: frozenset[str], queue_limit: int, group: Group | None = None
+    ) -> None:
         self.topics = topics
         self._hub = hub
         self._limit = queue_limit
+        self._group = group
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._error: ApiError | None = None
         self._ended = False
+        if group is not None:
+            group.members.add(self)
 
     def offer(self, event: Event) -> None:
         if self._ended:
             return
         if self._queue.qsize() >= self._limit:
-            self.end(
-                Unavailable(
-                    f"this subscription fell {self._limit} events behind and was ended;"
-                    " subscribe again and read the current state"
-                )
-            )
+            if self._group is not None:
+                self._group.overflow(self, self._limit)
+            else:
+                self.drop(_behind(self._limit))
             return
         self._queue.put_nowait(event)
 
@@ -53,12 +94,25 @@ class Subscription:
         if not self._ended:
             self._ended, self._error = True, error
             self._queue.put_nowait(_END)
-            self._hub.forget(self)
+            self._leave()
+
+    def drop(self, error: ApiError) -> None:
+        """Stop now: what is queued is dropped and `error` is raised to the subscriber next
+        (it fell behind: the events would only delay the error, and it must re-read)."""
+        if not self._ended:
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self.end(error)
 
     def close(self) -> None:
         """The subscriber left: stop at once."""
         self._ended = True
+        self._leave()
+
+    def _leave(self) -> None:
         self._hub.forget(self)
+        if self._group is not None:
+            self._group.members.discard(self)
 
     def __aiter__(self) -> Subscription:
         return self
@@ -85,13 +139,13 @@ class Hub:
     def size(self) -> int:
         return self._count
 
-    def subscribe(self, topics: Iterable[str]) -> Subscription:
+    def subscribe(self, topics: Iterable[str], group: Group | None = None) -> Subscription:
         if self._count >= self.max_subscriptions:
             raise Unavailable(
                 f"this server holds its limit of {self.max_subscriptions} subscriptions;"
                 " try again later"
             )
-        subscription = Subscription(self, frozenset(topics), self.queue_limit)
+        subscription = Subscription(self, frozenset(topics), self.queue_limit, group)
         for topic in subscription.topics:
             self._by_topic.setdefault(topic, set()).add(subscription)
         self._count += 1

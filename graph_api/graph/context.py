@@ -12,6 +12,7 @@ from strawberry.types import Info as StrawberryInfo
 
 from graph_api.auth import Authenticator, AuthResult
 from graph_api.cursors import Cursors
+from graph_api.events.hub import Group
 from graph_api.events.live import LiveEvents
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
@@ -72,6 +73,8 @@ class Context:
     # A websocket's `connection_init` payload: Strawberry sets it only on a context that
     # has the attribute, and `on_ws_connect` reads the token from it.
     connection_params: dict[str, Any] | None = None
+    # A websocket's subscriptions, which end together when one falls behind (`hub.Group`).
+    subscriptions: Group | None = None
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
@@ -81,7 +84,9 @@ class Context:
     def for_operation(self) -> Context:
         """A context of its own for one operation of a connection (a websocket carries
         several subscriptions): same caller, its own loaders, ledger and deadline."""
-        return Context.create(self.services, self.request_id, self.auth)
+        operation = Context.create(self.services, self.request_id, self.auth)
+        operation.subscriptions = self.subscriptions
+        return operation
 
     def renew(self, event: Hashable) -> None:
         """The scope of a subscription's next event: loaders that read the base table

@@ -134,7 +134,8 @@ class SportChange:
 
 async def _events(info: Info, topics: Sequence[str]) -> AsyncGenerator[Event, None]:
     """The subscription's events, each in a fresh scope of loaders."""
-    subscription = info.context.services.events.subscribe(topics)
+    context = info.context
+    subscription = context.services.events.subscribe(topics, context.subscriptions)
     try:
         async for event in subscription:
             info.context.renew(event)
