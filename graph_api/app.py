@@ -41,14 +41,13 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api import graphiql
-from graph_api.errors import BadUserInput, NotFound
+from graph_api.errors import BadUserInput, NotFound, error_body
 from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.graphql_http import (
     BAD_REQUEST,
     JSON,
-    error_body,
     is_request_error,
     response_media_type,
     status_for,

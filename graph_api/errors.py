@@ -1,7 +1,9 @@
-"""Errors a client may see, each with the code it carries in `extensions.code`.
+"""Errors a client may see, each with the code it carries in `extensions.code`, and the
+one function that builds an error response's body (`error_body`).
 
 Anything raised that is not an `ApiError` is unexpected: the schema masks it as
-INTERNAL_SERVER_ERROR and logs it with the request id (see `graph/errors.py`).
+INTERNAL_SERVER_ERROR and logs it with the request id (see `graph/errors.py`); so does the
+HTTP middleware for anything that escapes the app (`middleware.py`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any, ClassVar
 
 
 class ApiError(Exception):
-    code: ClassVar[str] = "INTERNAL_SERVER_ERROR"
+    code: ClassVar[str] = "INTERNAL_SERVER_ERROR"  # what an unexpected error is masked as
 
     def __init__(self, message: str, **extensions: Any) -> None:
         super().__init__(message)
@@ -58,3 +60,24 @@ class Forbidden(ApiError):
     no auth configured and GRAPH_API_PUBLIC_PERSONAL_DATA off."""
 
     code = "FORBIDDEN"
+
+
+class BadRequest(ApiError):
+    """Refused at the HTTP level, before it became an operation: unparsable JSON, no query,
+    a subscription sent as a plain request (GraphQL over HTTP, `graphql_http.py`)."""
+
+    code = "BAD_REQUEST"
+
+
+INTERNAL_SERVER_ERROR = ApiError.code
+
+
+def masked_message(request_id: str | None) -> str:
+    """What a client sees of an unexpected error: the id to find it in the log by."""
+    return f"Internal server error (request id {request_id})"
+
+
+def error_body(message: str, code: str, **extensions: Any) -> dict[str, Any]:
+    """A GraphQL response holding one request error (so no `data`): every error response
+    built outside GraphQL execution is this one shape."""
+    return {"errors": [{"message": message, "extensions": {"code": code, **extensions}}]}

@@ -16,16 +16,19 @@ from typing import Any
 
 from strawberry.types import ExecutionResult
 
-from graph_api.errors import Unauthenticated, Unavailable
-from graph_api.graph.errors import INTERNAL
+from graph_api.errors import INTERNAL_SERVER_ERROR, BadRequest, Unauthenticated, Unavailable
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 JSON = "application/json"
 # An HTTP-level refusal (unparsable JSON, no query, a mutation over GET, ...): the request
 # never became a GraphQL operation.
-BAD_REQUEST = "BAD_REQUEST"
+BAD_REQUEST = BadRequest.code
 # Request errors whose code says more than 400 does (under graphql-response+json only).
-_REQUEST_ERROR_STATUS = {Unauthenticated.code: 401, INTERNAL: 500, Unavailable.code: 503}
+_REQUEST_ERROR_STATUS = {
+    Unauthenticated.code: 401,
+    INTERNAL_SERVER_ERROR: 500,
+    Unavailable.code: 503,
+}
 
 
 def _quality(params: list[str]) -> float:
@@ -83,8 +86,3 @@ def status_for(response: Mapping[str, Any], media_type: str) -> int:
         ),
         default=400,
     )
-
-
-def error_body(message: str, code: str = BAD_REQUEST) -> dict[str, Any]:
-    """A GraphQL response holding one request error (and so no `data`)."""
-    return {"errors": [{"message": message, "extensions": {"code": code}}]}

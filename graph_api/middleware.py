@@ -10,6 +10,7 @@ import uuid
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_api import logs
+from graph_api.errors import INTERNAL_SERVER_ERROR, BadUserInput, error_body, masked_message
 from graph_api.graphql_http import response_media_type
 
 log = logging.getLogger(__name__)
@@ -58,17 +59,7 @@ class RequestIdMiddleware:
             if started:
                 raise
             body = json.dumps(
-                {
-                    "errors": [
-                        {
-                            "message": f"Internal server error (request id {request_id})",
-                            "extensions": {
-                                "code": "INTERNAL_SERVER_ERROR",
-                                "requestId": request_id,
-                            },
-                        }
-                    ]
-                }
+                error_body(masked_message(request_id), INTERNAL_SERVER_ERROR, requestId=request_id)
             ).encode()
             await send_with_id(
                 {
@@ -129,14 +120,11 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send, media_type: str) -> None:
         body = json.dumps(
-            {
-                "errors": [
-                    {
-                        "message": f"request body over the limit of {self.limit} bytes",
-                        "extensions": {"code": "BAD_USER_INPUT", "limit": self.limit},
-                    }
-                ]
-            }
+            error_body(
+                f"request body over the limit of {self.limit} bytes",
+                BadUserInput.code,
+                limit=self.limit,
+            )
         ).encode()
         await send(
             {

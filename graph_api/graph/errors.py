@@ -13,12 +13,9 @@ from typing import Any
 from graphql import GraphQLError
 from strawberry.types import ExecutionContext
 
-from graph_api.errors import ApiError
+from graph_api.errors import INTERNAL_SERVER_ERROR, ApiError, BadUserInput, masked_message
 
 log = logging.getLogger("graph_api.errors")
-
-INTERNAL = "INTERNAL_SERVER_ERROR"
-BAD_USER_INPUT = "BAD_USER_INPUT"
 
 
 def request_id_of(context: Any) -> str | None:
@@ -60,10 +57,10 @@ def format_error(error: GraphQLError, request_id: str | None) -> GraphQLError:
     if is_unexpected(error):
         return _with_code(
             error,
-            f"Internal server error (request id {request_id})",
-            {"code": INTERNAL, "requestId": request_id},
+            masked_message(request_id),
+            {"code": INTERNAL_SERVER_ERROR, "requestId": request_id},
         )
     # Parse, validation and coercion errors: the client's document or variables.
     if error.extensions and "code" in error.extensions:
         return error
-    return _with_code(error, error.message, {**(error.extensions or {}), "code": BAD_USER_INPUT})
+    return _with_code(error, error.message, {**(error.extensions or {}), "code": BadUserInput.code})
