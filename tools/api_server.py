@@ -1,6 +1,7 @@
 """`graph-api serve` on a free loopback port, on the embedded backend with a small demo
-school: for the tools and tests that need the real server (the HTTP audit, the browser
-test). Stopped on exit; nothing outside 127.0.0.1 is touched."""
+school (or whatever `env` says): for the tools and tests that need the real server (the
+HTTP audit, the browser test, two instances sharing a stream). Stopped on exit; nothing
+outside 127.0.0.1 is touched."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from tools.dynamodb_local import free_port
 
@@ -37,9 +39,22 @@ def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"graph-api serve did not answer on {url} in {STARTUP_SECONDS} s")
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str  # e.g. http://127.0.0.1:PORT
+    process: subprocess.Popen[bytes]  # `serve` itself: with one worker, the one serving
+
+
 @contextmanager
 def serving(students: int = 20, **env: str) -> Iterator[str]:
     """Run the API; yields its base URL, e.g. http://127.0.0.1:PORT."""
+    with served(students, **env) as server:
+        yield server.url
+
+
+@contextmanager
+def served(students: int = 20, **env: str) -> Iterator[Served]:
+    """Run the API; yields its URL and process (a test that kills it, as a crash would)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     environment = {
@@ -64,7 +79,7 @@ def serving(students: int = 20, **env: str) -> Iterator[str]:
                 log.seek(0)
                 tail = log.read().decode(errors="replace")[-4000:]
                 raise RuntimeError(f"{error}\n{tail}") from None
-            yield url
+            yield Served(url, process)
         finally:
             stop(process)
 
