@@ -40,6 +40,7 @@ from graph_api.app import BEHIND_CLOSE, IDLE_CLOSE, create_app
 from graph_api.graph.context import Services
 from graph_api.items import ENROLMENT, TEACHING
 from graph_api.keys import Kind
+from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
 from graph_api.store.codec import Item, encode, encode_value
 
@@ -225,6 +226,13 @@ def test_an_idle_websocket_is_closed_with_a_reason(endpoint: str) -> None:
             closed = busy.closed()
         assert closed.code == IDLE_CLOSE
         assert services.events.hub.size == 0
+
+
+def test_the_idle_time_is_a_setting() -> None:
+    assert Settings.from_env({}).ws_idle_seconds == 300.0
+    assert Settings.from_env({"GRAPH_API_WS_IDLE_SECONDS": "2.5"}).ws_idle_seconds == 2.5
+    with pytest.raises(SettingsError, match="GRAPH_API_WS_IDLE_SECONDS"):
+        Settings.from_env({"GRAPH_API_WS_IDLE_SECONDS": "0"})
 
 
 # -- clients that do not read -----------------------------------------------------------------
