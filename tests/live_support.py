@@ -1,5 +1,6 @@
 """Helpers for the subscription tests: an app whose event pipeline runs, graphql-transport-ws
-subscribers whose every wait is bounded, mutations, and writes made with plain boto3.
+subscribers whose every wait is bounded, the mutations the tests write with, and writes
+made with plain boto3.
 
 Every wait is for a condition, bounded by WAIT seconds for a busy machine; a test that
 fails does so with a message, never by hanging on a receive that nothing answers.
@@ -22,6 +23,7 @@ from write_support import fresh_services
 from graph_api import items
 from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.items import TEACHING
 from graph_api.store import table
 from graph_api.store.client import LOCAL_CREDENTIALS
 from graph_api.store.codec import Item, encode
@@ -229,3 +231,63 @@ def school(*links: tuple[items.Relation, Item, Item], nodes: Sequence[Item] = ()
             edges.append(edge)
     guards = [items.email_guard(n) for n in out.values() if n["type"] == "student"]
     return [*out.values(), *edges, *guards]
+
+
+# -- writes, as a client makes them ----------------------------------------------------------
+
+# The writers select `id` only: what a subscriber gets is its own selection (issue 15; the
+# peers' complaint: AppSync sends subscribers what the mutating client selected).
+ERRORS = "userErrors { code }"
+CREATE_TEACHER = f"""mutation($id: ID!, $name: String!) {{
+  createTeacher(input: {{id: $id, name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""
+RENAME_TEACHER = f"""mutation($id: ID!, $name: String!) {{
+  updateTeacher(id: $id, input: {{name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""
+DELETE_TEACHER = f"mutation($id: ID!) {{ deleteTeacher(id: $id) {{ {ERRORS} }} }}"
+CREATE_CLASS = f"""mutation($id: ID!, $subject: String!, $teacher: ID!) {{
+  createClass(input: {{id: $id, subject: $subject, teacherId: $teacher}})
+  {{ class {{ id }} {ERRORS} }} }}"""
+UPDATE_CLASS = f"""mutation($id: ID!, $subject: String!, $version: Int) {{
+  updateClass(id: $id, input: {{subject: $subject}}, expectedVersion: $version)
+  {{ class {{ id }} {ERRORS} }} }}"""
+DELETE_CLASS = f"mutation($id: ID!) {{ deleteClass(id: $id) {{ {ERRORS} }} }}"
+CREATE_STUDENT = f"""mutation($id: ID!, $name: String!) {{
+  createStudent(input: {{id: $id, name: $name, email: "{{}}@example.org",
+    home: {{country: "France", state: "IDF", city: "Paris"}}}})
+  {{ student {{ id }} {ERRORS} }} }}"""
+RENAME_STUDENT = f"""mutation($id: ID!, $name: String!) {{
+  updateStudent(id: $id, input: {{name: $name}}) {{ student {{ id }} {ERRORS} }} }}"""
+DELETE_STUDENT = f"mutation($id: ID!) {{ deleteStudent(id: $id) {{ {ERRORS} }} }}"
+ENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  enrollStudent(studentId: $s, classId: $c) {{ student {{ id }} {ERRORS} }} }}"""
+UNENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  unenrollStudent(studentId: $s, classId: $c) {{ student {{ id }} {ERRORS} }} }}"""
+CREATE_SPORT = f"""mutation($id: ID!, $name: String!) {{
+  createSport(input: {{id: $id, name: $name}}) {{ sport {{ id }} {ERRORS} }} }}"""
+RENAME_SPORT = f"""mutation($id: ID!, $name: String!) {{
+  updateSport(id: $id, input: {{name: $name}}) {{ sport {{ id }} {ERRORS} }} }}"""
+DELETE_SPORT = f"mutation($id: ID!) {{ deleteSport(id: $id) {{ {ERRORS} }} }}"
+JOIN = f"""mutation($s: ID!, $p: ID!) {{
+  joinSport(studentId: $s, sportId: $p) {{ student {{ id }} {ERRORS} }} }}"""
+LEAVE = f"""mutation($s: ID!, $p: ID!) {{
+  leaveSport(studentId: $s, sportId: $p) {{ student {{ id }} {ERRORS} }} }}"""
+
+
+def teacher(client: TestClient, id_: str, name: str) -> None:
+    mutate(client, CREATE_TEACHER, {"id": id_, "name": name})
+
+
+def school_class(client: TestClient, id_: str, subject: str, teacher_id: str) -> None:
+    mutate(client, CREATE_CLASS, {"id": id_, "subject": subject, "teacher": teacher_id})
+
+
+def student(client: TestClient, id_: str, name: str) -> None:
+    mutate(client, CREATE_STUDENT.replace("{}", id_), {"id": id_, "name": name})
+
+
+def ada_maths_sam() -> list[Item]:
+    """Teacher t1 teaching c1; student s1 (in no class), with a home in Paris."""
+    ada = items.teacher("t1", "Ada")
+    maths = items.school_class("c1", "Maths", ada)
+    paris = items.Place("France", "IDF", "Paris")
+    sam = items.student("s1", "Sam", "s1@example.org", paris)
+    return school((TEACHING, ada, maths), nodes=[sam])
