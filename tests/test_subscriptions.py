@@ -29,9 +29,11 @@ from live_support import (
     UNENROLL,
     UPDATE_CLASS,
     ada_maths_sam,
+    boto_client,
     live,
     live_app,
     mutate,
+    put,
     school_class,
     student,
     subscriber,
@@ -39,6 +41,8 @@ from live_support import (
     until,
 )
 from write_support import fresh_services
+
+from graph_api import items
 
 
 def test_student_changed_on_create_update_enrolment_copy_and_delete(endpoint: str) -> None:
@@ -302,3 +306,46 @@ def test_the_pipeline_runs_again_when_the_app_starts_again(endpoint: str) -> Non
                 sub.subscribe("t", f'subscription {{ teacherChanged(id: "t{run}") {{ kind }} }}')
                 teacher(client, f"t{run}", name)
                 assert sub.event("t") == {"teacherChanged": {"kind": "CREATED"}}
+
+
+def test_subscribers_of_one_event_share_its_reads(endpoint: str) -> None:
+    with live(endpoint) as (client, services), subscriber(client, services) as ws:
+        for n in range(3):
+            ws.subscribe(
+                str(n), 'subscription { classChanged(id: "c1") { kind class { subject } } }'
+            )
+        sent: list[str] = []
+
+        def count(**kwargs: Any) -> None:
+            sent.append(kwargs["event_name"].rsplit(".", 1)[-1])
+
+        api = services.dynamo.client  # the API's own client: the reader has clients of its own
+        api.meta.events.register("before-send.dynamodb", count)
+        try:
+            # Another writer, not the API: nothing of ours reads before the event does.
+            klass = items.school_class("c1", "Maths", items.teacher("t1", "Ada"))
+            put(boto_client(endpoint), services, klass)
+            got = ws.events(3)
+        finally:
+            api.meta.events.unregister("before-send.dynamodb", count)
+    assert sorted(id_ for id_, _ in got) == ["0", "1", "2"]
+    assert {repr(data) for _, data in got} == {
+        repr({"classChanged": {"kind": "CREATED", "class": {"subject": "Maths"}}})
+    }
+    # Three subscribers, one event: the class is read once, not three times.
+    assert [name for name in sent if name in ("BatchGetItem", "Query", "GetItem")] == [
+        "BatchGetItem"
+    ], sent
+
+
+def test_a_subscription_as_a_plain_request_is_refused_saying_where_it_runs(endpoint: str) -> None:
+    query = 'subscription { teacherChanged(id: "t1") { kind } }'
+    with live(endpoint) as (client, _):
+        for response in (
+            client.get("/graphql", params={"query": query}, headers={"accept": "*/*"}),
+            client.post("/graphql", json={"query": query}),
+        ):
+            assert response.status_code == 400
+            (error,) = response.json()["errors"]
+            assert error["extensions"]["code"] == "BAD_REQUEST"
+            assert "websocket" in error["message"] and "text/event-stream" in error["message"]
