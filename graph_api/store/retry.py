@@ -249,6 +249,12 @@ class Retries:
         sleep(delay)
         return cost
 
+    def progressed(self) -> None:
+        """One step of a multi-step write (a chunk of followed copies) committed: the count
+        starts again for the next step. The steps are fixed by the data, not by failures,
+        so attempts stay bounded (steps x the policy) and no loop multiplies another."""
+        self.count = 0
+
     def answered(self, cost: int) -> None:
         """A call succeeded after a retry that cost `cost` (0: at its first attempt)."""
         self.budget.refill(cost or NO_RETRY_REFILL)

@@ -239,6 +239,10 @@ async def transact_each(
             chunk_token = f"{token[:16]}-{label[:6]}-{n}-{retry}"
             try:
                 await _apply(table, [check(owner, *guard), *chunk], chunk_token)
+                # A step of a long write committed: the next gets the policy's retries
+                # afresh, so contention spread over many chunks cannot starve a write that
+                # keeps making progress (its attempts stay bounded: chunks x the policy).
+                table.retries.progressed()
                 break
             except _Failed as failed:
                 if failed.index == 0:
