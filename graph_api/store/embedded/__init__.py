@@ -48,7 +48,10 @@ def _make_server() -> Any:
 def serve_child() -> None:
     """The child process (`python -m graph_api.store.embedded`): print the port, serve until
     standard input closes (the parent stopped, or died)."""
+    from graph_api.store.embedded import heap
+
     server = _make_server()
+    heap.keep()  # the table's items out of the collector's full passes (see `heap`)
     print(server.server_port, flush=True)
     os.dup2(2, 1)  # nobody reads the pipe after the port: anything else goes to stderr
 
