@@ -7,6 +7,7 @@ pin how (no whole-table copies, no whole-table walks) run on moto only.
 
 from __future__ import annotations
 
+import gc
 import random
 import subprocess
 import sys
@@ -530,3 +531,32 @@ def test_the_heap_freezes_survivors_and_still_collects_frozen_garbage(moto_only:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_request_lists_no_handler_methods_and_makes_no_class(
+    inside: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per request, moto's dispatch listed its handler's methods (`inspect.getmembers`) and
+    Flask's debug mode made a class for the form data: CPU, and cyclic garbage."""
+    import inspect
+
+    client, name = inside.dynamo.client, inside.settings.table
+    client.get_item(TableName=name, Key=_key("warm"))
+    listed: list[object] = []
+    getmembers = inspect.getmembers
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        listed.append(args[0])
+        return getmembers(*args, **kwargs)
+
+    monkeypatch.setattr(inspect, "getmembers", counted)
+    gc.disable()  # the classes are garbage at once: count them before a collection can
+    try:
+        before = sum(isinstance(o, type) for o in gc.get_objects())
+        for _ in range(20):
+            client.get_item(TableName=name, Key=_key("absent"))
+        made = sum(isinstance(o, type) for o in gc.get_objects()) - before
+    finally:
+        gc.enable()
+    assert listed == []
+    assert made < 20

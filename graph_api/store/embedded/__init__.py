@@ -41,7 +41,11 @@ def _make_server() -> Any:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not one access line per call
     # DynamoDB's app alone: moto's dispatcher lists its own package on every request to find
     # which of its services a request is for. Loopback only: moto binds every interface.
-    app = Serialized(create_backend_app("dynamodb"))
+    backend_app = create_backend_app("dynamodb")
+    # moto turns on Flask's debug mode, which makes a class for every request's form data
+    # (CPU, and cyclic garbage for the collector); an error answers 500 either way.
+    backend_app.debug = False
+    app = Serialized(backend_app)
     return make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
 
 
