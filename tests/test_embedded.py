@@ -134,6 +134,166 @@ def test_a_transaction_failing_half_way_leaves_every_item_as_it_was(
     assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
 
 
+def _guarded(name: str, pk: str, condition: str, names: dict[str, str], value: Any) -> Any:
+    """An update of `pk` under `condition`: one text, each action its own names and value."""
+    return {
+        "Update": {
+            "TableName": name,
+            "Key": _key(pk),
+            "UpdateExpression": "SET #done = :yes",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#done": "done", **names},
+            "ExpressionAttributeValues": {":yes": {"BOOL": True}, ":v": value},
+        }
+    }
+
+
+def _reasons(client: Client, actions: list[Any]) -> list[str]:
+    try:
+        client.transact_write_items(TransactItems=actions)
+    except ClientError as error:
+        return [r["Code"] for r in error.response["CancellationReasons"]]
+    return []
+
+
+def test_one_condition_text_is_evaluated_with_each_actions_own_names_and_values(
+    db: tuple[Client, str],
+) -> None:
+    """A rename sends one condition text for a hundred items, each with its own names and
+    values: each action is judged by its own, whatever the others carried."""
+    client, name = db
+    client.put_item(
+        TableName=name, Item={**_key("a"), "n": {"N": "1"}, "m": {"M": {"k1": {"S": "x"}}}}
+    )
+    client.put_item(
+        TableName=name, Item={**_key("b"), "n": {"N": "2"}, "m": {"M": {"k2": {"S": "y"}}}}
+    )
+    equal, exists = "#p = :v", "attribute_exists(#m.#k) AND #m.#k = :v"
+    for _ in range(2):  # the second time, every text has been seen
+        assert (
+            _reasons(
+                client,
+                [
+                    _guarded(name, "a", equal, {"#p": "n"}, {"N": "1"}),
+                    _guarded(name, "b", equal, {"#p": "n"}, {"N": "2"}),
+                ],
+            )
+            == []
+        )
+        assert _reasons(
+            client,
+            [
+                _guarded(name, "a", equal, {"#p": "n"}, {"N": "1"}),
+                _guarded(name, "b", equal, {"#p": "n"}, {"N": "3"}),  # another value
+            ],
+        ) == ["None", "ConditionalCheckFailed"]
+        assert _reasons(
+            client,
+            [
+                _guarded(name, "a", equal, {"#p": "n"}, {"S": "1"}),  # another type
+                _guarded(name, "b", equal, {"#p": "n"}, {"N": "2"}),
+            ],
+        ) == ["ConditionalCheckFailed", "None"]
+        assert (
+            _reasons(
+                client,
+                [
+                    _guarded(name, "a", exists, {"#m": "m", "#k": "k1"}, {"S": "x"}),
+                    _guarded(name, "b", exists, {"#m": "m", "#k": "k2"}, {"S": "y"}),
+                ],
+            )
+            == []
+        )
+        assert _reasons(
+            client,
+            [
+                _guarded(name, "a", exists, {"#m": "m", "#k": "k1"}, {"S": "x"}),
+                _guarded(name, "b", exists, {"#m": "m", "#k": "k1"}, {"S": "x"}),  # another name
+            ],
+        ) == ["None", "ConditionalCheckFailed"]
+    # Single-item writes and a Query's filter keep to their own values too.
+    for value, written in (({"N": "1"}, True), ({"N": "5"}, False)):
+        try:
+            client.update_item(
+                TableName=name,
+                Key=_key("a"),
+                UpdateExpression="SET #p = #p",
+                ConditionExpression="#p = :v",
+                ExpressionAttributeNames={"#p": "n"},
+                ExpressionAttributeValues={":v": value},
+            )
+            assert written
+        except ClientError as error:
+            assert not written
+            assert error.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    for value, found in (({"N": "1"}, 1), ({"N": "5"}, 0)):
+        page = client.query(
+            TableName=name,
+            KeyConditionExpression="PK = :pk",
+            FilterExpression="#p = :v",
+            ExpressionAttributeNames={"#p": "n"},
+            ExpressionAttributeValues={":pk": {"S": "a"}, ":v": value},
+        )
+        assert page["Count"] == found
+
+
+def test_one_condition_text_with_a_missing_placeholder_is_refused_every_time(
+    db: tuple[Client, str],
+) -> None:
+    client, name = db
+    client.put_item(TableName=name, Item={**_key("a"), "n": {"N": "1"}})
+    fine = _guarded(name, "a", "#p = :v", {"#p": "n"}, {"N": "1"})
+    client.transact_write_items(TransactItems=[fine])  # the text is known from now on
+    codes = []
+    for _ in range(2):
+        with pytest.raises(ClientError) as refused:  # moto's code differs from DynamoDB's
+            client.transact_write_items(
+                TransactItems=[_guarded(name, "a", "#p = :v", {}, {"N": "1"})]
+            )
+        codes.append(refused.value.response["Error"]["Code"])
+    assert codes[0] == codes[1]
+
+
+def test_one_update_text_writes_each_actions_own_names_and_values(
+    db: tuple[Client, str],
+) -> None:
+    """`#a = #a + :n` is moto's own update path: each action adds its own amount to its
+    own attribute, as UpdateItem does."""
+    client, name = db
+    for pk in ("a", "b"):
+        client.put_item(TableName=name, Item={**_key(pk), "x": {"N": "10"}, "y": {"N": "20"}})
+
+    def add(pk: str, attribute: str, amount: str) -> Any:
+        return {
+            "Update": {
+                "TableName": name,
+                "Key": _key(pk),
+                "UpdateExpression": "SET #a = #a + :n",
+                "ExpressionAttributeNames": {"#a": attribute},
+                "ExpressionAttributeValues": {":n": {"N": amount}},
+            }
+        }
+
+    client.transact_write_items(TransactItems=[add("a", "x", "1"), add("b", "y", "2")])
+    client.transact_write_items(TransactItems=[add("a", "y", "3"), add("b", "x", "4")])
+    client.update_item(
+        TableName=name,
+        Key=_key("a"),
+        UpdateExpression="SET #a = #a + :n",
+        ExpressionAttributeNames={"#a": "x"},
+        ExpressionAttributeValues={":n": {"N": "100"}},
+    )
+    got = {
+        pk: {
+            k: v["N"]
+            for k, v in client.get_item(TableName=name, Key=_key(pk))["Item"].items()
+            if "N" in v
+        }
+        for pk in ("a", "b")
+    }
+    assert got == {"a": {"x": "111", "y": "23"}, "b": {"x": "14", "y": "22"}}
+
+
 def _gsi(db: tuple[Client, str], partition: str) -> list[tuple[str, str]]:
     client, name = db
     items = client.query(
