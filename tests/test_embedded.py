@@ -134,6 +134,56 @@ def test_a_transaction_failing_half_way_leaves_every_item_as_it_was(
     assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
 
 
+def test_a_cancelled_transaction_leaves_nested_maps_as_they_were(db: tuple[Client, str]) -> None:
+    """Entries of maps an update wrote (a rename's copies) before another action failed:
+    the items keep every entry as it was, and a later write starts from them."""
+    client, name = db
+    entries = {"k1": {"M": {"f": {"S": "one"}}}, "k2": {"M": {"f": {"S": "two"}}}}
+    client.put_item(TableName=name, Item={**_key("nested"), "m": {"M": entries}})
+    client.put_item(TableName=name, Item={**_key("text"), "n": {"S": "not a number"}})
+    before = client.scan(TableName=name, ConsistentRead=True)["Items"]
+
+    def rename(entry: str, to: str) -> Any:
+        return {
+            "Update": {
+                "TableName": name,
+                "Key": _key("nested"),
+                "UpdateExpression": "SET #m.#k.#f = :v, #m.#o.#f = :v",
+                "ExpressionAttributeNames": {"#m": "m", "#k": entry, "#o": "k2", "#f": "f"},
+                "ExpressionAttributeValues": {":v": {"S": to}},
+            }
+        }
+
+    gate = {
+        "ConditionCheck": {
+            "TableName": name,
+            "Key": _key("gate"),
+            "ConditionExpression": "attribute_exists(PK)",
+        }
+    }
+    with pytest.raises(ClientError):
+        client.transact_write_items(TransactItems=[rename("k1", "new"), gate])
+    with pytest.raises(ClientError):
+        client.transact_write_items(TransactItems=[rename("k1", "new"), _add_one(name, "text")])
+    counted = {  # not a plain SET: moto's own update, which changes an item in place
+        "Update": {
+            "TableName": name,
+            "Key": _key("nested"),
+            "UpdateExpression": "SET #m.#k.#f = :v, #c = if_not_exists(#c, :zero)",
+            "ExpressionAttributeNames": {"#m": "m", "#k": "k1", "#f": "f", "#c": "c"},
+            "ExpressionAttributeValues": {":v": {"S": "new"}, ":zero": {"N": "0"}},
+        }
+    }
+    with pytest.raises(ClientError):
+        client.transact_write_items(TransactItems=[counted, _add_one(name, "text")])
+    assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
+    client.transact_write_items(TransactItems=[rename("k1", "after")])
+    item = client.get_item(TableName=name, Key=_key("nested"), ConsistentRead=True)["Item"]
+    assert item["m"] == {
+        "M": {"k1": {"M": {"f": {"S": "after"}}}, "k2": {"M": {"f": {"S": "after"}}}}
+    }
+
+
 def _guarded(name: str, pk: str, condition: str, names: dict[str, str], value: Any) -> Any:
     """An update of `pk` under `condition`: one text, each action its own names and value."""
     return {
