@@ -770,3 +770,49 @@ def test_a_request_lists_no_handler_methods_and_makes_no_class(
         gc.enable()
     assert listed == []
     assert made < 20
+
+
+def test_the_server_keeps_a_clients_connection_for_its_next_request(
+    moto_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One TCP connection serves a client's requests one after another (werkzeug closed
+    each after its answer), without delayed ACKs; a client that asks to close, closes."""
+    import http.client
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    from graph_api.store.embedded.wsgi import KeepAlive
+
+    delays: list[int] = []
+    setup = KeepAlive.setup
+
+    def watched(self: KeepAlive) -> None:
+        setup(self)
+        delays.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(KeepAlive, "setup", watched)
+    server = EmbeddedDynamoDB(in_process=True)
+    where = urlsplit(server.start())
+    try:
+        conn = http.client.HTTPConnection(where.hostname or "", where.port)
+
+        def list_tables(**headers: str) -> http.client.HTTPResponse:
+            conn.request(
+                "POST",
+                "/",
+                body=json.dumps({"Limit": 1}),
+                headers={"X-Amz-Target": "DynamoDB_20120810.ListTables", **headers},
+            )
+            answer = conn.getresponse()
+            assert answer.status == 200 and "TableNames" in json.loads(answer.read())
+            return answer
+
+        first = [list_tables().getheader("Connection") for _ in range(3)]
+        assert first == [None, None, None] and len(delays) == 1 and delays[0] != 0
+        assert list_tables(Connection="close").getheader("Connection") == "close"
+        list_tables()  # http.client opens a new connection: the server closed the first
+        assert len(delays) == 2
+        conn.close()
+    finally:
+        server.stop()

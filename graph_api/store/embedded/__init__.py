@@ -31,11 +31,11 @@ log = logging.getLogger(__name__)
 def _make_server() -> Any:
     """moto's DynamoDB app, fixed and wrapped, on a free loopback port (not yet serving)."""
     # Imported late: only this backend needs moto.
-    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+    from moto.moto_server.werkzeug_app import create_backend_app
     from werkzeug.serving import make_server
 
     from graph_api.store.embedded import moto_fixes
-    from graph_api.store.embedded.wsgi import Serialized
+    from graph_api.store.embedded.wsgi import KeepAlive, Serialized
 
     moto_fixes.apply()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not one access line per call
@@ -46,7 +46,7 @@ def _make_server() -> Any:
     # (CPU, and cyclic garbage for the collector); an error answers 500 either way.
     backend_app.debug = False
     app = Serialized(backend_app)
-    return make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    return make_server("127.0.0.1", 0, app, threaded=True, request_handler=KeepAlive)
 
 
 def serve_child() -> None:
