@@ -670,72 +670,48 @@ _HEAP = """
 import gc, threading, time, weakref
 from graph_api.store.embedded import heap
 
-heap.keep(quiet=0.2)
-kept = [[n] for n in range(20_000)]  # a table's items: they survive, and are frozen
-gc.collect(1)
-assert gc.get_freeze_count() >= 20_000, gc.get_freeze_count()
-heap.collect_frozen()  # a baseline, whatever the keeper did so far
-
 
 class Cycle:
     pass
 
 
-def frozen_garbage():
-    cycle = Cycle()
-    cycle.me = cycle  # a request's objects in flight: a cycle, frozen while in use
-    gone = weakref.ref(cycle)
-    gc.collect(1)
-    del cycle
-    gc.collect()  # a full pass of the collector skips what is frozen
-    assert gone() is not None
-    return gone
-
-
-def wait(gone, seconds):
+def wait(done, seconds=10):
     deadline = time.monotonic() + seconds
-    while gone() is not None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return gone() is None
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return done()
 
 
-# At rest: collected once the frozen objects grew by a quarter.
-gone = frozen_garbage()
-assert not wait(gone, 0.5)
-more = [[n] for n in range(heap.state.baseline // 3)]
+heap.keep(poll=0.01)
+dead = Cycle()
+dead.me = dead  # a request's objects: a cycle, old by now, garbage before the freeze
+gone = weakref.ref(dead)
 gc.collect(1)
-assert wait(gone, 10)
+del dead
+kept = [[n] for n in range(heap.OLD + 10_000)]  # a table's items
+gc.collect(1)  # the young pass that makes them old
+assert wait(lambda: heap.state.freezes == 1)
+assert gc.get_freeze_count() >= len(kept)  # frozen: the collector's passes skip them
+assert gone() is None  # collected first, not frozen
 
-# Under traffic (requests keep coming): only once they doubled.
-heap.collect_frozen()
-busy = threading.Event()
-
-
-def traffic():
-    while not busy.is_set():
-        heap.state.requests += 1
-        time.sleep(0.001)
-
-
-threading.Thread(target=traffic, daemon=True).start()
-gone = frozen_garbage()
-more2 = [[n] for n in range(heap.state.baseline // 3)]
+# While a request is served, old objects wait for the server to rest, up to FORCED.
+heap.state.serving.add(0)
+more = [[n] for n in range(heap.OLD + 10_000)]
 gc.collect(1)
-assert not wait(gone, 0.5)
-more3 = [[n] for n in range(heap.state.baseline)]
+assert not wait(lambda: heap.state.freezes == 2, 0.3)
+most = [[n] for n in range(heap.FORCED)]
 gc.collect(1)
-assert wait(gone, 10)
-busy.set()
-assert len(kept) == 20_000 and kept[-1] == [19_999]  # what is in use stays
+assert wait(lambda: heap.state.freezes == 2)
+heap.state.serving.discard(0)
+assert kept[-1] == [heap.OLD + 9_999] and len(most) == heap.FORCED  # what is in use stays
 print("ok")
 """
 
 
-def test_the_heap_freezes_survivors_and_still_collects_frozen_garbage(moto_only: None) -> None:
-    """The embedded server's process (`heap.keep()`): what survives the collector's young
-    passes is frozen, so its full passes never walk the table's items; a cycle frozen while
-    in use is still collected, at rest once a quarter more is frozen, under traffic once
-    twice as much is."""
+def test_the_heap_freezes_what_stays_and_collects_what_does_not(moto_only: None) -> None:
+    """The embedded server's process (`heap.keep()`): once there are enough old objects, they
+    are frozen, so the collector's full passes never walk the table's items; garbage among
+    them is collected first; while requests are served, only once there are many."""
     done = subprocess.run(
         [sys.executable, "-c", _HEAP], capture_output=True, text=True, timeout=60, check=False
     )

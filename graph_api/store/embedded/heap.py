@@ -3,18 +3,18 @@
 CPython's cyclic collector stops every thread for a full pass over every object it tracks
 whenever a quarter more of them has survived into its oldest generation since the last
 pass. On the embedded server those objects are mostly the table's items (about 190,000 on
-the demo), and a transaction replaces hundreds of them, so a full pass came every few
-teacher renames: 100-140 ms on 2 busy cores during which no read was answered (the slowest
-reads of `make bench-embedded`). Items form no reference cycles: a replaced item is freed by
-its reference count, with or without the collector.
+the demo, 900,000 at 5,000 students), and a transaction replaces hundreds of them, so a full
+pass came every few teacher renames: 100-140 ms on the demo (400 ms at 5,000 students) on 2
+busy cores, during which no read was answered. Items form no reference cycles: a replaced
+item is freed by its reference count, with or without the collector.
 
-So the survivors of every pass beyond the youngest generation are frozen (`gc.freeze()`,
-O(1)): later passes walk only what survived since. What was frozen while in use and later
-becomes cyclic garbage (the objects of a request in flight: werkzeug's and Flask's form
-cycles) waits for a full collection of the frozen objects, which the keeper thread runs at
-a quiet moment (no new request for `quiet` seconds) once they grew by a quarter since the
-last one (the collector's own ratio), and even under traffic once they doubled: as the
-table grows, not every few renames, and when no one is waiting if the server ever rests.
+So the old objects are frozen (`gc.freeze()`: later passes skip them) once there are enough
+of them that a pass over them would be felt (`OLD`): by the keeper thread, at a moment when
+no request is being served, right after a full pass over what is not frozen yet (short:
+only those objects), so that what it freezes is live and stays so: the table's items, not
+the cycles a request leaves behind. Under traffic that never rests it freezes anyway once
+there are `FORCED` old objects; the objects of the requests then in flight stay frozen
+(their cycles are never collected), a few kilobytes each time.
 
 The server's own process only (`serve_child`): freezing is process-wide.
 """
@@ -26,64 +26,45 @@ import threading
 import time
 from typing import Any
 
-GROWTH = 1.25  # frozen objects grown by this much since the last full collection: collect
-FORCED = 2.0  # ... at a quiet moment; grown by this much: collect even under traffic
+OLD = 20_000  # old objects not frozen: enough to freeze at rest (a pass over them: ~10 ms)
+FORCED = 40_000  # ... and even while requests are in flight
 
 
 class _State:
-    baseline = 0  # objects frozen right after the last full collection
-    frozen = 0  # objects frozen now, or a bound above it (see `_freeze_survivors`)
-    requests = 0  # requests begun, counted by the server (`wsgi`): when did it last rest?
-    full_running = False
-    full_collections = 0
+    def __init__(self) -> None:
+        self.old = 0  # objects in the oldest generation, not frozen (at the last collection)
+        self.serving: set[int] = set()  # threads serving a request (`wsgi`): at rest?
+        self.freezes = 0
 
 
 state = _State()
 
 
-def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
-    # Runs inside the collector, on whichever thread allocated: no locks, no collection.
-    if phase != "stop" or info["generation"] == 0:
-        return  # the youngest generation: its survivors are still young
-    if state.full_running and info["generation"] != 2:
-        return  # a young pass between the keeper's unfreeze and its full pass
-    if state.full_running:
-        gc.freeze()
-        state.baseline = state.frozen = gc.get_freeze_count()
-        return
-    # Counting the frozen objects walks them all (2-5 ms at 200,000, several times a
-    # transaction): add up what is frozen instead, a bound above the count (frozen items a
-    # write replaced were freed since), which the keeper corrects when it matters.
-    state.frozen += len(gc.get_objects(generation=2))
+def _count_old(phase: str, info: dict[str, Any]) -> None:
+    # Runs inside the collector, after a pass that moved survivors into the oldest
+    # generation: a walk of that generation only (at most FORCED objects, rarely).
+    if phase == "stop" and info["generation"] > 0:
+        state.old = len(gc.get_objects(generation=2))
+
+
+def freeze_old() -> None:
+    """Collect what is not frozen yet, then freeze what survived."""
+    gc.collect()  # a full pass over the objects not frozen: the others are live
     gc.freeze()
+    state.old = 0
+    state.freezes += 1
 
 
-def collect_frozen() -> None:
-    """A full collection, frozen objects included; its survivors are frozen again."""
-    state.full_running = True
-    try:
-        gc.unfreeze()
-        gc.collect()  # its "stop" callback freezes the survivors and sets the baseline
-    finally:
-        state.full_running = False
-        state.full_collections += 1
-
-
-def keep(quiet: float = 0.25) -> None:
-    """From now on in this process: freeze survivors, collect frozen garbage as it grows."""
-    if _freeze_survivors in gc.callbacks:
+def keep(poll: float = 0.05) -> None:
+    """From now on in this process: freeze the old objects as they accumulate."""
+    if _count_old in gc.callbacks:
         return
 
     def keeper() -> None:
-        seen = -1
         while True:
-            time.sleep(quiet)
-            resting, seen = state.requests == seen, state.requests
-            limit = state.baseline * (GROWTH if resting else FORCED)
-            if state.frozen > limit:
-                state.frozen = gc.get_freeze_count()  # the bound says maybe: count
-                if state.frozen > limit:
-                    collect_frozen()
+            time.sleep(poll)
+            if state.old > OLD and (not state.serving or state.old > FORCED):
+                freeze_old()
 
-    gc.callbacks.append(_freeze_survivors)
+    gc.callbacks.append(_count_old)
     threading.Thread(target=keeper, name="heap-keeper", daemon=True).start()

@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import socket
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -107,7 +108,14 @@ class Serialized:
         self.clock = clock
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        heap.state.requests += 1  # the heap's keeper collects when this stops moving
+        serving = threading.get_ident()
+        heap.state.serving.add(serving)  # the heap's keeper freezes when no one is served
+        try:
+            return self._serve(environ, start_response)
+        finally:
+            heap.state.serving.discard(serving)
+
+    def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target.startswith(streams.TARGET_PREFIX):
             return streams.serve(target[len(streams.TARGET_PREFIX) :], environ, start_response)
