@@ -7,7 +7,10 @@ pin how (no whole-table copies, no whole-table walks) run on moto only.
 
 from __future__ import annotations
 
+import gc
 import random
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -129,6 +132,216 @@ def test_a_transaction_failing_half_way_leaves_every_item_as_it_was(
             ]
         )
     assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
+
+
+def test_a_cancelled_transaction_leaves_nested_maps_as_they_were(db: tuple[Client, str]) -> None:
+    """Entries of maps an update wrote (a rename's copies) before another action failed:
+    the items keep every entry as it was, and a later write starts from them."""
+    client, name = db
+    entries = {"k1": {"M": {"f": {"S": "one"}}}, "k2": {"M": {"f": {"S": "two"}}}}
+    client.put_item(TableName=name, Item={**_key("nested"), "m": {"M": entries}})
+    client.put_item(TableName=name, Item={**_key("text"), "n": {"S": "not a number"}})
+    before = client.scan(TableName=name, ConsistentRead=True)["Items"]
+
+    def rename(entry: str, to: str) -> Any:
+        return {
+            "Update": {
+                "TableName": name,
+                "Key": _key("nested"),
+                "UpdateExpression": "SET #m.#k.#f = :v, #m.#o.#f = :v",
+                "ExpressionAttributeNames": {"#m": "m", "#k": entry, "#o": "k2", "#f": "f"},
+                "ExpressionAttributeValues": {":v": {"S": to}},
+            }
+        }
+
+    gate = {
+        "ConditionCheck": {
+            "TableName": name,
+            "Key": _key("gate"),
+            "ConditionExpression": "attribute_exists(PK)",
+        }
+    }
+    with pytest.raises(ClientError):
+        client.transact_write_items(TransactItems=[rename("k1", "new"), gate])
+    with pytest.raises(ClientError):
+        client.transact_write_items(TransactItems=[rename("k1", "new"), _add_one(name, "text")])
+    counted = {  # not a plain SET: moto's own update, which changes an item in place
+        "Update": {
+            "TableName": name,
+            "Key": _key("nested"),
+            "UpdateExpression": "SET #m.#k.#f = :v, #c = if_not_exists(#c, :zero)",
+            "ExpressionAttributeNames": {"#m": "m", "#k": "k1", "#f": "f", "#c": "c"},
+            "ExpressionAttributeValues": {":v": {"S": "new"}, ":zero": {"N": "0"}},
+        }
+    }
+    with pytest.raises(ClientError):
+        client.transact_write_items(TransactItems=[counted, _add_one(name, "text")])
+    assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
+    client.transact_write_items(TransactItems=[rename("k1", "after")])
+    item = client.get_item(TableName=name, Key=_key("nested"), ConsistentRead=True)["Item"]
+    assert item["m"] == {
+        "M": {"k1": {"M": {"f": {"S": "after"}}}, "k2": {"M": {"f": {"S": "after"}}}}
+    }
+
+
+def _guarded(name: str, pk: str, condition: str, names: dict[str, str], value: Any) -> Any:
+    """An update of `pk` under `condition`: one text, each action its own names and value."""
+    return {
+        "Update": {
+            "TableName": name,
+            "Key": _key(pk),
+            "UpdateExpression": "SET #done = :yes",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#done": "done", **names},
+            "ExpressionAttributeValues": {":yes": {"BOOL": True}, ":v": value},
+        }
+    }
+
+
+def _reasons(client: Client, actions: list[Any]) -> list[str]:
+    try:
+        client.transact_write_items(TransactItems=actions)
+    except ClientError as error:
+        return [r["Code"] for r in error.response["CancellationReasons"]]
+    return []
+
+
+def test_one_condition_text_is_evaluated_with_each_actions_own_names_and_values(
+    db: tuple[Client, str],
+) -> None:
+    """A rename sends one condition text for a hundred items, each with its own names and
+    values: each action is judged by its own, whatever the others carried."""
+    client, name = db
+    client.put_item(
+        TableName=name, Item={**_key("a"), "n": {"N": "1"}, "m": {"M": {"k1": {"S": "x"}}}}
+    )
+    client.put_item(
+        TableName=name, Item={**_key("b"), "n": {"N": "2"}, "m": {"M": {"k2": {"S": "y"}}}}
+    )
+    equal, exists = "#p = :v", "attribute_exists(#m.#k) AND #m.#k = :v"
+    for _ in range(2):  # the second time, every text has been seen
+        assert (
+            _reasons(
+                client,
+                [
+                    _guarded(name, "a", equal, {"#p": "n"}, {"N": "1"}),
+                    _guarded(name, "b", equal, {"#p": "n"}, {"N": "2"}),
+                ],
+            )
+            == []
+        )
+        assert _reasons(
+            client,
+            [
+                _guarded(name, "a", equal, {"#p": "n"}, {"N": "1"}),
+                _guarded(name, "b", equal, {"#p": "n"}, {"N": "3"}),  # another value
+            ],
+        ) == ["None", "ConditionalCheckFailed"]
+        assert _reasons(
+            client,
+            [
+                _guarded(name, "a", equal, {"#p": "n"}, {"S": "1"}),  # another type
+                _guarded(name, "b", equal, {"#p": "n"}, {"N": "2"}),
+            ],
+        ) == ["ConditionalCheckFailed", "None"]
+        assert (
+            _reasons(
+                client,
+                [
+                    _guarded(name, "a", exists, {"#m": "m", "#k": "k1"}, {"S": "x"}),
+                    _guarded(name, "b", exists, {"#m": "m", "#k": "k2"}, {"S": "y"}),
+                ],
+            )
+            == []
+        )
+        assert _reasons(
+            client,
+            [
+                _guarded(name, "a", exists, {"#m": "m", "#k": "k1"}, {"S": "x"}),
+                _guarded(name, "b", exists, {"#m": "m", "#k": "k1"}, {"S": "x"}),  # another name
+            ],
+        ) == ["None", "ConditionalCheckFailed"]
+    # Single-item writes and a Query's filter keep to their own values too.
+    for value, written in (({"N": "1"}, True), ({"N": "5"}, False)):
+        try:
+            client.update_item(
+                TableName=name,
+                Key=_key("a"),
+                UpdateExpression="SET #p = #p",
+                ConditionExpression="#p = :v",
+                ExpressionAttributeNames={"#p": "n"},
+                ExpressionAttributeValues={":v": value},
+            )
+            assert written
+        except ClientError as error:
+            assert not written
+            assert error.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    for value, found in (({"N": "1"}, 1), ({"N": "5"}, 0)):
+        page = client.query(
+            TableName=name,
+            KeyConditionExpression="PK = :pk",
+            FilterExpression="#p = :v",
+            ExpressionAttributeNames={"#p": "n"},
+            ExpressionAttributeValues={":pk": {"S": "a"}, ":v": value},
+        )
+        assert page["Count"] == found
+
+
+def test_one_condition_text_with_a_missing_placeholder_is_refused_every_time(
+    db: tuple[Client, str],
+) -> None:
+    client, name = db
+    client.put_item(TableName=name, Item={**_key("a"), "n": {"N": "1"}})
+    fine = _guarded(name, "a", "#p = :v", {"#p": "n"}, {"N": "1"})
+    client.transact_write_items(TransactItems=[fine])  # the text is known from now on
+    codes = []
+    for _ in range(2):
+        with pytest.raises(ClientError) as refused:  # moto's code differs from DynamoDB's
+            client.transact_write_items(
+                TransactItems=[_guarded(name, "a", "#p = :v", {}, {"N": "1"})]
+            )
+        codes.append(refused.value.response["Error"]["Code"])
+    assert codes[0] == codes[1]
+
+
+def test_one_update_text_writes_each_actions_own_names_and_values(
+    db: tuple[Client, str],
+) -> None:
+    """`#a = #a + :n` is moto's own update path: each action adds its own amount to its
+    own attribute, as UpdateItem does."""
+    client, name = db
+    for pk in ("a", "b"):
+        client.put_item(TableName=name, Item={**_key(pk), "x": {"N": "10"}, "y": {"N": "20"}})
+
+    def add(pk: str, attribute: str, amount: str) -> Any:
+        return {
+            "Update": {
+                "TableName": name,
+                "Key": _key(pk),
+                "UpdateExpression": "SET #a = #a + :n",
+                "ExpressionAttributeNames": {"#a": attribute},
+                "ExpressionAttributeValues": {":n": {"N": amount}},
+            }
+        }
+
+    client.transact_write_items(TransactItems=[add("a", "x", "1"), add("b", "y", "2")])
+    client.transact_write_items(TransactItems=[add("a", "y", "3"), add("b", "x", "4")])
+    client.update_item(
+        TableName=name,
+        Key=_key("a"),
+        UpdateExpression="SET #a = #a + :n",
+        ExpressionAttributeNames={"#a": "x"},
+        ExpressionAttributeValues={":n": {"N": "100"}},
+    )
+    got = {
+        pk: {
+            k: v["N"]
+            for k, v in client.get_item(TableName=name, Key=_key(pk))["Item"].items()
+            if "N" in v
+        }
+        for pk in ("a", "b")
+    }
+    assert got == {"a": {"x": "111", "y": "23"}, "b": {"x": "14", "y": "22"}}
 
 
 def _gsi(db: tuple[Client, str], partition: str) -> list[tuple[str, str]]:
@@ -449,3 +662,133 @@ def test_the_server_keeps_nothing_of_what_it_answered(inside: Services) -> None:
     for _ in range(20):
         ok(svc, '{ studentsByLocation(country: "Chile", first: 5) { edges { node { id } } } }')
     assert len(Item.instances_tracked) == 0  # type: ignore[attr-defined]
+
+
+# -- the server's heap: the table's items out of the collector's full passes (moto only) ----
+
+_HEAP = """
+import gc, threading, time, weakref
+from graph_api.store.embedded import heap
+
+
+class Cycle:
+    pass
+
+
+def wait(done, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return done()
+
+
+heap.keep(poll=0.01)
+dead = Cycle()
+dead.me = dead  # a request's objects: a cycle, old by now, garbage before the freeze
+gone = weakref.ref(dead)
+gc.collect(1)
+del dead
+kept = [[n] for n in range(heap.OLD + 10_000)]  # a table's items
+gc.collect(1)  # the young pass that makes them old
+assert wait(lambda: heap.state.freezes == 1)
+assert gc.get_freeze_count() >= len(kept)  # frozen: the collector's passes skip them
+assert gone() is None  # collected first, not frozen
+
+# While a request is served, old objects wait for the server to rest, up to FORCED.
+heap.state.serving.add(0)
+more = [[n] for n in range(heap.OLD + 10_000)]
+gc.collect(1)
+assert not wait(lambda: heap.state.freezes == 2, 0.3)
+most = [[n] for n in range(heap.FORCED)]
+gc.collect(1)
+assert wait(lambda: heap.state.freezes == 2)
+heap.state.serving.discard(0)
+assert kept[-1] == [heap.OLD + 9_999] and len(most) == heap.FORCED  # what is in use stays
+print("ok")
+"""
+
+
+def test_the_heap_freezes_what_stays_and_collects_what_does_not(moto_only: None) -> None:
+    """The embedded server's process (`heap.keep()`): once there are enough old objects, they
+    are frozen, so the collector's full passes never walk the table's items; garbage among
+    them is collected first; while requests are served, only once there are many."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HEAP], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_request_lists_no_handler_methods_and_makes_no_class(
+    inside: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per request, moto's dispatch listed its handler's methods (`inspect.getmembers`) and
+    Flask's debug mode made a class for the form data: CPU, and cyclic garbage."""
+    import inspect
+
+    client, name = inside.dynamo.client, inside.settings.table
+    client.get_item(TableName=name, Key=_key("warm"))
+    listed: list[object] = []
+    getmembers = inspect.getmembers
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        listed.append(args[0])
+        return getmembers(*args, **kwargs)
+
+    monkeypatch.setattr(inspect, "getmembers", counted)
+    gc.disable()  # the classes are garbage at once: count them before a collection can
+    try:
+        before = sum(isinstance(o, type) for o in gc.get_objects())
+        for _ in range(20):
+            client.get_item(TableName=name, Key=_key("absent"))
+        made = sum(isinstance(o, type) for o in gc.get_objects()) - before
+    finally:
+        gc.enable()
+    assert listed == []
+    assert made < 20
+
+
+def test_the_server_keeps_a_clients_connection_for_its_next_request(
+    moto_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One TCP connection serves a client's requests one after another (werkzeug closed
+    each after its answer), without delayed ACKs; a client that asks to close, closes."""
+    import http.client
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    from graph_api.store.embedded.wsgi import KeepAlive
+
+    delays: list[int] = []
+    setup = KeepAlive.setup
+
+    def watched(self: KeepAlive) -> None:
+        setup(self)
+        delays.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(KeepAlive, "setup", watched)
+    server = EmbeddedDynamoDB(in_process=True)
+    where = urlsplit(server.start())
+    try:
+        conn = http.client.HTTPConnection(where.hostname or "", where.port)
+
+        def list_tables(**headers: str) -> http.client.HTTPResponse:
+            conn.request(
+                "POST",
+                "/",
+                body=json.dumps({"Limit": 1}),
+                headers={"X-Amz-Target": "DynamoDB_20120810.ListTables", **headers},
+            )
+            answer = conn.getresponse()
+            assert answer.status == 200 and "TableNames" in json.loads(answer.read())
+            return answer
+
+        first = [list_tables().getheader("Connection") for _ in range(3)]
+        assert first == [None, None, None] and len(delays) == 1 and delays[0] != 0
+        assert list_tables(Connection="close").getheader("Connection") == "close"
+        list_tables()  # http.client opens a new connection: the server closed the first
+        assert len(delays) == 2
+        conn.close()
+    finally:
+        server.stop()

@@ -23,6 +23,7 @@ from typing import Any
 
 from graph_api import cli
 from graph_api.graph.context import Services
+from graph_api.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.embedded import rss_kb
@@ -155,6 +156,7 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
     settings, server = cli.start_embedded(settings)  # what `make run` does
     seeded = time.perf_counter() - started
     services = Services.create(settings)
+    tune_collector()  # as `graph-api serve` does: no full collection over the startup objects
     api, port = serve(services)
     try:
         writes = measure_writes(port, runs)

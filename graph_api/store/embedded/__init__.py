@@ -31,24 +31,31 @@ log = logging.getLogger(__name__)
 def _make_server() -> Any:
     """moto's DynamoDB app, fixed and wrapped, on a free loopback port (not yet serving)."""
     # Imported late: only this backend needs moto.
-    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+    from moto.moto_server.werkzeug_app import create_backend_app
     from werkzeug.serving import make_server
 
     from graph_api.store.embedded import moto_fixes
-    from graph_api.store.embedded.wsgi import Serialized
+    from graph_api.store.embedded.wsgi import KeepAlive, Serialized
 
     moto_fixes.apply()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not one access line per call
     # DynamoDB's app alone: moto's dispatcher lists its own package on every request to find
     # which of its services a request is for. Loopback only: moto binds every interface.
-    app = Serialized(create_backend_app("dynamodb"))
-    return make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    backend_app = create_backend_app("dynamodb")
+    # moto turns on Flask's debug mode, which makes a class for every request's form data
+    # (CPU, and cyclic garbage for the collector); an error answers 500 either way.
+    backend_app.debug = False
+    app = Serialized(backend_app)
+    return make_server("127.0.0.1", 0, app, threaded=True, request_handler=KeepAlive)
 
 
 def serve_child() -> None:
     """The child process (`python -m graph_api.store.embedded`): print the port, serve until
     standard input closes (the parent stopped, or died)."""
+    from graph_api.store.embedded import heap
+
     server = _make_server()
+    heap.keep()  # the table's items out of the collector's full passes (see `heap`)
     print(server.server_port, flush=True)
     os.dup2(2, 1)  # nobody reads the pipe after the port: anything else goes to stderr
 

@@ -6,25 +6,35 @@ pinned by `tests/test_embedded.py`; each goes away when moto does the same:
 - `partitions`: a Query reads one partition (of the table or a GSI), not the whole table;
 - `transactions`: a transaction copies only the items it touches and becomes visible at once;
 - `responses`: item reads are written as JSON directly;
+- `expressions`: a condition or update expression is parsed once per text, not for every
+  action that carries it (twice for a transaction's conditions);
 - `streams`: DynamoDB Streams of committed changes only, trimmed, served on the same port
   (moto's own stream records refused transactions and is never trimmed; it is switched off);
-- and moto's models forget their instances: every moto model keeps each instance it ever
+- moto's models forget their instances: every moto model keeps each instance it ever
   made, for moto's dashboard (each Item, every copy of a query's results included: about
-  110 MB a minute of mixed traffic on the demo). The embedded backend has no dashboard.
+  110 MB a minute of mixed traffic on the demo). The embedded backend has no dashboard;
+- and moto's dispatch lists a handler's methods once, not on every request
+  (`inspect.getmembers` over `DynamoHandler`: a twentieth of a Query's CPU).
 
 `apply()` installs them once per process; nothing else in the project touches moto's classes.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 
+from moto.core import responses as core_responses
 from moto.core.model_instances import model_data
+from moto.dynamodb import comparisons
+from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb import responses as dynamodb_responses
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.responses import DynamoResult
 
-from graph_api.store.embedded import partitions, responses, streams, transactions
+from graph_api.store.embedded import expressions, partitions, responses, streams, transactions
 
 _applied = False
 _apply_lock = threading.Lock()
@@ -52,6 +62,15 @@ def apply() -> None:
         DynamoDBBackend.update_table_streams = streams.update_table_streams  # type: ignore[method-assign]
         DynamoDBBackend.delete_table = streams.retired_with_table(DynamoDBBackend.delete_table)  # type: ignore[method-assign]
         DynamoResult.execute_result = responses.as_json(DynamoResult.execute_result)  # type: ignore[method-assign]
+        # `moto.core.responses` calls the name it imported from `moto.core.utils`.
+        listed = functools.cache(core_responses.method_names_from_class)  # type: ignore[attr-defined]
+        core_responses.method_names_from_class = listed  # type: ignore[attr-defined]
+        # Every caller of moto's condition parser, by the name it imported (`get_filter_expression`
+        # calls the one in `comparisons`).
+        for module in (comparisons, dynamodb_models, dynamodb_responses):
+            module.create_condition_expression_parser = expressions.ConditionParser  # type: ignore[attr-defined]
+        make = UpdateExpressionParser.make.__func__
+        UpdateExpressionParser.make = expressions.kept_update_syntax(make)
         for model in model_data["dynamodb"].values():
             model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
         _applied = True
