@@ -33,19 +33,29 @@ class CommandError(Exception):
 
 
 class _ProgressLine:
-    """A line on stderr rewritten in place (`\r`), ended before anything else is printed."""
+    """A line on stderr rewritten in place (`\r`), ended before anything else is printed.
+
+    Where stderr is not a terminal (CI logs, containers, a bench's output) a rewritten line
+    would be thousands of lines, so only the last state is printed, once, at the end."""
 
     def __init__(self) -> None:
         self.open = False
+        self.last = ""
+        self.terminal = sys.stderr.isatty()
 
     def show(self, text: str) -> None:
-        print(f"\r{text}", end="", file=sys.stderr, flush=True)
-        self.open = True
+        self.last = text
+        if self.terminal:
+            print(f"\r{text}", end="", file=sys.stderr, flush=True)
+            self.open = True
 
     def end(self) -> None:
         if self.open:
             print(file=sys.stderr, flush=True)
             self.open = False
+        elif self.last and not self.terminal:
+            print(self.last, file=sys.stderr, flush=True)
+        self.last = ""
 
 
 @contextmanager

@@ -386,6 +386,7 @@ def test_the_check_gives_up_on_a_page_saying_how_far_it_got(
     captured = capsys.readouterr()
     assert captured.out == ""  # no verdict on half a table
     assert "Traceback" not in captured.err
+    assert "\r" not in captured.err  # not a terminal: the last progress line only, once
     progress, error = captured.err.rstrip("\n").split("\n")
     assert progress.endswith("checking " + graph.settings.table + ": 25 items scanned")
     assert error.startswith(

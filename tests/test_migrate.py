@@ -4,6 +4,7 @@ idempotent, and finished by a later run after a crash at any point."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -282,10 +283,11 @@ def env(fresh: Table, endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Table:
 
 
 def test_the_command_migrates_then_says_there_is_nothing_to_do(
-    env: Table, capsys: pytest.CaptureFixture[str]
+    env: Table, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     school = small_school()
     env.seed(old_items(school))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # an operator's terminal
     assert cli.main(["migrate", "--page-size", "50"]) == 0
     captured = capsys.readouterr()
     students, teachers = len(school.students), len(school.teachers)
