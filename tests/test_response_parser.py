@@ -17,7 +17,7 @@ from botocore.parsers import JSONParser, ResponseParserFactory
 from conftest import make_settings
 
 from graph_api.store import table
-from graph_api.store.client import Dynamo
+from graph_api.store.client import Dynamo, Streams
 from graph_api.store.response_parser import DynamoJSONParser, DynamoResponseParserFactory
 
 STOCK = JSONParser()
@@ -220,6 +220,42 @@ def test_unprocessed_keys_parse_as_botocore_does(rec: Recorder) -> None:
     unprocessed = got.get("UnprocessedKeys", {}).get(name, {}).get("Keys", [])
     assert unprocessed, "the emulator returned every key: no UnprocessedKeys to compare"
     assert len(got["Responses"][name]) + len(unprocessed) == count
+
+
+def test_stream_records_parse_as_botocore_does(rec: Recorder, endpoint: str) -> None:
+    """The change stream's client uses the same parser: records carry both images."""
+    streams = Streams(make_settings(endpoint, table=rec.table))
+    raw: list[dict[str, Any]] = []
+    streams.client.meta.events.register(
+        "before-parse.dynamodb-streams.*", lambda response_dict, **_: raw.append(response_dict)
+    )
+    try:
+        assert isinstance(
+            streams.client._endpoint._response_parser_factory, DynamoResponseParserFactory
+        )
+        rec.call("PutItem", {"TableName": rec.table, "Item": student(1)})
+        rec.call("PutItem", {"TableName": rec.table, "Item": student(1, extra=3)})
+        described = rec.dynamo.call_sync("DescribeTable", {"TableName": rec.table}, None)
+        arn = described["Table"]["LatestStreamArn"]
+        shards = streams.call_sync("DescribeStream", {"StreamArn": arn})
+        shard = shards["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.call_sync(
+            "GetShardIterator",
+            {"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"},
+        )["ShardIterator"]
+        raw.clear()
+        got = streams.call_sync("GetRecords", {"ShardIterator": iterator})
+        model = streams.client.meta.service_model.operation_model("GetRecords")
+        expected = STOCK.parse(raw[0], model.output_shape)
+        metadata = {**got["ResponseMetadata"]}
+        metadata.pop("RetryAttempts")
+        metadata.pop("MaxAttemptsReached", None)
+        assert {**got, "ResponseMetadata": metadata} == expected
+        images = [r["dynamodb"] for r in got["Records"]]
+        assert images[0]["NewImage"] == student(1)
+        assert images[1]["OldImage"] == student(1) and images[1]["NewImage"] == student(1, 3)
+    finally:
+        streams.close()
 
 
 def test_binary_attributes_are_bytes_as_botocore_makes_them(rec: Recorder) -> None:

@@ -72,6 +72,14 @@ def _config(settings: Settings, connections: int) -> Config:
     )
 
 
+def _session() -> boto3.session.Session:
+    """A boto3 session whose clients parse successful responses without botocore's walk
+    over every attribute value (store/response_parser.py): items, and stream images."""
+    session = botocore.session.get_session()
+    session.register_component("response_parser_factory", DynamoResponseParserFactory())
+    return boto3.session.Session(botocore_session=session)
+
+
 def _snake(operation: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
 
@@ -84,10 +92,7 @@ class Dynamo:
         kwargs: dict[str, Any] = {"config": _config(settings, workers)}
         if settings.endpoint_url:
             kwargs.update(endpoint_url=settings.endpoint_url, **LOCAL_CREDENTIALS)
-        session = botocore.session.get_session()
-        # Successful responses parsed without botocore's walk over every attribute value.
-        session.register_component("response_parser_factory", DynamoResponseParserFactory())
-        self.client = boto3.session.Session(botocore_session=session).client("dynamodb", **kwargs)
+        self.client = _session().client("dynamodb", **kwargs)
         self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
@@ -153,7 +158,7 @@ class Streams:
         endpoint = endpoint_url or settings.endpoint_url  # an emulator may serve it elsewhere
         if endpoint:
             kwargs.update(endpoint_url=endpoint, **LOCAL_CREDENTIALS)
-        self.client = boto3.session.Session().client("dynamodbstreams", **kwargs)
+        self.client = _session().client("dynamodbstreams", **kwargs)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streams")
 
     def close(self) -> None:
