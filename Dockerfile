@@ -23,7 +23,7 @@ WORKDIR /app
 USER 10001
 
 # Never the embedded demo backend: a container that served an in-memory table would look
-# healthy and lose every write (graph_api.hosting refuses it). Set GRAPH_API_TABLE,
+# healthy and lose every write (graph_api.http.hosting refuses it). Set GRAPH_API_TABLE,
 # GRAPH_API_CURSOR_SECRET and AWS_REGION when running.
 # uvicorn reads UVICORN_* for its options and WEB_CONCURRENCY for --workers: one worker per
 # vCPU the task has (each worker is one event loop); `graph-api serve` reads the same
@@ -38,4 +38,4 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['UVICORN_PORT']}/healthz\", timeout=2)"]
 
-CMD ["uvicorn", "--factory", "graph_api.hosting:create_app_from_env", "--no-server-header"]
+CMD ["uvicorn", "--factory", "graph_api.http.hosting:create_app_from_env", "--no-server-header"]

@@ -103,7 +103,7 @@ lambda-package: $(STAMP)  ## graph_api and its dependencies for Lambda (python3.
 
 .PHONY: graphiql http-audit e2e
 
-graphiql: $(STAMP)  ## re-copy GraphiQL's assets (web/graphiql, npm) into graph_api/static/graphiql
+graphiql: $(STAMP)  ## re-copy GraphiQL's assets (web/graphiql, npm) into graph_api/http/static/graphiql
 	$(BIN)/python -m tools.graphiql_assets
 
 http-audit: $(STAMP)  ## graphql-http's GraphQL-over-HTTP audit of a served API: 0 errors, 0 warnings
@@ -114,4 +114,4 @@ e2e: $(STAMP)  ## GraphiQL in headless Chromium (Debian's chromium); screenshot 
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info .cache
-	rm -rf graph_api/static/graphiql test-output web/graphiql/node_modules tests/*/node_modules
+	rm -rf graph_api/http/static/graphiql test-output web/graphiql/node_modules tests/*/node_modules

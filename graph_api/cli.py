@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from graph_api import demo, embedded_file, logs
+from graph_api import logs
 from graph_api.errors import Unavailable
+from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store import table
 from graph_api.store.client import Dynamo
@@ -119,10 +120,15 @@ def default_workers(settings: Settings, environ: Mapping[str, str] | None = None
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
-    from graph_api.app import create_app
     from graph_api.events.live import NO_SHARED_BROKER
     from graph_api.graph.context import Services
-    from graph_api.hosting import WORKER_SETTINGS, announce, settings_for_workers, tune_collector
+    from graph_api.http.app import create_app
+    from graph_api.http.hosting import (
+        WORKER_SETTINGS,
+        announce,
+        settings_for_workers,
+        tune_collector,
+    )
 
     settings = dataclasses.replace(
         settings, host=args.host or settings.host, port=args.port or settings.port
@@ -159,7 +165,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             if settings.events_broker == "memory":
                 print(f"Subscriptions: off ({NO_SHARED_BROKER})", flush=True)
             uvicorn.run(
-                "graph_api.hosting:create_worker_app",
+                "graph_api.http.hosting:create_worker_app",
                 factory=True,
                 workers=workers,
                 host=settings.host,
@@ -256,7 +262,7 @@ def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_api.check import ScanGaveUp, check_table
+    from graph_api.ops.check import ScanGaveUp, check_table
 
     with _dynamodb(settings) as (settings, dynamo), _progress_line() as line:
 
@@ -286,8 +292,8 @@ def _bar(done: int, total: int, width: int = 30) -> str:
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_api.check import ScanGaveUp
-    from graph_api.migrate import migrate_table
+    from graph_api.ops.check import ScanGaveUp
+    from graph_api.ops.migrate import migrate_table
 
     with _dynamodb(settings) as (settings, dynamo):
         stream_line, stream_ok = _enable_stream(dynamo, settings.table)
@@ -377,8 +383,8 @@ def cmd_export_schema(_: Settings, args: argparse.Namespace) -> int:
 def cmd_schema_check(_: Settings, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from graph_api import schema_check
     from graph_api.graph.schema import schema
+    from graph_api.ops import schema_check
 
     if args.operations is not None:
         return _check_operations(Path(args.operations))
@@ -396,8 +402,8 @@ def _check_operations(root: Path) -> int:
     """`schema-check --operations DIR`: the client's operations against the code's schema."""
     from graphql import build_schema
 
-    from graph_api import operations_check
     from graph_api.graph.schema import schema
+    from graph_api.ops import operations_check
 
     try:
         report = operations_check.check(build_schema(schema.as_str()), root)
@@ -410,7 +416,7 @@ def _check_operations(root: Path) -> int:
 
 
 def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
-    from graph_api import workbench
+    from graph_api.ops import workbench
 
     return _write_out(workbench.dumps(workbench.model(args.table)), args.output)
 

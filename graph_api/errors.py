@@ -3,7 +3,7 @@ one function that builds an error response's body (`error_body`).
 
 Anything raised that is not an `ApiError` is unexpected: the schema masks it as
 INTERNAL_SERVER_ERROR and logs it with the request id (see `graph/errors.py`); so does the
-HTTP middleware for anything that escapes the app (`middleware.py`).
+HTTP middleware for anything that escapes the app (`http/middleware.py`).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Forbidden(ApiError):
 
 class BadRequest(ApiError):
     """Refused at the HTTP level, before it became an operation: unparsable JSON, no query,
-    a subscription sent as a plain request (GraphQL over HTTP, `graphql_http.py`)."""
+    a subscription sent as a plain request (GraphQL over HTTP, `http/graphql_http.py`)."""
 
     code = "BAD_REQUEST"
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from graph_api import demo
+from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.codec import Item
@@ -169,7 +169,7 @@ def gql(services: Services) -> Any:
 def client(services: Services) -> Iterator[TestClient]:
     from starlette.testclient import TestClient
 
-    from graph_api.app import create_app
+    from graph_api.http.app import create_app
 
     with TestClient(create_app(services)) as test_client:
         yield test_client

@@ -20,10 +20,10 @@ import boto3
 from starlette.testclient import TestClient, WebSocketTestSession
 from write_support import fresh_services
 
-from graph_api import items
-from graph_api.app import create_app
 from graph_api.graph.context import Services
-from graph_api.items import TEACHING
+from graph_api.http.app import create_app
+from graph_api.model import items
+from graph_api.model.items import TEACHING
 from graph_api.store import table
 from graph_api.store.client import LOCAL_CREDENTIALS
 from graph_api.store.codec import Item, encode

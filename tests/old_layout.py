@@ -1,6 +1,6 @@
 """One school, written in either layout: the old one (before issue 12), frozen here because
 the package no longer builds it, for `graph-api migrate` to rewrite; and the new one, built
-by `graph_api.items`, which is what migrate must leave.
+by `graph_api.model.items`, which is what migrate must leave.
 
 `random_school` draws the same school as the old `demo.generate` did for the same arguments
 (same draws, same order), so an old-layout demo table can be seeded for timings.
@@ -11,8 +11,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from graph_api import demo, items, keys
-from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING, Place
+from graph_api.model import items, keys
+from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING, Place
+from graph_api.ops import demo
 from graph_api.store.codec import Item
 
 
@@ -66,7 +67,7 @@ def random_school(students: int = 500, seed: int = 7) -> School:
     return school
 
 
-# -- the new layout: graph_api.items ---------------------------------------------------------
+# -- the new layout: graph_api.model.items ---------------------------------------------------
 
 
 def new_items(school: School) -> list[Item]:

@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 from write_support import scan
 
-from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
 

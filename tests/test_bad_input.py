@@ -17,11 +17,12 @@ from conftest import assert_no_key_in_messages, make_settings
 from starlette.testclient import TestClient
 from write_support import scan
 
-from graph_api import demo, keys, validation
-from graph_api.app import create_app
-from graph_api.check import check_table
 from graph_api.errors import BadUserInput
 from graph_api.graph.context import Services
+from graph_api.http.app import create_app
+from graph_api.model import keys, validation
+from graph_api.ops import demo
+from graph_api.ops.check import check_table
 from graph_api.store import table
 from graph_api.store.codec import Item
 

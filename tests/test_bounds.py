@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from write_support import USER_ERRORS, assert_clean, fresh_services, run, scan, seed
 
-from graph_api import items
 from graph_api.graph.context import Services
-from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING
+from graph_api.model import items
+from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING
 from graph_api.store.codec import Item
 
 

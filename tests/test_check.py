@@ -13,10 +13,11 @@ from botocore.exceptions import ReadTimeoutError
 from conftest import make_settings
 from old_layout import new_items, old_items, random_school
 
-from graph_api import check, cli
-from graph_api.check import Finding, ScanGaveUp, check_table
+from graph_api import cli
 from graph_api.errors import Unavailable
 from graph_api.events.lease import Lease
+from graph_api.ops import check
+from graph_api.ops.check import Finding, ScanGaveUp, check_table
 from graph_api.settings import Settings
 from graph_api.store import codec, retry, table
 from graph_api.store.client import Dynamo

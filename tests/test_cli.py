@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import make_settings
 
-from graph_api import cli, demo, embedded_file
+from graph_api import cli
+from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store.client import Dynamo
 
@@ -186,9 +187,9 @@ def test_settings_without_cursor_secret_draw_a_random_one() -> None:
 def test_dev_cursor_secret_survives_a_restart_of_the_embedded_server(tmp_path: Path) -> None:
     """`make run` twice: the second process signs and reads cursors with the first's secret,
     kept in a file only its owner reads."""
-    from graph_api.cursors import Cursors
-    from graph_api.keys import Kind as NodeKind
-    from graph_api.keys import catalog
+    from graph_api.model.cursors import Cursors
+    from graph_api.model.keys import Kind as NodeKind
+    from graph_api.model.keys import catalog
 
     path = tmp_path / ".data" / "cursor-secret"
     before = with_dev_cursor_secret(Settings.from_env({}), path)

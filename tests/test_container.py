@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from graph_api import hosting
 from graph_api.graph.context import Services
+from graph_api.http import hosting
 from graph_api.settings import SettingsError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from graph_api.keys import GSI1
+from graph_api.model.keys import GSI1
 from graph_api.store.table import definition
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "template.yaml"

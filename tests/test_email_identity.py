@@ -9,8 +9,8 @@ import pytest
 from conftest import Result
 from write_support import assert_clean, create_student, of_type, ok, run, scan
 
-from graph_api import keys
 from graph_api.graph.context import Services
+from graph_api.model import keys
 
 COMPOSED = "jos\u00e9@example.org"  # é as one code point
 DECOMPOSED = "jose\u0301@example.org"  # e, then a combining acute accent

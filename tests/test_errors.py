@@ -19,9 +19,9 @@ from write_support import (
     run,
 )
 
-from graph_api import keys
 from graph_api.graph.context import Services
-from graph_api.keys import Kind
+from graph_api.model import keys
+from graph_api.model.keys import Kind
 from graph_api.store import codec
 from graph_api.store.table import Table
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from graph_api import items
 from graph_api.errors import Unavailable
 from graph_api.events.changes import Change, Event, Position
 from graph_api.events.derive import derive
 from graph_api.events.hub import Group, Hub
-from graph_api.items import ENROLMENT, TEACHING
+from graph_api.model import items
+from graph_api.model.items import ENROLMENT, TEACHING
 
 _sequence = 0
 

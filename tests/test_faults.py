@@ -24,10 +24,10 @@ from botocore.exceptions import (
 )
 from conftest import Result, execute, make_settings
 
-from graph_api import demo
-from graph_api.check import check_table
 from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
+from graph_api.ops import demo
+from graph_api.ops.check import check_table
 from graph_api.store import codec, retry, table
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item

@@ -13,9 +13,9 @@ from conftest import make_settings
 from node_support import missing
 from starlette.testclient import TestClient
 
-from graph_api import graphiql
-from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.http import graphiql
+from graph_api.http.app import create_app
 
 BROWSER = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css"}

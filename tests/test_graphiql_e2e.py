@@ -14,8 +14,9 @@ from pathlib import Path
 
 from node_support import missing, npm_package, tool
 
-from graph_api import demo, graphiql
-from graph_api.items import Item
+from graph_api.http import graphiql
+from graph_api.model.items import Item
+from graph_api.ops import demo
 from tools.api_server import serving
 
 ROOT = Path(__file__).resolve().parent.parent

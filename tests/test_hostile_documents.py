@@ -23,10 +23,10 @@ from conftest import make_settings
 from graphql import DocumentNode, FieldNode, FragmentSpreadNode, InlineFragmentNode, parse
 from graphql.language import Lexer, Source, TokenKind
 
-from graph_api.app import create_app
 from graph_api.graph import cost, limits
 from graph_api.graph.context import Services
 from graph_api.graph.schema import schema
+from graph_api.http.app import create_app
 from tools.dynamodb_local import free_port
 
 # A client that waits this long has found a server that does not answer; no test expects

@@ -8,8 +8,8 @@ import pytest
 from conftest import make_settings
 from starlette.testclient import TestClient
 
-from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.http.app import create_app
 from graph_api.store.codec import Item
 
 QUERY = "query($id: ID!) { student(id: $id) { id name } }"
@@ -135,7 +135,7 @@ def test_insane_request_id_is_replaced(client: TestClient, sent: str) -> None:
 def test_request_id_reaches_the_graphql_context(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from graph_api.app import GraphQLEndpoint
+    from graph_api.http.app import GraphQLEndpoint
 
     seen: list[str] = []
     original = GraphQLEndpoint.get_context

@@ -1,4 +1,4 @@
-"""GraphQL over HTTP: media types and statuses (graph_api.graphql_http and the view).
+"""GraphQL over HTTP: media types and statuses (graph_api.http.graphql_http and the view).
 
 `application/graphql-response+json` answers a request error (nothing executed) with a 4xx
 and no `data`; `application/json`, the default, keeps 200. Both keep coded errors.
@@ -15,9 +15,9 @@ from graphql import GraphQLError
 from starlette.testclient import TestClient
 from strawberry.types import ExecutionResult
 
-from graph_api.app import create_app
 from graph_api.graph.context import Services
-from graph_api.graphql_http import (
+from graph_api.http.app import create_app
+from graph_api.http.graphql_http import (
     GRAPHQL_RESPONSE_JSON,
     JSON,
     is_request_error,

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from graph_api import keys
-from graph_api.cursors import Cursors
 from graph_api.errors import BadUserInput
-from graph_api.keys import Kind, Range
+from graph_api.model import keys
+from graph_api.model.cursors import Cursors
+from graph_api.model.keys import Kind, Range
 
 # -- normalize_place -----------------------------------------------------------------------
 

@@ -14,9 +14,9 @@ import pytest
 from conftest import make_settings
 from starlette.testclient import TestClient
 
-from graph_api.app import create_app
 from graph_api.graph.context import Services
-from graph_api.middleware import BodySizeLimit
+from graph_api.http.app import create_app
+from graph_api.http.middleware import BodySizeLimit
 from graph_api.settings import Settings, SettingsError
 
 MakeClient = Callable[..., TestClient]

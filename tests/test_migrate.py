@@ -13,11 +13,12 @@ import pytest
 from conftest import make_settings
 from old_layout import Pupil, School, new_items, old_items, random_school
 
-from graph_api import cli, migrate
-from graph_api.check import check_table
+from graph_api import cli
 from graph_api.events.lease import Lease
-from graph_api.items import Place
-from graph_api.migrate import Report, migrate_table
+from graph_api.model.items import Place
+from graph_api.ops import migrate
+from graph_api.ops.check import check_table
+from graph_api.ops.migrate import Report, migrate_table
 from graph_api.settings import Settings
 from graph_api.store import codec, table
 from graph_api.store.client import Dynamo

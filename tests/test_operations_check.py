@@ -30,8 +30,9 @@ from graphql import (
 )
 from node_support import npm_package, tool
 
-from graph_api import cli, operations_check
+from graph_api import cli
 from graph_api.graph.schema import schema
+from graph_api.ops import operations_check
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATIONS = ROOT / "tests" / "operations"

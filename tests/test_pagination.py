@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import Result
 
-from graph_api import keys
+from graph_api.model import keys
 from graph_api.store.codec import Item
 
 Gql = Callable[..., Result]

@@ -16,10 +16,10 @@ import pytest
 from conftest import make_settings
 from starlette.testclient import TestClient
 
-from graph_api import demo
-from graph_api.app import create_app
 from graph_api.graph.context import Services
-from graph_api.hosting import announce
+from graph_api.http.app import create_app
+from graph_api.http.hosting import announce
+from graph_api.ops import demo
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
 from graph_api.store.codec import Item

@@ -27,11 +27,11 @@ from write_support import (
     student_sports,
 )
 
-from graph_api import items
-from graph_api.app import create_app
 from graph_api.errors import NotFound
 from graph_api.graph.context import Services
-from graph_api.items import ENROLMENT, MEMBERSHIP
+from graph_api.http.app import create_app
+from graph_api.model import items
+from graph_api.model.items import ENROLMENT, MEMBERSHIP
 from graph_api.store import transactions
 from graph_api.store.codec import Item
 from graph_api.store.table import Table

@@ -18,9 +18,9 @@ from conftest import make_settings
 from starlette.testclient import TestClient
 from write_support import assert_clean, fresh_services, run
 
-from graph_api import demo
-from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.http.app import create_app
+from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import table
 

@@ -36,8 +36,9 @@ from typing import Any
 import pytest
 from conftest import Result, execute, make_settings
 
-from graph_api import demo, keys
 from graph_api.graph.context import Services
+from graph_api.model import keys
+from graph_api.ops import demo
 from graph_api.store import table
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Call

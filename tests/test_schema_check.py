@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from graph_api import cli, schema_check
+from graph_api import cli
 from graph_api.graph.schema import schema
+from graph_api.ops import schema_check
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASED = ROOT / "schema" / "released.graphql"

@@ -18,12 +18,12 @@ import pytest
 from botocore.exceptions import ClientError
 from conftest import make_settings
 
-from graph_api import keys
 from graph_api.errors import Unavailable
 from graph_api.events import reader as reader_module
 from graph_api.events.changes import Change, Position
 from graph_api.events.lease import LATEST, SHARD_END, TRIM_HORIZON, Lease, LeaseLost
 from graph_api.events.reader import Publish, Shard, StreamReader
+from graph_api.model import keys
 from graph_api.settings import Settings
 from graph_api.store import codec, retry, table
 from graph_api.store.client import Dynamo, Streams

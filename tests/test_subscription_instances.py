@@ -30,8 +30,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 from write_support import fresh_services
 
-from graph_api import items, keys
 from graph_api.graph.context import Services
+from graph_api.model import items, keys
 from graph_api.store import codec, table
 from graph_api.store.client import LOCAL_CREDENTIALS
 from tools.api_server import Served, served

@@ -35,11 +35,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from write_support import fresh_services
 
-from graph_api import items, keys
-from graph_api.app import BEHIND_CLOSE, IDLE_CLOSE, create_app
 from graph_api.graph.context import Services
-from graph_api.items import ENROLMENT, TEACHING
-from graph_api.keys import Kind
+from graph_api.http.app import BEHIND_CLOSE, IDLE_CLOSE, create_app
+from graph_api.model import items, keys
+from graph_api.model.items import ENROLMENT, TEACHING
+from graph_api.model.keys import Kind
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import table
 from graph_api.store.codec import Item, encode, encode_value

@@ -26,9 +26,9 @@ from live_support import (
     teacher,
 )
 
-from graph_api import items, keys
-from graph_api.items import ENROLMENT, TEACHING
-from graph_api.keys import Kind
+from graph_api.model import items, keys
+from graph_api.model.items import ENROLMENT, TEACHING
+from graph_api.model.keys import Kind
 from graph_api.store.codec import Item, encode, encode_value
 from graph_api.store.transactions import MAX_ACTIONS
 

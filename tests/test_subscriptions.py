@@ -42,7 +42,7 @@ from live_support import (
 )
 from write_support import fresh_services
 
-from graph_api import items
+from graph_api.model import items
 
 
 def test_student_changed_on_create_update_enrolment_copy_and_delete(endpoint: str) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from graph_api import cli, workbench
-from graph_api.keys import GSI1PK, GSI1SK
+from graph_api import cli
+from graph_api.model.keys import GSI1PK, GSI1SK
+from graph_api.ops import workbench
 from graph_api.store.table import definition
 
 MODEL_FILE = Path(__file__).resolve().parent.parent / "schema" / "workbench-model.json"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from graph_api import cli
-from graph_api.hosting import settings_for_workers, settings_from_parent
+from graph_api.http.hosting import settings_for_workers, settings_from_parent
 from graph_api.settings import Settings, SettingsError
 from graph_api.store.embedded import cpu_seconds, descendants
 from tools.dynamodb_local import free_port

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from conftest import Result, execute, make_settings
 
-from graph_api import keys
-from graph_api.check import check_table
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import schema
-from graph_api.items import email_guard
+from graph_api.model import keys
+from graph_api.model.items import email_guard
+from graph_api.ops.check import check_table
 from graph_api.store import codec, table
 from graph_api.store.codec import Item
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import uvicorn
 
-from graph_api import demo
-from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.http.app import create_app
+from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.embedded import EmbeddedDynamoDB

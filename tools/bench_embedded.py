@@ -24,7 +24,7 @@ from typing import Any
 
 from graph_api import cli
 from graph_api.graph.context import Services
-from graph_api.hosting import tune_collector
+from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.embedded import rss_kb

@@ -1,5 +1,5 @@
 """Copy GraphiQL's browser bundles (npm, pinned in web/graphiql/) into
-graph_api/static/graphiql/, where the API serves them: GraphiQL then needs no CDN.
+graph_api/http/static/graphiql/, where the API serves them: GraphiQL then needs no CDN.
 
 Run by `make`'s install step. Without npm it warns and leaves GraphiQL uninstalled (the
 page then says so), except on CI, where that is an error.
@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from graph_api import graphiql
+from graph_api.http import graphiql
 from tools.node import ROOT, npm_ci
 
 PACKAGE = ROOT / "web" / "graphiql"

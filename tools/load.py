@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from graph_api.check import check_table
+from graph_api.ops.check import check_table
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.client import Dynamo

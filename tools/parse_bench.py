@@ -23,8 +23,8 @@ import boto3
 import botocore.session
 from botocore.parsers import ResponseParserFactory
 
-from graph_api import demo
-from graph_api.keys import Kind, node, roster
+from graph_api.model.keys import Kind, node, roster
+from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import codec, table
 from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo

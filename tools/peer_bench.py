@@ -41,7 +41,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from graph_api.graph.context import Services
-from graph_api.hosting import tune_collector
+from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import table
 from graph_api.store.embedded import cpu_seconds, descendants

@@ -22,12 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from graph_api import demo, keys
 from graph_api.auth import AuthResult
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
-from graph_api.items import LOCATION_KEYS, TYPE
-from graph_api.keys import GSI1PK, GSI1SK, PK, SK, Key, Range
+from graph_api.model import keys
+from graph_api.model.items import LOCATION_KEYS, TYPE
+from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Key, Range
+from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Ledger

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from graph_api import items, keys
 from graph_api.events.changes import Change, Event, Position
-from graph_api.items import CLAIM, RELATIONS
-from graph_api.keys import Kind
+from graph_api.model import items, keys
+from graph_api.model.items import CLAIM, RELATIONS
+from graph_api.model.keys import Kind
 from graph_api.store.codec import Item
 
 CREATED, UPDATED, DELETED, JOINED, LEFT = "CREATED", "UPDATED", "DELETED", "JOINED", "LEFT"

@@ -31,9 +31,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from graph_api import keys
 from graph_api.errors import Unavailable
-from graph_api.items import LEASE_TYPE, TYPE
+from graph_api.model import keys
+from graph_api.model.items import LEASE_TYPE, TYPE
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.table import Table

@@ -28,10 +28,10 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from graph_api import keys
 from graph_api.errors import Unavailable
 from graph_api.events.changes import Change
 from graph_api.events.lease import LATEST, SHARD_END, TRIM_HORIZON, Lease, LeaseLost
+from graph_api.model import keys
 from graph_api.settings import Settings
 from graph_api.store import codec
 from graph_api.store.client import Dynamo

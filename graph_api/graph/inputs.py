@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import strawberry
 
-from graph_api import validation
-from graph_api.items import Place
+from graph_api.model import validation
+from graph_api.model.items import Place
 
 
 @strawberry.input(description="A student's address. Each part is 1-100 characters, trimmed.")

@@ -42,10 +42,10 @@ from strawberry.extensions import (
 )
 from strawberry.schema.schema import validate_document
 
-from graph_api import validation
 from graph_api.errors import BadUserInput
 from graph_api.graph.cost import CostLimit
 from graph_api.graph.document import fragment_order, fragments_of, operations_of
+from graph_api.model import validation
 from graph_api.settings import Settings
 
 # The operation name the client sent (None: none), for the multiple-operations rule:

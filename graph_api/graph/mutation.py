@@ -9,7 +9,6 @@ from typing import Annotated, TypeVar
 
 import strawberry
 
-from graph_api import validation
 from graph_api.graph.context import Info
 from graph_api.graph.inputs import (
     CreateClassInput,
@@ -48,7 +47,8 @@ from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
-from graph_api.items import ENROLMENT, MEMBERSHIP
+from graph_api.model import validation
+from graph_api.model.items import ENROLMENT, MEMBERSHIP
 from graph_api.writes import classes, edges, sports, students, teachers
 
 N = TypeVar("N", bound=NodeBase)

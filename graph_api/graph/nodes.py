@@ -13,12 +13,12 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import strawberry
 
-from graph_api import keys
 from graph_api.errors import BadUserInput, NotFound
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.items import TYPE, Relation
-from graph_api.keys import Kind
+from graph_api.model import keys
+from graph_api.model.items import TYPE, Relation
+from graph_api.model.keys import Kind
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders
 

@@ -17,10 +17,10 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import strawberry
 
-from graph_api.cursors import Cursors
 from graph_api.errors import BadUserInput
 from graph_api.graph.context import Info
-from graph_api.keys import SK, Range
+from graph_api.model.cursors import Cursors
+from graph_api.model.keys import SK, Range
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders, PageRequest, start_key
 from graph_api.store.table import key_names

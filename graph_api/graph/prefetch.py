@@ -14,10 +14,10 @@ from typing import Any
 
 from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
 
-from graph_api import keys
 from graph_api.graph.context import Info
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
-from graph_api.keys import PK, SK, Kind, Range
+from graph_api.model import keys
+from graph_api.model.keys import PK, SK, Kind, Range
 from graph_api.store.codec import Item
 from graph_api.store.loaders import PageRequest
 

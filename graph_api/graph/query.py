@@ -6,7 +6,6 @@ from typing import Annotated, cast
 
 import strawberry
 
-from graph_api import keys, validation
 from graph_api.errors import BadUserInput
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
@@ -16,7 +15,8 @@ from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
-from graph_api.keys import Kind
+from graph_api.model import keys, validation
+from graph_api.model.keys import Kind
 
 MAX_IDS = 100
 

@@ -6,14 +6,14 @@ from typing import Any, ClassVar
 
 import strawberry
 
-from graph_api import items
 from graph_api.graph import paging
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
-from graph_api.keys import Kind
+from graph_api.model import items
+from graph_api.model.keys import Kind
 
 
 def _teacher(root: Class) -> Teacher:

@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
-from graph_api import items
 from graph_api.graph import paging
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
 from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
 from graph_api.graph.paging import After, Before, Connection, First, Last
-from graph_api.items import ENROLMENT, MEMBERSHIP
-from graph_api.keys import Kind
+from graph_api.model import items
+from graph_api.model.items import ENROLMENT, MEMBERSHIP
+from graph_api.model.keys import Kind
 
 if TYPE_CHECKING:
     from graph_api.graph.school_class import Class

@@ -12,7 +12,6 @@ from enum import Enum
 
 import strawberry
 
-from graph_api import keys
 from graph_api.events import derive
 from graph_api.events.changes import Event
 from graph_api.graph import prefetch
@@ -22,7 +21,8 @@ from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
-from graph_api.keys import Kind
+from graph_api.model import keys
+from graph_api.model.keys import Kind
 
 
 @strawberry.enum(description="What happened to a node.")

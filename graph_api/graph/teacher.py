@@ -10,8 +10,8 @@ from graph_api.graph import paging
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase
 from graph_api.graph.paging import After, Before, Connection, First, Last
-from graph_api.items import TEACHING
-from graph_api.keys import Kind
+from graph_api.model.items import TEACHING
+from graph_api.model.keys import Kind
 
 if TYPE_CHECKING:
     from graph_api.graph.school_class import Class

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from strawberry.dataloader import DataLoader
 
-from graph_api.keys import Key, Range
+from graph_api.model.keys import Key, Range
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 

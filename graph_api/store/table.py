@@ -1,6 +1,6 @@
 """The table: its definition, and the requests the API sends to it.
 
-Request building lives here; key building lives in `graph_api.keys`. A `Table` is cheap and
+Request building lives here; key building lives in `graph_api.model.keys`. A `Table` is cheap and
 made per GraphQL request: it carries that request's ledger and its bound on calls in flight.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from graph_api.errors import Unavailable
-from graph_api.keys import GSI1, GSI1PK, GSI1SK, PK, SK, Key, Range
+from graph_api.model.keys import GSI1, GSI1PK, GSI1SK, PK, SK, Key, Range
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from graph_api.errors import ApiError, Conflict
-from graph_api.keys import Key
+from graph_api.model.keys import Key
 from graph_api.store import codec
 from graph_api.store.codec import Item
 from graph_api.store.retry import cancellation_reasons, error_code

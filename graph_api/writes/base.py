@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from graph_api import keys
 from graph_api.errors import Conflict, NotFound
-from graph_api.keys import PK, SK, Key, Kind
+from graph_api.model import keys
+from graph_api.model.keys import PK, SK, Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.retry import Failure
 from graph_api.store.table import Table

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_api import ids, items, keys
 from graph_api.errors import AlreadyExists, BadUserInput, Conflict
-from graph_api.items import TEACHING
-from graph_api.keys import Kind
+from graph_api.model import ids, items, keys
+from graph_api.model.items import TEACHING
+from graph_api.model.keys import Kind
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.store.transactions import (

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from graph_api import keys
 from graph_api.errors import AlreadyExists, BadUserInput, Conflict, NotFound
-from graph_api.items import Relation
+from graph_api.model import keys
+from graph_api.model.items import Relation
 from graph_api.store.table import Table
 from graph_api.store.transactions import STALE, delete, put, transact, update
 from graph_api.writes.base import EXISTS, NOT_EXISTS, Reads, retrying

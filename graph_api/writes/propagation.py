@@ -34,10 +34,10 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_api import keys
 from graph_api.errors import Conflict, NotFound
-from graph_api.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
-from graph_api.keys import Key, Kind
+from graph_api.model import keys
+from graph_api.model.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
+from graph_api.model.keys import Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.retry import Failure
 from graph_api.store.table import Table

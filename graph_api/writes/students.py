@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from graph_api import ids, items, keys
 from graph_api.errors import AlreadyExists, Conflict, NotFound
-from graph_api.items import ENROLMENT, MEMBERSHIP, Place
-from graph_api.keys import Kind
+from graph_api.model import ids, items, keys
+from graph_api.model.items import ENROLMENT, MEMBERSHIP, Place
+from graph_api.model.keys import Kind
 from graph_api.store.table import Table
 from graph_api.store.transactions import MAX_ACTIONS, STALE, Action, delete, put, transact, update
 from graph_api.writes import propagation

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from graph_api import ids, items, keys
 from graph_api.errors import AlreadyExists
-from graph_api.keys import Kind
+from graph_api.model import ids, items, keys
+from graph_api.model.keys import Kind
 from graph_api.store.table import Table
 from graph_api.store.transactions import put, transact
 from graph_api.writes import propagation

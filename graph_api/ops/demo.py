@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from graph_api import items
+from graph_api.model import items
 from graph_api.store.codec import Item
 
 FIRST_NAMES = [

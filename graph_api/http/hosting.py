@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from starlette.applications import Starlette
 
 from graph_api import logs
-from graph_api.app import create_app
 from graph_api.graph.context import Services
+from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 
 log = logging.getLogger("graph_api")
@@ -92,7 +92,7 @@ def tune_collector() -> None:
 
 
 def create_app_from_env() -> Starlette:
-    """The uvicorn factory (`uvicorn --factory graph_api.hosting:create_app_from_env`).
+    """The uvicorn factory (`uvicorn --factory graph_api.http.hosting:create_app_from_env`).
 
     Each worker process calls it once; its services live as long as the worker.
     """

@@ -14,11 +14,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from graph_api import items, keys
 from graph_api.errors import BadUserInput, Unavailable
-from graph_api.items import EDGE_TYPES, RELATIONS, TEACHING, Relation
-from graph_api.keys import GSI1PK, GSI1SK, PK, SK, Kind
-from graph_api.migrate import LEGACY_HOME, LEGACY_TEACHING, legacy_kind
+from graph_api.model import items, keys
+from graph_api.model.items import EDGE_TYPES, RELATIONS, TEACHING, Relation
+from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Kind
+from graph_api.ops.migrate import LEGACY_HOME, LEGACY_TEACHING, legacy_kind
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
@@ -164,7 +164,7 @@ COUNTERS = {
 
 
 class _Checker:
-    """The invariants of the layout in `items.py` (see `schema/table.md`)."""
+    """The invariants of the layout in `model/items.py` (see `schema/table.md`)."""
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []

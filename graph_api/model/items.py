@@ -1,6 +1,6 @@
 """Item shapes: what a node or an edge item holds, and which fields are copied where.
 
-Keys come from `graph_api.keys`; this module decides the attributes. The relations
+Keys come from `graph_api.model.keys`; this module decides the attributes. The relations
 (`Relation.entry`: target fields copied into the owner's map; `Relation.roster`: owner fields
 copied onto edge items) are the single statement of the denormalization: item builders use
 them, readers use them to see a map entry or an edge as the node at its far end.
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graph_api import keys
-from graph_api.keys import Kind
+from graph_api.model import keys
+from graph_api.model.keys import Kind
 from graph_api.store.codec import Item
 
 TYPE = "type"

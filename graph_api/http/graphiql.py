@@ -106,5 +106,5 @@ def _js_string(text: str) -> str:
 def page(directory: Path = ASSETS_DIR) -> str:
     """GraphiQL's HTML when its assets are installed; otherwise a page that says so."""
     if not assets_present(directory):
-        return _MISSING.format(dir="graph_api/static/graphiql/")
+        return _MISSING.format(dir="graph_api/http/static/graphiql/")
     return _PAGE.format(assets=ASSETS_URL, default_query=_js_string(DEFAULT_QUERY))

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 
 from graph_api.errors import BadUserInput
-from graph_api.keys import Range
+from graph_api.model.keys import Range
 
 _MAC_BYTES = 16
 

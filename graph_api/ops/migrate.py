@@ -1,6 +1,6 @@
 """`graph-api migrate`: rewrite a table of the old layout (before issue 12) into the new one.
 
-The new layout (`graph_api/items.py`, `schema/table.md`) keeps a node's bounded relations on
+The new layout (`graph_api/model/items.py`, `schema/table.md`) keeps a node's bounded relations on
 the node: a student item carries its `classes`, `sports` and `home` maps (and, with a home,
 its place in GSI1), a teacher item its `classes`; enrolment and membership edges live in
 their class's or sport's partition; home items and teaching edges are gone.
@@ -39,9 +39,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from graph_api import items, keys
-from graph_api.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
-from graph_api.keys import PK, SK, Key, Kind
+from graph_api.model import items, keys
+from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
+from graph_api.model.keys import PK, SK, Key, Kind
 from graph_api.store import transactions as tx
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
@@ -352,7 +352,7 @@ def migrate_table(
     passes: int = PASSES,
 ) -> Report:
     """Bring every node of `table` to the new layout; what was done and what was not."""
-    from graph_api.check import scan  # check imports this module's legacy layout
+    from graph_api.ops.check import scan  # check imports this module's legacy layout
 
     report = Report()
     for _ in range(passes):

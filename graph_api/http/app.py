@@ -1,7 +1,7 @@
 """The HTTP surface: Starlette routes `/graphql` (GraphiQL in a browser) and `/healthz`.
 
-`/graphql` speaks GraphQL over HTTP (`graph_api.graphql_http`: media types, statuses) and
-serves GraphiQL with its own assets (`graph_api.graphiql`: no CDN).
+`/graphql` speaks GraphQL over HTTP (`graph_api.http.graphql_http`: media types, statuses) and
+serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN).
 The app borrows `Services`; whoever made them (the CLI, a test) closes them.
 """
 
@@ -40,19 +40,19 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from graph_api import graphiql
 from graph_api.errors import BadUserInput, NotFound, error_body
 from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
-from graph_api.graphql_http import (
+from graph_api.http import graphiql
+from graph_api.http.graphql_http import (
     BAD_REQUEST,
     JSON,
     is_request_error,
     response_media_type,
     status_for,
 )
-from graph_api.middleware import BodySizeLimit, RequestIdMiddleware
+from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
 
 STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
@@ -220,7 +220,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         if isinstance(token, str):
             context.auth = await self.services.auth.authenticate(token)
 
-    # -- GraphQL over HTTP (graph_api.graphql_http) ------------------------------------------
+    # -- GraphQL over HTTP (graph_api.http.graphql_http) -------------------------------------
 
     def parse_json(self, data: str | bytes) -> Any:
         """A request's JSON: anything but an object (or a batch's list) is a 400, never a 500."""
@@ -314,7 +314,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                     raise HTTPException(405, error.reason) from error
             raise
 
-    # -- GraphiQL (graph_api.graphiql) -------------------------------------------------------
+    # -- GraphiQL (graph_api.http.graphiql) --------------------------------------------------
 
     def should_render_graphql_ide(self, request: BaseRequestProtocol) -> bool:
         wanted = super().should_render_graphql_ide(request)

@@ -1,6 +1,6 @@
 """The AWS Lambda entry point: the Starlette app behind Mangum, for an API Gateway HTTP API.
 
-`deploy/template.yaml` names `graph_api.lambda_handler.handler`. One execution environment
+`deploy/template.yaml` names `graph_api.http.lambda_handler.handler`. One execution environment
 serves one request at a time, so its services (the DynamoDB client, the cursor key) are built
 once and reused by every invocation it receives.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 from mangum import Mangum
 
-from graph_api.app import create_app
-from graph_api.hosting import remote_settings, services_for
+from graph_api.http.app import create_app
+from graph_api.http.hosting import remote_settings, services_for
 from graph_api.settings import Settings
 
 

@@ -6,7 +6,7 @@ import re
 import unicodedata
 
 from graph_api.errors import BadUserInput
-from graph_api.keys import normalize_place
+from graph_api.model.keys import normalize_place
 
 MAX_NAME = 200
 MAX_PLACE = 100

@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from graph_api import demo
-from graph_api.items import TYPE
-from graph_api.keys import PK, SK
+from graph_api.model.items import TYPE
+from graph_api.model.keys import PK, SK
+from graph_api.ops import demo
 from graph_api.store import codec
 from graph_api.store.codec import Item
 from graph_api.store.table import definition
