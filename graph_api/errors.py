@@ -2,7 +2,7 @@
 one function that builds an error response's body (`error_body`).
 
 Anything raised that is not an `ApiError` is unexpected: the schema masks it as
-INTERNAL_SERVER_ERROR and logs it with the request id (see `graph/errors.py`); so does the
+INTERNAL_SERVER_ERROR and logs it with the request id (see `graph/masking.py`); so does the
 HTTP middleware for anything that escapes the app (`http/middleware.py`).
 """
 

@@ -31,7 +31,7 @@ from write_support import (
 )
 
 from graph_api.graph.context import Services
-from graph_api.writes import classes, edges, propagation, students
+from graph_api.writes import classes, memberships, propagation, students
 
 STUDENTS = 25
 FAILURES_EXPECTED = {"ALREADY_EXISTS", "NOT_FOUND"}
@@ -236,7 +236,7 @@ def test_interleave_helper_really_interleaves(
     create_student(svc, "Ada", "ada@ex.org", id="s1")
     intruders = interleave(
         monkeypatch,
-        edges,
+        memberships,
         svc,
         f"""mutation {{ updateStudent(id: "s1", input: {{name: "Ada L"}}) {{
           student {{ version }} {USER_ERRORS} }} }}""",

@@ -32,7 +32,7 @@ from graph_api.store import codec, retry, table
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.transactions import Stale
-from graph_api.writes import edges
+from graph_api.writes import memberships
 from graph_api.writes.base import KEPT_CHANGING
 
 JSON = "application/x-amz-json-1.0"
@@ -399,7 +399,7 @@ def test_a_write_whose_reads_keep_going_stale_gives_up_after_the_policys_retries
         attempts.append(None)
         raise Stale()  # someone wrote what the attempt read, every time
 
-    monkeypatch.setattr(edges, "transact", always_stale)
+    monkeypatch.setattr(memberships, "transact", always_stale)
     result = enrol(school, student, klass)
     assert result.codes == ["UNAVAILABLE"]
     assert result.errors[0]["message"] == KEPT_CHANGING
@@ -420,7 +420,7 @@ def test_throttled_reads_and_stale_writes_share_one_count(
         attempts.append(None)
         raise Stale()
 
-    monkeypatch.setattr(edges, "transact", always_stale)
+    monkeypatch.setattr(memberships, "transact", always_stale)
     faults = Faults(school.dynamo)
     turns = iter([True, False] * 20)  # every other read is throttled
     faults.fail("BatchGetItem", None, lambda: throttle() if next(turns) else None)

@@ -35,7 +35,7 @@ from graph_api.model.items import ENROLMENT, MEMBERSHIP
 from graph_api.store import transactions
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
-from graph_api.writes import classes, edges, propagation, sports, teachers
+from graph_api.writes import classes, memberships, propagation, sports, teachers
 
 Hook = Callable[[], Awaitable[Any]]
 RENAME_ALICE = f"""mutation {{ updateTeacher(id: "tA", input: {{name: "Alicia"}}) {{
@@ -139,7 +139,7 @@ def test_a_chunked_rename_with_expected_version_finishes_when_a_class_changes(
     ]
     seed(svc, [alice, c1, c2, *pupils], links)
     # An ordinary enrolment lands in c2 while the rename's follow-up chunks are pending.
-    between_chunks(lambda: edges.link(table_of(svc), ENROLMENT, "s102", "c2"))
+    between_chunks(lambda: memberships.link(table_of(svc), ENROLMENT, "s102", "c2"))
     result = run(
         svc,
         f"""mutation {{ updateTeacher(id: "tA", input: {{name: "Alicia"}}, expectedVersion: 1) {{
@@ -322,14 +322,16 @@ def churn(monkeypatch: pytest.MonkeyPatch, svc: Services) -> Callable[[list[str]
                     n = len(log)
                     class_id = class_ids[n % len(class_ids)]
                     if n % 2 == 0:
-                        await edges.link(table_of(svc), ENROLMENT, f"w{n:03d}", class_id)
+                        await memberships.link(table_of(svc), ENROLMENT, f"w{n:03d}", class_id)
                         log.append(f"+w{n:03d}>{class_id}")
                     else:  # s<n> is in class n % 3 while the school lasts (else: enrol)
                         try:
-                            await edges.unlink(table_of(svc), ENROLMENT, f"s{n:03d}", class_id)
+                            await memberships.unlink(
+                                table_of(svc), ENROLMENT, f"s{n:03d}", class_id
+                            )
                             log.append(f"-s{n:03d}>{class_id}")
                         except NotFound:
-                            await edges.link(table_of(svc), ENROLMENT, f"w{n:03d}", class_id)
+                            await memberships.link(table_of(svc), ENROLMENT, f"w{n:03d}", class_id)
                             log.append(f"+w{n:03d}>{class_id}")
                 finally:
                     busy = False

@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from graph_api.auth import AuthResult
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
+from graph_api.graph.tokens import AuthResult
 from graph_api.model import keys
 from graph_api.model.items import LOCATION_KEYS, TYPE
 from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Key, Range

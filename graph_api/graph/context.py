@@ -10,9 +10,9 @@ from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
-from graph_api.auth import Authenticator, AuthResult
 from graph_api.events.hub import Group
 from graph_api.events.live import LiveEvents
+from graph_api.graph.tokens import Authenticator, AuthResult
 from graph_api.model.cursors import Cursors
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo

@@ -49,7 +49,7 @@ from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
 from graph_api.model import validation
 from graph_api.model.items import ENROLMENT, MEMBERSHIP
-from graph_api.writes import classes, edges, sports, students, teachers
+from graph_api.writes import classes, memberships, sports, students, teachers
 
 N = TypeVar("N", bound=NodeBase)
 
@@ -280,7 +280,7 @@ class Mutation:
     async def enroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> EnrollStudentPayload:
-        await edges.link(info.context.table, ENROLMENT, student_id, class_id)
+        await memberships.link(info.context.table, ENROLMENT, student_id, class_id)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return EnrollStudentPayload(class_=klass, student=student)
 
@@ -291,7 +291,7 @@ class Mutation:
     async def unenroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> UnenrollStudentPayload:
-        await edges.unlink(info.context.table, ENROLMENT, student_id, class_id)
+        await memberships.unlink(info.context.table, ENROLMENT, student_id, class_id)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return UnenrollStudentPayload(class_=klass, student=student)
 
@@ -303,7 +303,7 @@ class Mutation:
     async def join_sport(
         self, info: Info, student_id: StudentId, sport_id: SportId
     ) -> JoinSportPayload:
-        await edges.link(info.context.table, MEMBERSHIP, student_id, sport_id)
+        await memberships.link(info.context.table, MEMBERSHIP, student_id, sport_id)
         sport, student = written(info, Sport, sport_id), written(info, Student, student_id)
         return JoinSportPayload(sport=sport, student=student)
 
@@ -314,6 +314,6 @@ class Mutation:
     async def leave_sport(
         self, info: Info, student_id: StudentId, sport_id: SportId
     ) -> LeaveSportPayload:
-        await edges.unlink(info.context.table, MEMBERSHIP, student_id, sport_id)
+        await memberships.unlink(info.context.table, MEMBERSHIP, student_id, sport_id)
         sport, student = written(info, Sport, sport_id), written(info, Student, student_id)
         return LeaveSportPayload(sport=sport, student=student)

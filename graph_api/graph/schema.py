@@ -17,8 +17,8 @@ from strawberry.types.graphql import OperationType
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.context import Context
-from graph_api.graph.errors import format_error, log_unexpected, request_id_of
 from graph_api.graph.limits import limit_extensions, requested_operation
+from graph_api.graph.masking import format_error, log_unexpected, request_id_of
 from graph_api.graph.mutation import Mutation
 from graph_api.graph.query import Query
 from graph_api.graph.subscription import Subscription
