@@ -13,7 +13,7 @@ from graph_api import logs
 from graph_api.errors import INTERNAL_SERVER_ERROR, BadUserInput, error_body, masked_message
 from graph_api.http.graphql_http import response_media_type
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("graph_api.middleware")  # its name before the move to http/: kept
 
 REQUEST_ID_HEADER = b"x-request-id"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
