@@ -18,7 +18,7 @@ from graph_api import logs
 from graph_api.errors import Unavailable
 from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.client import Dynamo
 
 if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
@@ -75,7 +75,7 @@ def seed(dynamo: Dynamo, settings: Settings, students: int, seed_value: int) -> 
         def progress(done: int, total: int) -> None:
             line.show(f"seeding {settings.table}: {done}/{total} items")
 
-        table.batch_write(dynamo, settings.table, items, progress)
+        admin.batch_write(dynamo, settings.table, items, progress)
     return len(items)
 
 
@@ -88,7 +88,7 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
     settings = dataclasses.replace(settings, endpoint_url=server.start())
     dynamo = Dynamo(settings)
     try:
-        table.create(dynamo, settings.table)
+        admin.create(dynamo, settings.table)
         seed(dynamo, settings, settings.demo_students, settings.demo_seed)
     finally:
         dynamo.close()
@@ -249,7 +249,7 @@ def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
 
 def cmd_create_table(settings: Settings, _: argparse.Namespace) -> int:
     with _dynamodb(settings) as (settings, dynamo):
-        created = table.create(dynamo, settings.table)
+        created = admin.create(dynamo, settings.table)
     print(f"table {settings.table} {'created' if created else 'already exists'}")
     return 0
 
@@ -262,7 +262,8 @@ def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_api.ops.check import ScanGaveUp, check_table
+    from graph_api.ops.check import check_table
+    from graph_api.store.admin import ScanGaveUp
 
     with _dynamodb(settings) as (settings, dynamo), _progress_line() as line:
 
@@ -292,8 +293,8 @@ def _bar(done: int, total: int, width: int = 30) -> str:
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_api.ops.check import ScanGaveUp
     from graph_api.ops.migrate import migrate_table
+    from graph_api.store.admin import ScanGaveUp
 
     with _dynamodb(settings) as (settings, dynamo):
         stream_line, stream_ok = _enable_stream(dynamo, settings.table)
@@ -349,10 +350,10 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 def _enable_stream(dynamo: Dynamo, name: str) -> tuple[str, bool]:
     """migrate's first step: the change stream subscriptions read (a line to print, and
     whether the table now has the stream they need)."""
-    view = table.STREAM["StreamViewType"]
+    view = admin.STREAM["StreamViewType"]
     try:
-        enabled = table.enable_stream(dynamo, name)
-    except table.OtherStreamView as other:
+        enabled = admin.enable_stream(dynamo, name)
+    except admin.OtherStreamView as other:
         return (
             f"change stream: {name}'s stream is on with {other.view}, not {view}: subscriptions"
             " need both images; disable the stream (UpdateTable) and run `graph-api migrate`"

@@ -15,7 +15,7 @@ import pytest
 
 from graph_api.ops import demo
 from graph_api.settings import Settings
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.codec import Item
 from graph_api.store.embedded import EmbeddedDynamoDB
 
@@ -117,8 +117,8 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
 
     settings = make_settings(endpoint, table="test-read")
     services = Services.create(settings)
-    table.create(services.dynamo, settings.table)
-    table.batch_write(services.dynamo, settings.table, demo_items)
+    admin.create(services.dynamo, settings.table)
+    admin.batch_write(services.dynamo, settings.table, demo_items)
     yield services
     services.close()
 
@@ -130,7 +130,7 @@ def empty_services(endpoint: str) -> Iterator[Services]:
 
     settings = make_settings(endpoint)
     services = Services.create(settings)
-    table.create(services.dynamo, settings.table)
+    admin.create(services.dynamo, settings.table)
     yield services
     services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
     services.close()

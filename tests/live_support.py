@@ -24,7 +24,7 @@ from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.model import items
 from graph_api.model.items import TEACHING
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.client import LOCAL_CREDENTIALS
 from graph_api.store.codec import Item, encode
 
@@ -60,7 +60,7 @@ def live(
     way when a test subscribes, and then be heard first.)"""
     with fresh_services(endpoint, **settings) as services:
         if seed:
-            table.batch_write(services.dynamo, services.settings.table, list(seed))
+            admin.batch_write(services.dynamo, services.settings.table, list(seed))
         with live_app(services) as client:
             yield client, services
 

@@ -25,7 +25,7 @@ from write_support import scan
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
-from graph_api.store import table
+from graph_api.store import admin
 
 SECRET = "k" * 32  # the shortest secret allowed
 OTHER_SECRET = "o" * 32
@@ -66,7 +66,7 @@ App = tuple[TestClient, Services]
 def serving(endpoint: str, **overrides: Any) -> Iterator[App]:
     """An app over a fresh, empty, writable table with the given settings."""
     services = Services.create(make_settings(endpoint, **overrides))
-    table.create(services.dynamo, services.settings.table)
+    admin.create(services.dynamo, services.settings.table)
     try:
         with TestClient(create_app(services)) as client:
             yield client, services

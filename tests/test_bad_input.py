@@ -23,7 +23,7 @@ from graph_api.http.app import create_app
 from graph_api.model import keys, validation
 from graph_api.ops import demo
 from graph_api.ops.check import check_table
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.codec import Item
 
 SECRET = "hostile-test-secret-of-32-bytes!"
@@ -47,8 +47,8 @@ def hostile(endpoint: str) -> Iterator[Hostile]:
     """A writable table with a small demo school, behind an app with auth on."""
     settings = make_settings(endpoint, jwt_secret=SECRET, jwt_issuer=ISSUER, jwt_audience=AUDIENCE)
     services = Services.create(settings)
-    table.create(services.dynamo, settings.table)
-    table.batch_write(services.dynamo, settings.table, demo.generate(8, 1))
+    admin.create(services.dynamo, settings.table)
+    admin.batch_write(services.dynamo, settings.table, demo.generate(8, 1))
     claims = {"sub": "tester", "iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 3600}
     token = {"Authorization": f"Bearer {jwt.encode(claims, SECRET, algorithm='HS256')}"}
     seeded = scan(services)

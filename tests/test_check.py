@@ -16,10 +16,10 @@ from old_layout import new_items, old_items, random_school
 from graph_api import cli
 from graph_api.errors import Unavailable
 from graph_api.events.lease import Lease
-from graph_api.ops import check
-from graph_api.ops.check import Finding, ScanGaveUp, check_table
+from graph_api.ops.check import Finding, check_table
 from graph_api.settings import Settings
-from graph_api.store import codec, retry, table
+from graph_api.store import admin, codec, retry
+from graph_api.store.admin import ScanGaveUp
 from graph_api.store.client import Dynamo
 
 SEED_STUDENTS = 12
@@ -36,8 +36,8 @@ def graph(endpoint: str) -> Iterator[Graph]:
     """A fresh table holding a small, whole school."""
     settings = make_settings(endpoint)
     dynamo = Dynamo(settings)
-    table.create(dynamo, settings.table)
-    table.batch_write(dynamo, settings.table, new_items(random_school(SEED_STUDENTS, 5)))
+    admin.create(dynamo, settings.table)
+    admin.batch_write(dynamo, settings.table, new_items(random_school(SEED_STUDENTS, 5)))
     yield Graph(dynamo, settings)
     dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
     dynamo.close()
@@ -392,10 +392,10 @@ def test_the_check_gives_up_on_a_page_saying_how_far_it_got(
     assert progress.endswith("checking " + graph.settings.table + ": 25 items scanned")
     assert error.startswith(
         f"graph-api: check gave up after 25 items scanned: the next Scan page failed"
-        f" {check.SCAN_ATTEMPTS} time(s): DynamoDB did not answer"
+        f" {admin.SCAN_ATTEMPTS} time(s): DynamoDB did not answer"
     )
-    assert len(timeouts.sent) == 1 + check.SCAN_ATTEMPTS  # bounded
-    assert len(pauses) == check.SCAN_ATTEMPTS - 1
+    assert len(timeouts.sent) == 1 + admin.SCAN_ATTEMPTS  # bounded
+    assert len(pauses) == admin.SCAN_ATTEMPTS - 1
 
 
 def test_scan_gave_up_carries_the_count_and_the_last_error(

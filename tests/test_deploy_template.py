@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from graph_api.model.keys import GSI1
-from graph_api.store.table import definition
+from graph_api.store.admin import definition
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "template.yaml"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.client import Dynamo
 from tools import dynamodb_local
 
@@ -40,7 +40,7 @@ def test_dynamodb_local_persists_under_a_relative_db_path(
     try:
         dynamo = Dynamo(make_settings(running.endpoint))
         try:
-            assert table.create(dynamo, "persisted")
+            assert admin.create(dynamo, "persisted")
         finally:
             dynamo.close()
     finally:

@@ -21,7 +21,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.client import LOCAL_CREDENTIALS
 from graph_api.store.embedded import EmbeddedDynamoDB
 
@@ -86,7 +86,7 @@ def _stream_maker(endpoint: str) -> Iterator[MakeStream]:
     def make(view_type: str = "NEW_AND_OLD_IMAGES") -> Streamed:
         name = f"test-streams-{uuid.uuid4().hex[:8]}"
         spec = {"StreamEnabled": True, "StreamViewType": view_type}
-        db.create_table(**{**table.definition(name), "StreamSpecification": spec})
+        db.create_table(**{**admin.definition(name), "StreamSpecification": spec})
         made.append(name)
         arn = db.describe_table(TableName=name)["Table"]["LatestStreamArn"]
         shards = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]

@@ -28,7 +28,7 @@ from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
 from graph_api.ops import demo
 from graph_api.ops.check import check_table
-from graph_api.store import codec, retry, table
+from graph_api.store import admin, codec, retry
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.transactions import Stale
@@ -218,8 +218,8 @@ def test_unprocessed_keys_are_fetched_again(
 def school(endpoint: str) -> Iterator[Services]:
     """A small writable school with a short deadline."""
     services = Services.create(make_settings(endpoint, deadline_seconds=1.5))
-    table.create(services.dynamo, services.settings.table)
-    table.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2))
+    admin.create(services.dynamo, services.settings.table)
+    admin.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2))
     yield services
     services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
     services.close()
@@ -288,7 +288,7 @@ def test_writes_that_keep_failing_are_unavailable_and_change_nothing(
 def test_seeding_retries_unprocessed_items(endpoint: str) -> None:
     services = Services.create(make_settings(endpoint))
     name = services.settings.table
-    table.create(services.dynamo, name)
+    admin.create(services.dynamo, name)
     faults = Faults(services.dynamo)
 
     def hold_back_some(parsed: dict[str, Any]) -> None:
@@ -300,7 +300,7 @@ def test_seeding_retries_unprocessed_items(endpoint: str) -> None:
     faults.edit("BatchWriteItem", 3, hold_back_some)
     items = demo.generate(4, 9)
     try:
-        table.batch_write(services.dynamo, name, items)
+        admin.batch_write(services.dynamo, name, items)
     finally:
         faults.undo()
         assert len(snapshot(services)) == len(items)

@@ -20,7 +20,7 @@ from graph_api.ops import migrate
 from graph_api.ops.check import check_table
 from graph_api.ops.migrate import Report, migrate_table
 from graph_api.settings import Settings
-from graph_api.store import codec, table
+from graph_api.store import admin, codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 
@@ -35,7 +35,7 @@ class Table:
         return self.settings.table
 
     def seed(self, items: list[Item]) -> None:
-        table.batch_write(self.dynamo, self.name, items)
+        admin.batch_write(self.dynamo, self.name, items)
 
     def items(self) -> list[Item]:
         found: list[Item] = []
@@ -59,7 +59,7 @@ def _sorted(items: list[Item]) -> list[Item]:
 def fresh(endpoint: str) -> Iterator[Table]:
     settings = make_settings(endpoint)
     dynamo = Dynamo(settings)
-    table.create(dynamo, settings.table)
+    admin.create(dynamo, settings.table)
     yield Table(dynamo, settings)
     dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
     dynamo.close()
@@ -343,7 +343,7 @@ def _recreate(fresh: Table, stream: dict[str, Any] | None) -> None:
     """The test's table again, made as a table of before the change stream (no stream), or
     with another stream."""
     fresh.dynamo.call_sync("DeleteTable", {"TableName": fresh.name}, None)
-    definition = table.definition(fresh.name)
+    definition = admin.definition(fresh.name)
     del definition["StreamSpecification"]
     if stream is not None:
         definition["StreamSpecification"] = stream
@@ -361,12 +361,12 @@ def test_migrate_turns_on_the_stream_of_a_table_made_without_one(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"change stream: enabled on {env.name} (NEW_AND_OLD_IMAGES)"
     assert out[1].startswith(f"nothing to migrate: {env.name} is already in the new layout")
-    assert _stream(env) == table.STREAM
+    assert _stream(env) == admin.STREAM
     assert cli.main(["migrate"]) == 0  # idempotent: the stream is left as it is
     assert capsys.readouterr().out.splitlines()[0] == (
         "change stream: already on (NEW_AND_OLD_IMAGES)"
     )
-    assert _stream(env) == table.STREAM
+    assert _stream(env) == admin.STREAM
 
 
 def test_migrate_leaves_a_stream_of_other_images_alone_and_exits_1(

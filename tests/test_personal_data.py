@@ -21,7 +21,7 @@ from graph_api.http.app import create_app
 from graph_api.http.hosting import announce
 from graph_api.ops import demo
 from graph_api.settings import Settings, SettingsError
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.codec import Item
 
 SECRET = "p" * 32
@@ -57,8 +57,8 @@ def school(endpoint: str) -> Iterator[tuple[str, list[Item]]]:
     settings = make_settings(endpoint)
     services = Services.create(settings)
     items = demo.generate(students=20, seed=5)
-    table.create(services.dynamo, settings.table)
-    table.batch_write(services.dynamo, settings.table, items)
+    admin.create(services.dynamo, settings.table)
+    admin.batch_write(services.dynamo, settings.table, items)
     yield settings.table, items
     services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
     services.close()

@@ -26,7 +26,7 @@ from write_support import (
 
 from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.codec import Item
 from graph_api.writes import propagation
 
@@ -73,7 +73,7 @@ def school_items(endpoint: str) -> list[Item]:
 
 @pytest.fixture
 def school(empty_services: Services, school_items: list[Item]) -> Services:
-    table.batch_write(empty_services.dynamo, empty_services.settings.table, school_items)
+    admin.batch_write(empty_services.dynamo, empty_services.settings.table, school_items)
     # Two renames run inside one request below; moto takes ~2 s for a 100-action transaction.
     settings = dataclasses.replace(empty_services.settings, deadline_seconds=60.0)
     return dataclasses.replace(empty_services, settings=settings)

@@ -22,7 +22,7 @@ from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
-from graph_api.store import table
+from graph_api.store import admin
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```graphql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
@@ -34,9 +34,9 @@ def make_run_api(endpoint: str) -> Iterator[TestClient]:
     """The API over the demo school `make run` loads (same size, same seed)."""
     defaults = Settings()
     services = Services.create(make_settings(endpoint))
-    table.create(services.dynamo, services.settings.table)
+    admin.create(services.dynamo, services.settings.table)
     school = demo.generate(students=defaults.demo_students, seed=defaults.demo_seed)
-    table.batch_write(services.dynamo, services.settings.table, school)
+    admin.batch_write(services.dynamo, services.settings.table, school)
     with TestClient(create_app(services)) as client:
         yield client
     services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
@@ -73,7 +73,7 @@ def small_school(endpoint: str) -> Iterator[Services]:
     """A demo school of its own, small (the README's ids exist from 55 students on)."""
     with fresh_services(endpoint, deadline_seconds=60.0) as services:
         school = demo.generate(students=60, seed=Settings().demo_seed)
-        table.batch_write(services.dynamo, services.settings.table, school)
+        admin.batch_write(services.dynamo, services.settings.table, school)
         yield services
 
 

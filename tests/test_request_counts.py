@@ -39,7 +39,7 @@ from conftest import Result, execute, make_settings
 from graph_api.graph.context import Services
 from graph_api.model import keys
 from graph_api.ops import demo
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Call
 
@@ -874,8 +874,8 @@ def big_school(endpoint: str) -> Iterator[tuple[Services, list[Item]]]:
     items = demo.generate(students=260, seed=5)
     settings = make_settings(endpoint)
     services = Services.create(settings)
-    table.create(services.dynamo, settings.table)
-    table.batch_write(services.dynamo, settings.table, items)
+    admin.create(services.dynamo, settings.table)
+    admin.batch_write(services.dynamo, settings.table, items)
     yield services, items
     services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
     services.close()

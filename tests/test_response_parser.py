@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from botocore.parsers import JSONParser, ResponseParserFactory
 from conftest import make_settings
 
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.client import Dynamo, Streams
 from graph_api.store.response_parser import DynamoJSONParser, DynamoResponseParserFactory
 
@@ -66,7 +66,7 @@ class Recorder:
 def rec(endpoint: str) -> Iterator[Recorder]:
     settings = make_settings(endpoint)
     dynamo = Dynamo(settings)
-    table.create(dynamo, settings.table)
+    admin.create(dynamo, settings.table)
     yield Recorder(dynamo, settings.table)
     dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
     dynamo.close()

@@ -25,7 +25,7 @@ from graph_api.events.lease import LATEST, SHARD_END, TRIM_HORIZON, Lease, Lease
 from graph_api.events.reader import Publish, Shard, StreamReader
 from graph_api.model import keys
 from graph_api.settings import Settings
-from graph_api.store import codec, retry, table
+from graph_api.store import admin, codec, retry
 from graph_api.store.client import Dynamo, Streams
 from graph_api.store.codec import Item
 
@@ -67,7 +67,7 @@ class Stream:
 def stream(endpoint: str) -> Iterator[Stream]:
     settings = make_settings(endpoint, stream_poll_seconds=POLL, stream_lease_seconds=LEASE)
     dynamo, streams = Dynamo(settings), Streams(settings)
-    table.create(dynamo, settings.table)
+    admin.create(dynamo, settings.table)
     yield Stream(settings, dynamo, streams)
     dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
     streams.close()

@@ -32,7 +32,7 @@ from write_support import fresh_services
 
 from graph_api.graph.context import Services
 from graph_api.model import items, keys
-from graph_api.store import codec, table
+from graph_api.store import admin, codec
 from graph_api.store.client import LOCAL_CREDENTIALS
 from tools.api_server import Served, served
 
@@ -142,7 +142,7 @@ def test_two_instances_deliver_once_and_a_takeover_loses_and_repeats_nothing(
 ) -> None:
     with fresh_services(endpoint) as services, contextlib.ExitStack() as stack:
         teachers = [items.teacher(id_, id_.title()) for id_ in OTHERS + SEQUENCE]
-        table.batch_write(services.dynamo, services.settings.table, teachers)
+        admin.batch_write(services.dynamo, services.settings.table, teachers)
         env = {
             "GRAPH_API_BACKEND": "remote",
             "AWS_ENDPOINT_URL": endpoint,  # DynamoDB and its Streams

@@ -41,7 +41,7 @@ from graph_api.model import items, keys
 from graph_api.model.items import ENROLMENT, TEACHING
 from graph_api.model.keys import Kind
 from graph_api.settings import Settings, SettingsError
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.codec import Item, encode, encode_value
 
 CHEAP = 'subscription { teacherChanged(id: "t1") { kind teacher { name } } }'
@@ -307,7 +307,7 @@ def uvicorn_serving(services: Services, send_buffer: int) -> Iterator[int]:
 
 def test_a_websocket_that_stops_reading_is_closed_with_1013(endpoint: str) -> None:
     with fresh_services(endpoint, subscription_queue=QUEUE) as services:
-        table.batch_write(services.dynamo, services.settings.table, big_class())
+        admin.batch_write(services.dynamo, services.settings.table, big_class())
         hub = services.events.hub
         with uvicorn_serving(services, send_buffer=4096) as port:
             client_socket = socket.create_connection(("127.0.0.1", port))

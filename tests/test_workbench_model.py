@@ -11,7 +11,7 @@ import pytest
 from graph_api import cli
 from graph_api.model.keys import GSI1PK, GSI1SK
 from graph_api.ops import workbench
-from graph_api.store.table import definition
+from graph_api.store.admin import definition
 
 MODEL_FILE = Path(__file__).resolve().parent.parent / "schema" / "workbench-model.json"
 

@@ -17,7 +17,7 @@ from graph_api.graph.schema import schema
 from graph_api.model import keys
 from graph_api.model.items import email_guard
 from graph_api.ops.check import check_table
-from graph_api.store import codec, table
+from graph_api.store import admin, codec
 from graph_api.store.codec import Item
 
 STUDENT_FIELDS = "id name email version home { country state city street }"
@@ -29,7 +29,7 @@ USER_ERRORS = "userErrors { code message field currentVersion }"
 def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
     """Services over a new empty table (for fixtures wider than one test)."""
     services = Services.create(make_settings(endpoint, **settings))
-    table.create(services.dynamo, services.settings.table)
+    admin.create(services.dynamo, services.settings.table)
     try:
         yield services
     finally:
@@ -69,19 +69,15 @@ def requests(result: Result) -> int:
 
 
 def scan(services: Services) -> list[Item]:
-    """Every item of the test's table (a Scan: for tests only), sorted by key; not the
-    stream reader's lease item, which an app that runs writes on its own."""
-    items: list[Item] = []
-    params: dict[str, Any] = {"TableName": services.settings.table, "ConsistentRead": True}
+    """Every item of the test's table (`store.admin.scan`), sorted by key; not the stream
+    reader's lease item, which an app that runs writes on its own."""
     lease = keys.stream_lease().as_item()
-    while True:
-        response = services.dynamo.call_sync("Scan", params, None)
-        items.extend(codec.decode(w) for w in response.get("Items", []))
-        last = response.get("LastEvaluatedKey")
-        if not last:
-            kept = [i for i in items if (i["PK"], i["SK"]) != (lease["PK"], lease["SK"])]
-            return sorted(kept, key=lambda i: (i["PK"], i["SK"]))
-        params["ExclusiveStartKey"] = last
+    kept = [
+        item
+        for item in admin.scan(services.dynamo, services.settings.table)
+        if (item["PK"], item["SK"]) != (lease["PK"], lease["SK"])
+    ]
+    return sorted(kept, key=lambda i: (i["PK"], i["SK"]))
 
 
 def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Item]]) -> None:
@@ -92,7 +88,7 @@ def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Ite
         if (edge := relation.attach(owner, target)) is not None:
             out.append(edge)
     out += [email_guard(n) for n in nodes if n["type"] == "student"]
-    table.batch_write(services.dynamo, services.settings.table, out)
+    admin.batch_write(services.dynamo, services.settings.table, out)
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:

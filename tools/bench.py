@@ -28,7 +28,7 @@ from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.embedded import EmbeddedDynamoDB
 from tools import dynamodb_local
 
@@ -194,8 +194,8 @@ def main() -> None:
 
     batched = Services.create(settings)
     naive = Services.create(dataclasses.replace(settings, naive=True))
-    table.create(batched.dynamo, settings.table)
-    table.batch_write(batched.dynamo, settings.table, demo.generate(students=args.students, seed=7))
+    admin.create(batched.dynamo, settings.table)
+    admin.batch_write(batched.dynamo, settings.table, demo.generate(students=args.students, seed=7))
     servers = [serve(batched), serve(naive)]
     try:
         print(f"\nbackend: {backend}; {args.students} students; {args.runs} runs per query\n")

@@ -815,7 +815,7 @@ def main() -> None:
 
     from graph_api.graph.context import Services
     from graph_api.settings import Settings
-    from graph_api.store import table
+    from graph_api.store import admin
     from tools import dynamodb_local, peer
     from tools.bench import serve
     from tools.peer_bench import seed
@@ -838,7 +838,7 @@ def main() -> None:
     server = None
     try:
         if not args.table:
-            table.create(services.dynamo, settings.table)
+            admin.create(services.dynamo, settings.table)
         server, port = serve(services)
         if not args.table:
             seed(port, data, mods["httpbench"], 4)

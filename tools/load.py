@@ -26,7 +26,7 @@ import httpx2 as httpx
 
 from graph_api.ops.check import check_table
 from graph_api.settings import Settings
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.client import Dynamo
 from tools import dynamodb_local
 
@@ -246,7 +246,7 @@ def main() -> None:
     dynamo = Dynamo(settings)
     server = None
     try:
-        table.create(dynamo, settings.table)
+        admin.create(dynamo, settings.table)
         subprocess.run(
             [sys.executable, "-m", "graph_api.cli", "seed", "--students", str(STUDENTS)],
             env=env,

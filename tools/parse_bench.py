@@ -26,7 +26,7 @@ from botocore.parsers import ResponseParserFactory
 from graph_api.model.keys import Kind, node, roster
 from graph_api.ops import demo
 from graph_api.settings import Settings
-from graph_api.store import codec, table
+from graph_api.store import admin, codec
 from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
 from graph_api.store.response_parser import DynamoResponseParserFactory
 from tools import dynamodb_local
@@ -80,8 +80,8 @@ def main() -> None:
             table=TABLE, backend="embedded", endpoint_url=running.endpoint, region="us-east-1"
         )
         dynamo = Dynamo(settings)
-        table.create(dynamo, TABLE)
-        table.batch_write(dynamo, TABLE, items)
+        admin.create(dynamo, TABLE)
+        admin.batch_write(dynamo, TABLE, items)
 
         students = [i["id"] for i in items if i.get("type") == "student"][:30]
         batch = {

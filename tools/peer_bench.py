@@ -43,7 +43,7 @@ from typing import Any
 from graph_api.graph.context import Services
 from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
-from graph_api.store import table
+from graph_api.store import admin
 from graph_api.store.embedded import cpu_seconds, descendants
 from tools import api_server, dynamodb_local, live_bench, peer, peer_queries
 from tools.bench import serve
@@ -629,7 +629,7 @@ def main() -> None:
     tune_collector()  # as `graph-api serve` does
     server = None
     try:
-        table.create(services.dynamo, settings.table)
+        admin.create(services.dynamo, settings.table)
         server, port = serve(services)
         t0 = time.monotonic()
         mutations = seed(port, data, httpbench, args.workers)

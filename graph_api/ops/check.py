@@ -1,40 +1,29 @@
 """`graph-api check`: read the whole table and report every broken invariant of the graph.
 
-The one place a Scan is right: an offline tool, paged, with progress. Each finding names
-its kind, the item and what is wrong; none means the materialized graph is whole.
+The one place a Scan is right (`store.admin.scan`): an offline tool, paged, with progress.
+Each finding names its kind, the item and what is wrong; none means the materialized graph is
+whole.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from graph_api.errors import BadUserInput, Unavailable
+from graph_api.errors import BadUserInput
 from graph_api.model import items, keys
 from graph_api.model.items import EDGE_TYPES, RELATIONS, TEACHING, Relation
 from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Kind
 from graph_api.ops.migrate import LEGACY_HOME, LEGACY_TEACHING, legacy_kind
-from graph_api.store import codec
+from graph_api.store.admin import scan
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
-from graph_api.store.retry import OFFLINE, Retries, failure_of
 
 NODE_TYPES = {kind.lower(): kind for kind in Kind}
 KEY_ATTRS = (PK, SK, GSI1PK, GSI1SK)
 _STREAM_LEASE = keys.stream_lease().as_item()
-
-# A Scan page that times out or is throttled is sent again, at most SCAN_ATTEMPTS times in all,
-# under the retry policy's OFFLINE figures (an offline tool can wait longer than a request:
-# 250 ms doubling to 4 s, full jitter); each retry asks for half the items of the last try,
-# RETRY_PAGE first when the page had no Limit (DynamoDB's 1 MB), SMALLEST_PAGE at least.
-SCAN_ATTEMPTS = OFFLINE.max_retries + 1
-RETRY_PAGE = 1000
-SMALLEST_PAGE = 10
 
 
 @dataclass(frozen=True)
@@ -73,70 +62,6 @@ def _ends(relation: Relation, edge: Item) -> tuple[str, str]:
         str(edge.get(f"{relation.owner.lower()}Id", "")),
         str(edge.get(f"{relation.target.lower()}Id", "")),
     )
-
-
-class ScanGaveUp(Exception):
-    """A Scan page failed for good: how far the scan got. The page's last error is the cause."""
-
-    def __init__(self, scanned: int, pages: int, attempts: int) -> None:
-        super().__init__(
-            f"scan gave up after {scanned} items scanned in {pages} pages:"
-            f" the next page failed {attempts} time(s)"
-        )
-        self.scanned = scanned
-        self.pages = pages
-        self.attempts = attempts
-
-
-def _scan_page(dynamo: Dynamo, params: dict[str, Any], scanned: int, pages: int) -> Any:
-    """One Scan page, sent again (from the same ExclusiveStartKey, smaller) while it fails:
-    a request of its own for the retry policy."""
-    retries, cost = Retries(dynamo.budget, policy=OFFLINE), 0
-    while True:
-        try:
-            page = dynamo.call_sync("Scan", params, None)
-        except (Unavailable, ClientError, BotoCoreError) as error:
-            failure = failure_of(error)
-            attempts = retries.count + 1
-            if failure is None:
-                raise ScanGaveUp(scanned, pages, attempts) from error
-            try:
-                cost = retries.pause_sync(failure, str(error))
-            except Unavailable:
-                raise ScanGaveUp(scanned, pages, attempts) from error
-            limit = params.get("Limit")
-            params["Limit"] = RETRY_PAGE if limit is None else max(SMALLEST_PAGE, limit // 2)
-            continue
-        retries.answered(cost)
-        return page
-
-
-def scan(
-    dynamo: Dynamo,
-    table: str,
-    progress: Callable[[int], None] | None = None,
-    *,
-    page_size: int | None = None,
-) -> Iterator[Item]:
-    """Every item of the table, page by page (`page_size` items a page, or DynamoDB's 1 MB).
-
-    A page that times out is retried and the scan pages on; ScanGaveUp when it cannot.
-    """
-    params: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-    if page_size is not None:
-        params["Limit"] = page_size
-    seen = pages = 0
-    while True:
-        page = _scan_page(dynamo, params, seen, pages)
-        for wire in page.get("Items", []):
-            yield codec.decode(wire)
-        seen += page.get("Count", 0)
-        pages += 1
-        if progress:
-            progress(seen)
-        if "LastEvaluatedKey" not in page:
-            return
-        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _key_of(item: Item) -> dict[str, str]:

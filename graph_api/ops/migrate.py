@@ -6,7 +6,7 @@ its place in GSI1), a teacher item its `classes`; enrolment and membership edges
 their class's or sport's partition; home items and teaching edges are gone.
 
 How it runs (an offline tool, like `graph-api check`): one paged, retrying Scan
-(`check.scan`) reads the table; each node still in the old layout becomes a *job* of
+(`store.admin.scan`) reads the table; each node still in the old layout becomes a *job* of
 transactions, sent one after the other:
 
 - a student: one transaction sets the node's maps and home (with its GSI1 keys), deletes
@@ -43,10 +43,10 @@ from graph_api.model import items, keys
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
 from graph_api.model.keys import PK, SK, Key, Kind
 from graph_api.store import transactions as tx
+from graph_api.store.admin import call_sync, scan
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.retry import Retries, cancellation_reasons, error_code
-from graph_api.store.table import call_sync
 
 # -- The legacy layout: what migrate (and check, to point at migrate) must recognize --------
 #
@@ -352,8 +352,6 @@ def migrate_table(
     passes: int = PASSES,
 ) -> Report:
     """Bring every node of `table` to the new layout; what was done and what was not."""
-    from graph_api.ops.check import scan  # check imports this module's legacy layout
-
     report = Report()
     for _ in range(passes):
         school = _School()

@@ -1,6 +1,6 @@
 """The table design as a NoSQL Workbench data model (`graph-api export-model`).
 
-Built from `store.table.definition` (keys, GSI1, billing) and a small deterministic demo
+Built from `store.admin.definition` (keys, GSI1, billing) and a small deterministic demo
 school, so Workbench's visualizer shows the real single-table layout, one facet per item
 type, and the GSI1 view of the same items. Nothing in it depends on the clock or the
 environment: `schema/workbench-model.json` is checked for drift like the SDL.
@@ -16,8 +16,8 @@ from graph_api.model.items import TYPE
 from graph_api.model.keys import PK, SK
 from graph_api.ops import demo
 from graph_api.store import codec
+from graph_api.store.admin import definition
 from graph_api.store.codec import Item
-from graph_api.store.table import definition
 
 SAMPLE_STUDENTS = 4
 SAMPLE_SEED = 1

@@ -34,9 +34,9 @@ Where each loop lives, one per kind of failure, all on the request's `Retries`:
 
 - the same request sent again (throttles, 5xx, timeouts, dropped connections, and a
   transaction's conflicts, under the same `ClientRequestToken`): `Table.call` only, and
-  its synchronous twin `table.call_sync` for the command line (migrate, seed);
-- the rest sent again: `Table._get_chunk` (`UnprocessedKeys`), `table.batch_write`
-  (`UnprocessedItems`), `check`'s Scan (the same page, smaller, `OFFLINE`);
+  its synchronous twin `admin.call_sync` for the command line (migrate, seed);
+- the rest sent again: `Table._get_chunk` (`UnprocessedKeys`), `admin.batch_write`
+  (`UnprocessedItems`), `admin.scan` (the same page, smaller, `OFFLINE`);
 - the write read again (`Stale`: a guard failed): `writes.base.retrying`;
 - a rename's copies planned again: `writes.propagation._follow`;
 - GetRecords on one shard: `events.reader` (`STREAM`; when it stops, the reader starts over

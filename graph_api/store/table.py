@@ -1,20 +1,24 @@
-"""The table: its definition, and the requests the API sends to it.
+"""The table as one GraphQL request sees it: every call it sends (reads here, the write
+path's transactions through `store/transactions.py`), bounded in flight, within the
+request's deadline and retried, and the reads themselves: items by key, Query pages.
 
 Request building lives here; key building lives in `graph_api.model.keys`. A `Table` is cheap and
 made per GraphQL request: it carries that request's ledger and its bound on calls in flight.
+The operator's synchronous work on the table (its definition, creating it, bulk writes, the
+Scan) is `store/admin.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from graph_api.errors import Unavailable
-from graph_api.model.keys import GSI1, GSI1PK, GSI1SK, PK, SK, Key, Range
+from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Key, Range
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
@@ -22,39 +26,7 @@ from graph_api.store.ledger import Ledger
 from graph_api.store.retry import Failure, Policy, Retries
 
 BATCH_GET_LIMIT = 100  # keys per BatchGetItem (DynamoDB's limit)
-BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
-# The change stream feeds subscriptions (`graph_api.events`): both images, so a reader can
-# tell what an update changed without reading the table again.
-STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-
-Progress = Callable[[int, int], None]
 BUSY = "DynamoDB is busy; try again shortly"
-
-
-def definition(name: str) -> dict[str, Any]:
-    """CreateTable parameters: the single source of the table's shape."""
-    return {
-        "TableName": name,
-        "BillingMode": "PAY_PER_REQUEST",
-        "AttributeDefinitions": [
-            {"AttributeName": attr, "AttributeType": "S"} for attr in (PK, SK, GSI1PK, GSI1SK)
-        ],
-        "KeySchema": [
-            {"AttributeName": PK, "KeyType": "HASH"},
-            {"AttributeName": SK, "KeyType": "RANGE"},
-        ],
-        "GlobalSecondaryIndexes": [
-            {
-                "IndexName": GSI1,
-                "KeySchema": [
-                    {"AttributeName": GSI1PK, "KeyType": "HASH"},
-                    {"AttributeName": GSI1SK, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-        "StreamSpecification": dict(STREAM),
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,90 +205,3 @@ class Table:
             if page.last_key is None:
                 return items
             start = page.last_key
-
-
-# -- writes used by the CLI (synchronous: one caller, progress on a terminal) ---------------
-
-UNPROCESSED = "DynamoDB kept items unprocessed; seed again to finish"
-
-
-def call_sync(dynamo: Dynamo, operation: str, params: dict[str, Any], retries: Retries) -> Any:
-    """`Table.call`'s twin for the command line's tools: the same retries, slept on this
-    thread, no ledger."""
-    cost = 0
-    while True:
-        try:
-            response = dynamo.call_sync(operation, params, None)
-        except (Unavailable, ClientError) as error:
-            cost = retries.again_sync(error)
-            continue
-        retries.answered(cost)
-        return response
-
-
-def batch_write(
-    dynamo: Dynamo,
-    name: str,
-    items: Sequence[Item],
-    progress: Progress | None = None,
-) -> None:
-    """Put items 25 a BatchWriteItem, retrying `UnprocessedItems` with backoff: each chunk
-    is a request of its own for the retry policy (no deadline: a terminal waits)."""
-    done = 0
-    for i in range(0, len(items), BATCH_WRITE_LIMIT):
-        chunk = items[i : i + BATCH_WRITE_LIMIT]
-        request: dict[str, Any] = {
-            name: [{"PutRequest": {"Item": codec.encode(item)}} for item in chunk]
-        }
-        retries, cost = Retries(dynamo.budget), 0
-        while True:
-            response = call_sync(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
-            request = response.get("UnprocessedItems") or {}
-            if not request:
-                retries.recovered(cost)
-                break
-            cost = retries.pause_sync(Failure.THROTTLED, UNPROCESSED)
-        done += len(chunk)
-        if progress:
-            progress(done, len(items))
-
-
-def create(dynamo: Dynamo, name: str) -> bool:
-    """Create the table and wait until it is active; False if it already exists."""
-    try:
-        dynamo.call_sync("DescribeTable", {"TableName": name}, None)
-        return False
-    except dynamo.client.exceptions.ResourceNotFoundException:
-        pass
-    dynamo.call_sync("CreateTable", definition(name), None)
-    dynamo.client.get_waiter("table_exists").wait(
-        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-    )
-    return True
-
-
-class OtherStreamView(Exception):
-    """The table's stream is on, with images other than the ones the reader needs."""
-
-    def __init__(self, view: str) -> None:
-        super().__init__(view)
-        self.view = view
-
-
-def enable_stream(dynamo: Dynamo, name: str) -> bool:
-    """Turn the table's change stream on if it is off (UpdateTable, then wait until the table
-    is active again); False when it was on already. A stream that is on with other images
-    raises `OtherStreamView` and is left alone: changing its view type means disabling it,
-    which ends a stream that something else may be reading."""
-    described = dynamo.call_sync("DescribeTable", {"TableName": name}, None)["Table"]
-    spec = described.get("StreamSpecification") or {}
-    if spec.get("StreamEnabled"):
-        view = str(spec.get("StreamViewType", ""))
-        if view != STREAM["StreamViewType"]:
-            raise OtherStreamView(view)
-        return False
-    dynamo.call_sync("UpdateTable", {"TableName": name, "StreamSpecification": dict(STREAM)}, None)
-    dynamo.client.get_waiter("table_exists").wait(
-        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-    )
-    return True

@@ -1,0 +1,213 @@
+"""The table as the operator's tools handle it: its definition, creating it and turning its
+stream on, writing items in bulk, and the one Scan (`graph-api check` and `migrate`; tests
+read their tables back with it).
+
+Synchronous: one caller, progress on a terminal. The retry policy is the API requests' own
+(`store/retry.py`), slept on the caller's thread. Nothing on the request path imports this;
+a GraphQL request's reads and writes go through `store/table.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from graph_api.errors import Unavailable
+from graph_api.model.keys import GSI1, GSI1PK, GSI1SK, PK, SK
+from graph_api.store import codec
+from graph_api.store.client import Dynamo
+from graph_api.store.codec import Item
+from graph_api.store.retry import OFFLINE, Failure, Retries, failure_of
+
+BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
+# The change stream feeds subscriptions (`graph_api.events`): both images, so a reader can
+# tell what an update changed without reading the table again.
+STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+
+Progress = Callable[[int, int], None]
+
+
+# A Scan page that times out or is throttled is sent again, at most SCAN_ATTEMPTS times in all,
+# under the retry policy's OFFLINE figures (an offline tool can wait longer than a request:
+# 250 ms doubling to 4 s, full jitter); each retry asks for half the items of the last try,
+# RETRY_PAGE first when the page had no Limit (DynamoDB's 1 MB), SMALLEST_PAGE at least.
+SCAN_ATTEMPTS = OFFLINE.max_retries + 1
+RETRY_PAGE = 1000
+SMALLEST_PAGE = 10
+
+
+def definition(name: str) -> dict[str, Any]:
+    """CreateTable parameters: the single source of the table's shape."""
+    return {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": attr, "AttributeType": "S"} for attr in (PK, SK, GSI1PK, GSI1SK)
+        ],
+        "KeySchema": [
+            {"AttributeName": PK, "KeyType": "HASH"},
+            {"AttributeName": SK, "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": GSI1,
+                "KeySchema": [
+                    {"AttributeName": GSI1PK, "KeyType": "HASH"},
+                    {"AttributeName": GSI1SK, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        "StreamSpecification": dict(STREAM),
+    }
+
+
+UNPROCESSED = "DynamoDB kept items unprocessed; seed again to finish"
+
+
+def call_sync(dynamo: Dynamo, operation: str, params: dict[str, Any], retries: Retries) -> Any:
+    """`Table.call`'s twin for the command line's tools: the same retries, slept on this
+    thread, no ledger."""
+    cost = 0
+    while True:
+        try:
+            response = dynamo.call_sync(operation, params, None)
+        except (Unavailable, ClientError) as error:
+            cost = retries.again_sync(error)
+            continue
+        retries.answered(cost)
+        return response
+
+
+def batch_write(
+    dynamo: Dynamo,
+    name: str,
+    items: Sequence[Item],
+    progress: Progress | None = None,
+) -> None:
+    """Put items 25 a BatchWriteItem, retrying `UnprocessedItems` with backoff: each chunk
+    is a request of its own for the retry policy (no deadline: a terminal waits)."""
+    done = 0
+    for i in range(0, len(items), BATCH_WRITE_LIMIT):
+        chunk = items[i : i + BATCH_WRITE_LIMIT]
+        request: dict[str, Any] = {
+            name: [{"PutRequest": {"Item": codec.encode(item)}} for item in chunk]
+        }
+        retries, cost = Retries(dynamo.budget), 0
+        while True:
+            response = call_sync(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
+            request = response.get("UnprocessedItems") or {}
+            if not request:
+                retries.recovered(cost)
+                break
+            cost = retries.pause_sync(Failure.THROTTLED, UNPROCESSED)
+        done += len(chunk)
+        if progress:
+            progress(done, len(items))
+
+
+def create(dynamo: Dynamo, name: str) -> bool:
+    """Create the table and wait until it is active; False if it already exists."""
+    try:
+        dynamo.call_sync("DescribeTable", {"TableName": name}, None)
+        return False
+    except dynamo.client.exceptions.ResourceNotFoundException:
+        pass
+    dynamo.call_sync("CreateTable", definition(name), None)
+    dynamo.client.get_waiter("table_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
+    return True
+
+
+class OtherStreamView(Exception):
+    """The table's stream is on, with images other than the ones the reader needs."""
+
+    def __init__(self, view: str) -> None:
+        super().__init__(view)
+        self.view = view
+
+
+def enable_stream(dynamo: Dynamo, name: str) -> bool:
+    """Turn the table's change stream on if it is off (UpdateTable, then wait until the table
+    is active again); False when it was on already. A stream that is on with other images
+    raises `OtherStreamView` and is left alone: changing its view type means disabling it,
+    which ends a stream that something else may be reading."""
+    described = dynamo.call_sync("DescribeTable", {"TableName": name}, None)["Table"]
+    spec = described.get("StreamSpecification") or {}
+    if spec.get("StreamEnabled"):
+        view = str(spec.get("StreamViewType", ""))
+        if view != STREAM["StreamViewType"]:
+            raise OtherStreamView(view)
+        return False
+    dynamo.call_sync("UpdateTable", {"TableName": name, "StreamSpecification": dict(STREAM)}, None)
+    dynamo.client.get_waiter("table_exists").wait(
+        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+    )
+    return True
+
+
+class ScanGaveUp(Exception):
+    """A Scan page failed for good: how far the scan got. The page's last error is the cause."""
+
+    def __init__(self, scanned: int, pages: int, attempts: int) -> None:
+        super().__init__(
+            f"scan gave up after {scanned} items scanned in {pages} pages:"
+            f" the next page failed {attempts} time(s)"
+        )
+        self.scanned = scanned
+        self.pages = pages
+        self.attempts = attempts
+
+
+def _scan_page(dynamo: Dynamo, params: dict[str, Any], scanned: int, pages: int) -> Any:
+    """One Scan page, sent again (from the same ExclusiveStartKey, smaller) while it fails:
+    a request of its own for the retry policy."""
+    retries, cost = Retries(dynamo.budget, policy=OFFLINE), 0
+    while True:
+        try:
+            page = dynamo.call_sync("Scan", params, None)
+        except (Unavailable, ClientError, BotoCoreError) as error:
+            failure = failure_of(error)
+            attempts = retries.count + 1
+            if failure is None:
+                raise ScanGaveUp(scanned, pages, attempts) from error
+            try:
+                cost = retries.pause_sync(failure, str(error))
+            except Unavailable:
+                raise ScanGaveUp(scanned, pages, attempts) from error
+            limit = params.get("Limit")
+            params["Limit"] = RETRY_PAGE if limit is None else max(SMALLEST_PAGE, limit // 2)
+            continue
+        retries.answered(cost)
+        return page
+
+
+def scan(
+    dynamo: Dynamo,
+    table: str,
+    progress: Callable[[int], None] | None = None,
+    *,
+    page_size: int | None = None,
+) -> Iterator[Item]:
+    """Every item of the table, page by page (`page_size` items a page, or DynamoDB's 1 MB).
+
+    A page that times out is retried and the scan pages on; ScanGaveUp when it cannot.
+    """
+    params: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+    if page_size is not None:
+        params["Limit"] = page_size
+    seen = pages = 0
+    while True:
+        page = _scan_page(dynamo, params, seen, pages)
+        for wire in page.get("Items", []):
+            yield codec.decode(wire)
+        seen += page.get("Count", 0)
+        pages += 1
+        if progress:
+            progress(seen)
+        if "LastEvaluatedKey" not in page:
+            return
+        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
