@@ -33,7 +33,7 @@ from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.transactions import Stale
 from graph_api.writes import memberships
-from graph_api.writes.base import KEPT_CHANGING
+from graph_api.writes.attempts import KEPT_CHANGING
 
 JSON = "application/x-amz-json-1.0"
 

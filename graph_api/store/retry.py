@@ -37,7 +37,7 @@ Where each loop lives, one per kind of failure, all on the request's `Retries`:
   its synchronous twin `admin.call_sync` for the command line (migrate, seed);
 - the rest sent again: `Table._get_chunk` (`UnprocessedKeys`), `admin.batch_write`
   (`UnprocessedItems`), `admin.scan` (the same page, smaller, `OFFLINE`);
-- the write read again (`Stale`: a guard failed): `writes.base.retrying`;
+- the write read again (`Stale`: a guard failed): `writes.attempts.retrying`;
 - a rename's copies planned again: `writes.propagation._follow`;
 - GetRecords on one shard: `events.reader` (`STREAM`; when it stops, the reader starts over
   from its checkpoints). Lease writes and DescribeTable go through `Table.call`, each a

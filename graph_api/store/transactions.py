@@ -34,6 +34,8 @@ MAX_ACTIONS = 100  # per TransactWriteItems (DynamoDB's limit)
 # ("lacks", path), ("size_lt", attr, n). An attribute is a name or a document path: a tuple
 # of names into nested maps (`("classes", "cls-1", "subject")`).
 Clause = tuple[Any, ...]
+EXISTS: Clause = ("exists",)
+NOT_EXISTS: Clause = ("not_exists",)
 Path = str | tuple[str, ...]
 # Attribute or path -> value to SET (Mapping's key type is invariant, hence the union).
 Assign = Mapping[str, Any] | Mapping[tuple[str, ...], Any] | Mapping[Path, Any]

@@ -11,6 +11,7 @@ from graph_api.model.keys import Kind
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
+    NOT_EXISTS,
     STALE,
     Action,
     Stale,
@@ -20,7 +21,9 @@ from graph_api.store.transactions import (
     update,
 )
 from graph_api.writes import propagation
-from graph_api.writes.base import NOT_EXISTS, Reads, expect_version, key_of, retrying
+from graph_api.writes.attempts import retrying
+from graph_api.writes.reads import Reads, key_of
+from graph_api.writes.versions import expect_version
 
 
 def _join_teacher(teacher: Item, klass: Item) -> Action:

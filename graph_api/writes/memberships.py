@@ -7,8 +7,9 @@ from graph_api.errors import AlreadyExists, BadUserInput, Conflict, NotFound
 from graph_api.model import keys
 from graph_api.model.items import Relation
 from graph_api.store.table import Table
-from graph_api.store.transactions import STALE, delete, put, transact, update
-from graph_api.writes.base import EXISTS, NOT_EXISTS, Reads, retrying
+from graph_api.store.transactions import EXISTS, NOT_EXISTS, STALE, delete, put, transact, update
+from graph_api.writes.attempts import retrying
+from graph_api.writes.reads import Reads
 
 _VERBS = {"enrolment": "enrolled in", "membership": "a member of"}
 

@@ -42,6 +42,7 @@ from graph_api.store.codec import Item
 from graph_api.store.retry import Failure
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
+    EXISTS,
     MAX_ACTIONS,
     STALE,
     Action,
@@ -53,7 +54,7 @@ from graph_api.store.transactions import (
     transact_each,
     update,
 )
-from graph_api.writes.base import EXISTS, Reads, key_of
+from graph_api.writes.reads import Reads, key_of
 
 # Reads who holds copies now; the copy actions in rounds, applied one round after another.
 # A round touches each item at most once; a followed copy whose condition fails is dropped,

@@ -8,9 +8,12 @@ from graph_api.errors import AlreadyExists
 from graph_api.model import ids, items, keys
 from graph_api.model.keys import Kind
 from graph_api.store.table import Table
-from graph_api.store.transactions import put, transact
+from graph_api.store.transactions import NOT_EXISTS, put, transact
 from graph_api.writes import propagation
-from graph_api.writes.base import NOT_EXISTS, Reads, delete_if_unlinked, expect_version, retrying
+from graph_api.writes.attempts import retrying
+from graph_api.writes.deletion import delete_if_unlinked
+from graph_api.writes.reads import Reads
+from graph_api.writes.versions import expect_version
 
 UNSET: Any = object()  # "leave as is", distinct from None ("clear")
 

@@ -7,9 +7,21 @@ from graph_api.model import ids, items, keys
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, Place
 from graph_api.model.keys import Kind
 from graph_api.store.table import Table
-from graph_api.store.transactions import MAX_ACTIONS, STALE, Action, delete, put, transact, update
+from graph_api.store.transactions import (
+    EXISTS,
+    MAX_ACTIONS,
+    NOT_EXISTS,
+    STALE,
+    Action,
+    delete,
+    put,
+    transact,
+    update,
+)
 from graph_api.writes import propagation
-from graph_api.writes.base import EXISTS, NOT_EXISTS, Reads, expect_version, key_of, retrying
+from graph_api.writes.attempts import retrying
+from graph_api.writes.reads import Reads, key_of
+from graph_api.writes.versions import expect_version
 
 
 def _taken(email: str) -> AlreadyExists:

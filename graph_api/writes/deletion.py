@@ -1,0 +1,21 @@
+"""Deleting a node that nothing links to any more (a teacher with no class, a sport with no
+member): one conditional delete on its counter."""
+
+from __future__ import annotations
+
+from graph_api.errors import Conflict
+from graph_api.model.keys import Kind
+from graph_api.store.table import Table
+from graph_api.store.transactions import delete, transact
+from graph_api.writes.reads import Reads, key_of
+
+
+async def delete_if_unlinked(table: Table, kind: Kind, id_: str, counter: str, busy: str) -> str:
+    """Delete a node whose `counter` of edges is zero, else CONFLICT saying `busy`
+    (formatted with the count) so the client knows what to remove first."""
+    node = await Reads(table).node(kind, id_)
+    conflict = Conflict(busy.format(count=node.get(counter, 0)), id=id_)
+    if node.get(counter, 0):
+        raise conflict
+    await transact(table, [delete(key_of(node), ("zero_or_missing", counter), on_fail=conflict)])
+    return id_
