@@ -156,7 +156,7 @@ class Skip(Exception):
 
 def _guard(node: Item, counter: str) -> tuple[tx.Clause, ...]:
     """The node as scanned: its version and its relation counter (writers move both)."""
-    clauses: list[tx.Clause] = [("exists",), ("eq", "version", node.get("version"))]
+    clauses: list[tx.Clause] = [tx.EXISTS, ("eq", "version", node.get("version"))]
     if counter in node:
         clauses.append(("eq", counter, node[counter]))
     return tuple(clauses)
@@ -216,9 +216,9 @@ def plan_student(school: _School, student_id: str) -> Job | None:
     for edge in old:
         relation = _EDGES[edge[items.TYPE]]
         new = relation.edge_item(node, {"id": edge[f"{relation.target.lower()}Id"]})
-        pair = [tx.delete(_key(edge), ("exists",))]
+        pair = [tx.delete(_key(edge), tx.EXISTS)]
         if (relation.name, _key(new)) not in already:
-            pair.insert(0, tx.put(new, ("not_exists",)))
+            pair.insert(0, tx.put(new, tx.NOT_EXISTS))
         pairs.append(pair)
     node_key = keys.node(Kind.STUDENT, student_id)
     assign: dict[str, Any] = dict(maps)
@@ -227,7 +227,7 @@ def plan_student(school: _School, student_id: str) -> Job | None:
         assign.update(items.home_attributes(student_id, place))
     last = [
         tx.update(node_key, *guard, assign=assign),
-        *(tx.delete(_key(home), ("exists",)) for home in homes),
+        *(tx.delete(_key(home), tx.EXISTS) for home in homes),
     ]
     moves = [action for pair in pairs for action in pair]
     if len(last) + len(moves) <= tx.MAX_ACTIONS:  # the usual student: one transaction
@@ -258,7 +258,7 @@ def plan_teacher(school: _School, teacher_id: str) -> Job | None:
         return None
     guard = _guard(node, TEACHING.owner_count)
     node_key = keys.node(Kind.TEACHER, teacher_id)
-    deletes = [tx.delete(_key(edge), ("exists",)) for edge in edges]
+    deletes = [tx.delete(_key(edge), tx.EXISTS) for edge in edges]
     transactions: list[list[tx.Action]] = []
     if not has_map:
         taught = {c["id"]: TEACHING.entry_of(c) for c in school.classes_of.get(teacher_id, [])}
