@@ -92,7 +92,7 @@ def test_a_write_that_copies_nothing_leaves_a_rename_in_flight_alone(
     sport = items.sport("sp", "Chess", None)
     members = students(120)
     seed(svc, [sport, *members], [(MEMBERSHIP, s, sport) for s in members])
-    between_chunks(lambda: sports.update_sport(table_of(svc), "sp", None, "New coach", None))
+    between_chunks(lambda: sports.update(table_of(svc), "sp", None, "New coach", None))
     result = run(
         svc,
         f"""mutation {{ updateSport(id: "sp", input: {{name: "Go"}}) {{
@@ -116,7 +116,7 @@ def test_a_class_moved_during_its_teachers_rename_keeps_its_new_teacher(
         *((ENROLMENT, s, c2) for s in pupils[100:]),
     ]
     seed(svc, [alice, bob, c1, c2, *pupils], links)
-    between_chunks(lambda: classes.update_class(table_of(svc), "c2", None, "tB", None))
+    between_chunks(lambda: classes.update(table_of(svc), "c2", None, "tB", None))
     assert run(svc, RENAME_ALICE).problems == []
     moved = ok(svc, '{ class(id: "c2") { teacher { id name } } }')["class"]["teacher"]
     assert moved == {"id": "tB", "name": "Bob"}
@@ -193,10 +193,10 @@ def test_a_class_and_its_teacher_renamed_at_once_leave_every_copy_current(
     ]
     seed(svc, [alice, klass, *pupils], links)
     if renamed_first == "subject":
-        between_chunks(lambda: teachers.update_teacher(table_of(svc), "tA", "Alicia", None))
+        between_chunks(lambda: teachers.update(table_of(svc), "tA", "Alicia", None))
         assert run(svc, CHANGE_SUBJECT).problems == []
     else:
-        between_chunks(lambda: classes.update_class(table_of(svc), "c1", "Physics", None, None))
+        between_chunks(lambda: classes.update(table_of(svc), "c1", "Physics", None, None))
         assert run(svc, RENAME_ALICE).problems == []
     copies = {(e["subject"], e["teacherName"]) for e in entries(svc, "classes")}
     assert copies == {("Physics", "Alicia")}

@@ -115,7 +115,7 @@ class Mutation:
         expected_version: ExpectedVersion = None,
     ) -> UpdateStudentPayload:
         email = None if input.email is None else validation.email(input.email)
-        await students.update_student(
+        await students.update(
             info.context.table, id, optional_name(input.name), email, expected_version
         )
         return UpdateStudentPayload(student=written(info, Student, id))
@@ -125,7 +125,7 @@ class Mutation:
         description="Delete a student with its email and its enrolments and memberships.",
     )
     async def delete_student(self, info: Info, id: StudentId) -> DeleteStudentPayload:
-        await students.delete_student(info.context.table, id)
+        await students.delete(info.context.table, id)
         return DeleteStudentPayload(deleted_id=id)
 
     @payload_mutation(SetHomePayload, description="Set the student's home; null clears it.")
@@ -165,9 +165,7 @@ class Mutation:
         input: Annotated[UpdateTeacherInput, Fields],
         expected_version: ExpectedVersion = None,
     ) -> UpdateTeacherPayload:
-        await teachers.update_teacher(
-            info.context.table, id, optional_name(input.name), expected_version
-        )
+        await teachers.update(info.context.table, id, optional_name(input.name), expected_version)
         return UpdateTeacherPayload(teacher=written(info, Teacher, id))
 
     @payload_mutation(
@@ -175,7 +173,7 @@ class Mutation:
         description="Delete a teacher; CONFLICT while it still teaches a class.",
     )
     async def delete_teacher(self, info: Info, id: TeacherId) -> DeleteTeacherPayload:
-        await teachers.delete_teacher(info.context.table, id)
+        await teachers.delete(info.context.table, id)
         return DeleteTeacherPayload(deleted_id=id)
 
     # -- classes -------------------------------------------------------------------------
@@ -209,7 +207,7 @@ class Mutation:
         input: Annotated[UpdateClassInput, Fields],
         expected_version: ExpectedVersion = None,
     ) -> UpdateClassPayload:
-        await classes.update_class(
+        await classes.update(
             info.context.table,
             id,
             optional_name(input.subject, "subject"),
@@ -223,7 +221,7 @@ class Mutation:
         description="Delete a class; CONFLICT while students are enrolled in it.",
     )
     async def delete_class(self, info: Info, id: ClassId) -> DeleteClassPayload:
-        await classes.delete_class(info.context.table, id)
+        await classes.delete(info.context.table, id)
         return DeleteClassPayload(deleted_id=id)
 
     # -- sports --------------------------------------------------------------------------
@@ -258,7 +256,7 @@ class Mutation:
         coach = (
             sports.UNSET if input.coach is strawberry.UNSET else optional_name(input.coach, "coach")
         )
-        await sports.update_sport(
+        await sports.update(
             info.context.table, id, optional_name(input.name), coach, expected_version
         )
         return UpdateSportPayload(sport=written(info, Sport, id))
@@ -268,7 +266,7 @@ class Mutation:
         description="Delete a sport; CONFLICT while students play it.",
     )
     async def delete_sport(self, info: Info, id: SportId) -> DeleteSportPayload:
-        await sports.delete_sport(info.context.table, id)
+        await sports.delete(info.context.table, id)
         return DeleteSportPayload(deleted_id=id)
 
     # -- edges ---------------------------------------------------------------------------

@@ -8,18 +8,12 @@ from graph_api.errors import AlreadyExists, BadUserInput, Conflict
 from graph_api.model import ids, items, keys
 from graph_api.model.items import TEACHING
 from graph_api.model.keys import Kind
+
+# The update and delete actions as tx.update, tx.delete: this module's writers have those names
+from graph_api.store import transactions as tx
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
-from graph_api.store.transactions import (
-    NOT_EXISTS,
-    STALE,
-    Action,
-    Stale,
-    delete,
-    put,
-    transact,
-    update,
-)
+from graph_api.store.transactions import NOT_EXISTS, STALE, Action, Stale, put, transact
 from graph_api.writes import propagation
 from graph_api.writes.attempts import retrying
 from graph_api.writes.reads import Reads, key_of
@@ -35,7 +29,7 @@ def _join_teacher(teacher: Item, klass: Item) -> Action:
             " the most one teacher can",
             field="teacherId",
         )
-    return update(
+    return tx.update(
         key_of(teacher),
         ("eq", "name", teacher["name"]),
         ("size_lt", TEACHING.field, TEACHING.limit),
@@ -46,7 +40,7 @@ def _join_teacher(teacher: Item, klass: Item) -> Action:
 
 
 def _leave_teacher(teacher_id: str, class_id: str, on_fail: Conflict | Stale) -> Action:
-    return update(
+    return tx.update(
         keys.node(Kind.TEACHER, teacher_id),
         ("gt", TEACHING.owner_count, 0),
         remove=[TEACHING.path(class_id)],
@@ -71,7 +65,7 @@ async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -
     return await retrying(table, attempt)
 
 
-async def update_class(
+async def update(
     table: Table, id_: str, subject: str | None, teacher_id: str | None, expected: int | None
 ) -> str:
     if teacher_id is not None:
@@ -102,7 +96,7 @@ async def update_class(
     return await retrying(table, attempt)
 
 
-async def delete_class(table: Table, id_: str) -> str:
+async def delete(table: Table, id_: str) -> str:
     reads = Reads(table)
 
     async def attempt() -> str:
@@ -121,7 +115,7 @@ async def delete_class(table: Table, id_: str) -> str:
             [
                 # The version fences out a move to another teacher committed since our read;
                 # an enrolment since then fails the count, and the next read says CONFLICT.
-                delete(
+                tx.delete(
                     key_of(klass),
                     ("eq", "version", klass["version"]),
                     ("zero_or_missing", "studentCount"),

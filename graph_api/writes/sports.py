@@ -25,9 +25,7 @@ async def create(table: Table, id_: str | None, name: str, coach: str | None) ->
     return sport_id
 
 
-async def update_sport(
-    table: Table, id_: str, name: str | None, coach: Any, expected: int | None
-) -> str:
+async def update(table: Table, id_: str, name: str | None, coach: Any, expected: int | None) -> str:
     reads = Reads(table)
 
     async def attempt() -> str:
@@ -44,6 +42,6 @@ async def update_sport(
     return await retrying(table, attempt)
 
 
-async def delete_sport(table: Table, id_: str) -> str:
+async def delete(table: Table, id_: str) -> str:
     busy = f"sport {id_} still has {{count}} student(s): they must leave it first (leaveSport)"
     return await delete_if_unlinked(table, Kind.SPORT, id_, "studentCount", busy)

@@ -6,6 +6,9 @@ from graph_api.errors import AlreadyExists, Conflict, NotFound
 from graph_api.model import ids, items, keys
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, Place
 from graph_api.model.keys import Kind
+
+# The update and delete actions as tx.update, tx.delete: this module's writers have those names
+from graph_api.store import transactions as tx
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
     EXISTS,
@@ -13,10 +16,8 @@ from graph_api.store.transactions import (
     NOT_EXISTS,
     STALE,
     Action,
-    delete,
     put,
     transact,
-    update,
 )
 from graph_api.writes import propagation
 from graph_api.writes.attempts import retrying
@@ -30,7 +31,7 @@ def _taken(email: str) -> AlreadyExists:
 
 def _release_guard(email: str, student_id: str) -> Action:
     # Only the student's own guard; a missing one (a damaged table) is no reason to fail.
-    return delete(keys.email_guard(email), ("owned_by", "studentId", student_id))
+    return tx.delete(keys.email_guard(email), ("owned_by", "studentId", student_id))
 
 
 async def create(table: Table, id_: str | None, name: str, email: str, home: Place | None) -> str:
@@ -47,7 +48,7 @@ async def create(table: Table, id_: str | None, name: str, email: str, home: Pla
     return student_id
 
 
-async def update_student(
+async def update(
     table: Table, id_: str, name: str | None, email: str | None, expected: int | None
 ) -> str:
     reads = Reads(table)
@@ -78,15 +79,15 @@ async def set_home(table: Table, student_id: str, home: Place | None) -> str:
     bump = {"version": 1}
     if home is None:
         remove = [items.HOME, *items.LOCATION_KEYS]
-        change = update(node, EXISTS, remove=remove, add=bump, on_fail=missing)
+        change = tx.update(node, EXISTS, remove=remove, add=bump, on_fail=missing)
     else:
         assign = items.home_attributes(student_id, home)
-        change = update(node, EXISTS, assign=assign, add=bump, on_fail=missing)
+        change = tx.update(node, EXISTS, assign=assign, add=bump, on_fail=missing)
     await transact(table, [change])
     return student_id
 
 
-async def delete_student(table: Table, id_: str) -> str:
+async def delete(table: Table, id_: str) -> str:
     """Remove the student, its email guard and its edge items; move the counters."""
     reads = Reads(table)
 
@@ -101,8 +102,8 @@ async def delete_student(table: Table, id_: str) -> str:
                     f"{relation.target.lower()} {target_id} counts no students; run graph-api check"
                 )
                 actions = [
-                    delete(edge, EXISTS, on_fail=STALE),
-                    update(
+                    tx.delete(edge, EXISTS, on_fail=STALE),
+                    tx.update(
                         keys.node(relation.target, target_id),
                         ("gt", "studentCount", 0),
                         add={"studentCount": -1},
@@ -115,7 +116,7 @@ async def delete_student(table: Table, id_: str) -> str:
             # The version fences out an email change (whose guard we would miss) and the
             # count a link or unlink, each committed since our read.
             return [
-                delete(
+                tx.delete(
                     key_of(node),
                     ("eq", "version", node["version"]),
                     ("eq", "edgeCount", remaining),
@@ -130,7 +131,7 @@ async def delete_student(table: Table, id_: str) -> str:
         per_chunk = (MAX_ACTIONS - 1) // 2
         while len(unlinks) * 2 > MAX_ACTIONS - 2:
             chunk, unlinks = unlinks[:per_chunk], unlinks[per_chunk:]
-            shed = update(
+            shed = tx.update(
                 key_of(node),
                 EXISTS,
                 remove=[path for path, _ in chunk],

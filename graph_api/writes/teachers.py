@@ -21,7 +21,7 @@ async def create(table: Table, id_: str | None, name: str) -> str:
     return teacher_id
 
 
-async def update_teacher(table: Table, id_: str, name: str | None, expected: int | None) -> str:
+async def update(table: Table, id_: str, name: str | None, expected: int | None) -> str:
     reads = Reads(table)
 
     async def attempt() -> str:
@@ -34,7 +34,7 @@ async def update_teacher(table: Table, id_: str, name: str | None, expected: int
     return await retrying(table, attempt)
 
 
-async def delete_teacher(table: Table, id_: str) -> str:
+async def delete(table: Table, id_: str) -> str:
     busy = (
         f"teacher {id_} still teaches {{count}} class(es):"
         " delete them or give them another teacher first"
