@@ -1,20 +1,16 @@
-"""Shared fixtures: one embedded moto server per session, a seeded read-only table, and
-helpers to run GraphQL through the schema (with its request context) or over HTTP."""
+"""Shared fixtures: one embedded moto server per session, a seeded read-only table, fresh
+tables of a test's own, and the app over HTTP. The helpers they use are tests/support.py's."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import os
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support import execute, fresh_services, make_settings
 
 from graph_api.ops import demo
-from graph_api.settings import Settings
 from graph_api.store import admin
 from graph_api.store.codec import Item
 from graph_api.store.embedded import EmbeddedDynamoDB
@@ -23,42 +19,9 @@ if TYPE_CHECKING:  # the API is imported by the fixtures that use it, so that te
     # store and the CLI (check, migrate) run on their own
     from starlette.testclient import TestClient
 
-    from graph_api.graph.context import Context, Services
+    from graph_api.graph.context import Services
 
 DEMO_STUDENTS = 60  # small: seeded once a session on each backend
-
-
-@dataclass
-class Result:
-    data: Any
-    errors: list[dict[str, Any]]
-    extensions: dict[str, Any]
-    context: Context
-
-    @property
-    def codes(self) -> list[str]:
-        """The codes of the GraphQL errors (`extensions.code`)."""
-        return [e["extensions"]["code"] for e in self.errors]
-
-    @property
-    def user_errors(self) -> list[dict[str, Any]]:
-        """The `userErrors` of every mutation payload in `data`, in document order."""
-        values = self.data.values() if isinstance(self.data, dict) else ()
-        return [
-            error
-            for value in values
-            if isinstance(value, dict)
-            for error in value.get("userErrors") or ()
-        ]
-
-    @property
-    def user_codes(self) -> list[str]:
-        return [e["code"] for e in self.user_errors]
-
-    @property
-    def problems(self) -> list[dict[str, Any]]:
-        """GraphQL errors and user errors: empty when every mutation was written."""
-        return self.errors + self.user_errors
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -90,21 +53,6 @@ def endpoint(backend: str) -> Iterator[str]:
     server.stop()
 
 
-def make_settings(endpoint: str, **overrides: Any) -> Settings:
-    base = Settings(
-        table=f"test-{uuid.uuid4().hex[:8]}",
-        backend="embedded",
-        endpoint_url=endpoint,
-        cursor_secret=b"test-cursor-secret",
-        cursor_secret_configured=True,
-        # As the embedded backend serves its generated demo (`Settings.from_env`); the tests
-        # of the setting itself, and of personal data kept private, are
-        # tests/test_personal_data.py.
-        public_personal_data=True,
-    )
-    return dataclasses.replace(base, **overrides)
-
-
 @pytest.fixture(scope="session")
 def demo_items() -> list[Item]:
     return demo.generate(students=DEMO_STUDENTS, seed=11)
@@ -126,38 +74,8 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
 @pytest.fixture
 def empty_services(endpoint: str) -> Iterator[Services]:
     """Services over a fresh, empty table of the test's own."""
-    from graph_api.graph.context import Services
-
-    settings = make_settings(endpoint)
-    services = Services.create(settings)
-    admin.create(services.dynamo, settings.table)
-    yield services
-    services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
-    services.close()
-
-
-def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
-    """Messages name ids, never internal keys (`CLASS#cls-001`): no error or user error of
-    any test that runs through `execute` may hold a '#', the keys' separator."""
-    for error in errors:
-        assert "#" not in error.get("message", ""), error
-
-
-def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
-    """Run one operation through the schema with a fresh request context."""
-    from graph_api.graph.context import Context
-    from graph_api.graph.schema import build_schema
-
-    async def run() -> Result:
-        context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")
-        schema = build_schema(services.settings)
-        result = await schema.execute(query, variable_values=variables, context_value=context)
-        errors = [e.formatted for e in result.errors or []]
-        answer = Result(result.data, errors, result.extensions or {}, context)
-        assert_no_key_in_messages(answer.problems)  # GraphQL errors and user errors
-        return answer
-
-    return asyncio.run(run())
+    with fresh_services(endpoint) as services:
+        yield services
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Result
+from support import Result
 
 from graph_api.store.codec import Item
 

@@ -16,11 +16,10 @@ from typing import Any
 
 import jwt
 import pytest
-from conftest import make_settings
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
-from write_support import scan
+from support import make_settings, scan
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app

@@ -13,9 +13,8 @@ from typing import Any
 
 import jwt
 import pytest
-from conftest import assert_no_key_in_messages, make_settings
 from starlette.testclient import TestClient
-from write_support import scan
+from support import assert_no_key_in_messages, make_settings, scan
 
 from graph_api.errors import BadUserInput
 from graph_api.graph.context import Services

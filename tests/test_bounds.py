@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from write_support import USER_ERRORS, assert_clean, fresh_services, run, scan, seed
+from support import USER_ERRORS, assert_clean, fresh_services, run, scan, seed
 
 from graph_api.graph.context import Services
 from graph_api.model import items

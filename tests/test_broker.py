@@ -1,7 +1,8 @@
 """The events broker: in process, and Redis pub/sub between API instances.
 
-The Redis tests run Debian's redis-server (tests/redis_support.py), one per test, and use
-two RedisBroker objects as two API instances. They wait on conditions, never on the clock.
+The Redis tests run Debian's redis-server (tests/support.py's `RedisServer`), one per test,
+and use two RedisBroker objects as two API instances. They wait on conditions, never on the
+clock.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio
-from redis_support import RedisServer, running_redis
+from support import RedisServer, running_redis
 
 from graph_api.events.broker import (
     MAX_MESSAGE_BYTES,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ReadTimeoutError
-from conftest import make_settings
 from old_layout import new_items, old_items, random_school
+from support import make_settings
 
 from graph_api import cli
 from graph_api.errors import Unavailable

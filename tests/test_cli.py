@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
+from support import make_settings
 
 from graph_api import cli
 from graph_api.ops import demo, embedded_file

@@ -10,7 +10,7 @@ import random
 from typing import Any
 
 import pytest
-from write_support import (
+from support import (
     CREATE_STUDENT_MIN,
     ENROLL_MIN,
     USER_ERRORS,

@@ -33,7 +33,7 @@ def test_dynamodb_local_persists_under_a_relative_db_path(
 ) -> None:
     if backend != "dynamodb-local":
         pytest.skip("starts a second DynamoDB Local: runs with --backend=dynamodb-local")
-    from conftest import make_settings
+    from support import make_settings
 
     monkeypatch.chdir(tmp_path)
     running = dynamodb_local.start(db_path=Path(".data/dynamodb"))

@@ -6,8 +6,7 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from conftest import Result
-from write_support import assert_clean, create_student, of_type, ok, run, scan
+from support import Result, assert_clean, create_student, of_type, ok, run, scan
 
 from graph_api.graph.context import Services
 from graph_api.model import keys

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
-from write_support import (
+from support import (
     assert_clean,
     create_class,
     create_student,

@@ -7,9 +7,9 @@ from typing import Any
 
 import botocore.exceptions
 import pytest
-from conftest import Result
 from starlette.testclient import TestClient
-from write_support import (
+from support import (
+    Result,
     create_class,
     create_sport,
     create_student,

@@ -22,7 +22,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
-from conftest import Result, execute, make_settings
+from support import Result, execute, make_settings
 
 from graph_api.errors import Unavailable
 from graph_api.graph.context import Services

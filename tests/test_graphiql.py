@@ -9,9 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
-from node_support import missing
 from starlette.testclient import TestClient
+from support import make_settings, missing
 
 from graph_api.graph.context import Services
 from graph_api.http import graphiql

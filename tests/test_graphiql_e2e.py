@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from node_support import missing, npm_package, tool
+from support import missing, npm_package, tool
 
 from graph_api.http import graphiql
 from graph_api.model.items import Item

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 import uvicorn
-from conftest import make_settings
 from graphql import DocumentNode, FieldNode, FragmentSpreadNode, InlineFragmentNode, parse
 from graphql.language import Lexer, Source, TokenKind
+from support import make_settings
 
 from graph_api.graph import cost, limits
 from graph_api.graph.context import Services

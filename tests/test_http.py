@@ -5,8 +5,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import make_settings
 from starlette.testclient import TestClient
+from support import make_settings
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node_support import npm_package, tool
+from support import npm_package, tool
 
 from tools import http_audit
 

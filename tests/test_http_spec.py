@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import make_settings
 from graphql import GraphQLError
 from starlette.testclient import TestClient
 from strawberry.types import ExecutionResult
+from support import make_settings
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import make_settings
 from old_layout import Pupil, School, new_items, old_items, random_school
+from support import make_settings
 
 from graph_api import cli
 from graph_api.events.lease import Lease

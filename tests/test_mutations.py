@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from graphql import GraphQLNonNull, GraphQLObjectType
-from write_support import (
+from support import (
     STUDENT_FIELDS,
     USER_ERRORS,
     all_pages,

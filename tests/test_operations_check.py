@@ -28,7 +28,7 @@ from graphql import (
     find_breaking_changes,
     parse,
 )
-from node_support import npm_package, tool
+from support import npm_package, tool
 
 from graph_api import cli
 from graph_api.graph.schema import schema

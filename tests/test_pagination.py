@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import Result
+from support import Result
 
 from graph_api.model import keys
 from graph_api.store.codec import Item
@@ -543,7 +543,7 @@ def test_a_cursor_of_another_secret_is_refused_on_its_field_only(
 ) -> None:
     """A cursor from before a restart with a new secret: BAD_USER_INPUT on the connection
     field, whose parent and siblings are still answered."""
-    from conftest import execute, make_settings
+    from support import execute, make_settings
 
     from graph_api.graph.context import Services
 

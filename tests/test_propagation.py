@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from write_support import (
+from support import (
     CREATE_STUDENT_MIN,
     USER_ERRORS,
     all_ok,

@@ -12,7 +12,7 @@ from typing import Any
 import jwt
 import pytest
 from starlette.testclient import TestClient
-from write_support import (
+from support import (
     USER_ERRORS,
     assert_clean,
     fresh_services,

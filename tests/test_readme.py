@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_settings
 from starlette.testclient import TestClient
-from write_support import assert_clean, fresh_services, run
+from support import assert_clean, fresh_services, make_settings, run
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app

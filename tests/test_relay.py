@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import Result
+from support import Result
 from test_pagination import CONNECTIONS, expected_ids, node_ids, walk
 
 from graph_api.store.codec import Item

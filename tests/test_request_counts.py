@@ -34,7 +34,7 @@ from math import ceil
 from typing import Any
 
 import pytest
-from conftest import Result, execute, make_settings
+from support import Result, execute, make_settings
 
 from graph_api.graph.context import Services
 from graph_api.model import keys

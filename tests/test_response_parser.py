@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from botocore.parsers import JSONParser, ResponseParserFactory
-from conftest import make_settings
+from support import make_settings
 
 from graph_api.store import admin
 from graph_api.store.client import Dynamo, Streams

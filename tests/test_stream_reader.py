@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from conftest import make_settings
+from support import make_settings
 
 from graph_api.errors import Unavailable
 from graph_api.events import reader as reader_module

@@ -24,11 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_support import WAIT, until
-from redis_support import RedisServer, running_redis
+from support import WAIT, RedisServer, fresh_services, running_redis, until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
-from write_support import fresh_services
 
 from graph_api.graph.context import Services
 from graph_api.model import items, keys

@@ -19,21 +19,21 @@ from typing import Any
 import jwt
 import pytest
 import uvicorn
-from live_support import (
+from starlette.testclient import TestClient
+from support import (
     SSE,
     WAIT,
     Subscriber,
     boto_client,
+    fresh_services,
     live,
     mutate,
     school,
     subscriber,
     until,
 )
-from starlette.testclient import TestClient
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
-from write_support import fresh_services
 
 from graph_api.graph.context import Services
 from graph_api.http.app import BEHIND_CLOSE, IDLE_CLOSE, create_app

@@ -10,7 +10,7 @@ order between them: a marker is per subscription.
 from __future__ import annotations
 
 import pytest
-from live_support import (
+from support import (
     ENROLL,
     ERRORS,
     RENAME_TEACHER,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from live_support import (
+from support import (
     CREATE_SPORT,
     DELETE_CLASS,
     DELETE_SPORT,
@@ -30,6 +30,7 @@ from live_support import (
     UPDATE_CLASS,
     ada_maths_sam,
     boto_client,
+    fresh_services,
     live,
     live_app,
     mutate,
@@ -40,7 +41,6 @@ from live_support import (
     teacher,
     until,
 )
-from write_support import fresh_services
 
 from graph_api.model import items
 

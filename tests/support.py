@@ -1,0 +1,880 @@
+"""What the tests share, each helper once (fixtures are in conftest.py): running GraphQL
+through the schema, building a table and reading it back, the graph built through mutations,
+operations at once and interleavings forced step by step, subscribers of the live app, and
+the tools some tests drive (node and npm, redis-server).
+
+The API's upper layers (the schema, the app) and the libraries only some tests need are
+imported by the helpers that use them: conftest.py imports this module, and tests of the
+store and the CLI (check, migrate) run without the schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import boto3
+import pytest
+
+from graph_api.model import items, keys
+from graph_api.model.items import TEACHING, email_guard
+from graph_api.ops.check import check_table
+from graph_api.settings import Settings
+from graph_api.store import admin, codec
+from graph_api.store.client import LOCAL_CREDENTIALS
+from graph_api.store.codec import Item, encode
+from tools.node import npm_ci
+
+if TYPE_CHECKING:
+    from starlette.testclient import TestClient, WebSocketTestSession
+
+    from graph_api.graph.context import Context, Services
+
+
+STUDENT_FIELDS = "id name email version home { country state city street }"
+# Every mutation document of the tests selects them: `ok` and `all_ok` check they are empty.
+USER_ERRORS = "userErrors { code message field currentVersion }"
+
+
+# -- running operations through the schema ------------------------------------------------
+
+
+@dataclass
+class Result:
+    data: Any
+    errors: list[dict[str, Any]]
+    extensions: dict[str, Any]
+    context: Context
+
+    @property
+    def codes(self) -> list[str]:
+        """The codes of the GraphQL errors (`extensions.code`)."""
+        return [e["extensions"]["code"] for e in self.errors]
+
+    @property
+    def user_errors(self) -> list[dict[str, Any]]:
+        """The `userErrors` of every mutation payload in `data`, in document order."""
+        values = self.data.values() if isinstance(self.data, dict) else ()
+        return [
+            error
+            for value in values
+            if isinstance(value, dict)
+            for error in value.get("userErrors") or ()
+        ]
+
+    @property
+    def user_codes(self) -> list[str]:
+        return [e["code"] for e in self.user_errors]
+
+    @property
+    def problems(self) -> list[dict[str, Any]]:
+        """GraphQL errors and user errors: empty when every mutation was written."""
+        return self.errors + self.user_errors
+
+
+def make_settings(endpoint: str, **overrides: Any) -> Settings:
+    base = Settings(
+        table=f"test-{uuid.uuid4().hex[:8]}",
+        backend="embedded",
+        endpoint_url=endpoint,
+        cursor_secret=b"test-cursor-secret",
+        cursor_secret_configured=True,
+        # As the embedded backend serves its generated demo (`Settings.from_env`); the tests
+        # of the setting itself, and of personal data kept private, are
+        # tests/test_personal_data.py.
+        public_personal_data=True,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
+    """Messages name ids, never internal keys (`CLASS#cls-001`): no error or user error of
+    any test that runs through `execute` may hold a '#', the keys' separator."""
+    for error in errors:
+        assert "#" not in error.get("message", ""), error
+
+
+def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
+    """Run one operation through the schema with a fresh request context."""
+    from graph_api.graph.context import Context
+    from graph_api.graph.schema import build_schema
+
+    async def run() -> Result:
+        context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")
+        schema = build_schema(services.settings)
+        result = await schema.execute(query, variable_values=variables, context_value=context)
+        errors = [e.formatted for e in result.errors or []]
+        answer = Result(result.data, errors, result.extensions or {}, context)
+        assert_no_key_in_messages(answer.problems)  # GraphQL errors and user errors
+        return answer
+
+    return asyncio.run(run())
+
+
+@contextlib.contextmanager
+def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
+    """Services over a new empty table of its own, deleted afterwards."""
+    from graph_api.graph.context import Services
+
+    services = Services.create(make_settings(endpoint, **settings))
+    admin.create(services.dynamo, services.settings.table)
+    try:
+        yield services
+    finally:
+        services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+        services.close()
+
+
+def run(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
+    return execute(services, query, variables)
+
+
+def ok(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:
+    """Run an operation that must succeed (no errors, no user errors); return its data."""
+    result = execute(services, query, variables)
+    assert result.problems == [], result.problems
+    if query.lstrip().startswith("mutation"):
+        payloads = result.data.values()
+        assert all("userErrors" in p for p in payloads), f"select userErrors in {query}"
+    return result.data
+
+
+def payload(result: Result, field: str) -> dict[str, Any]:
+    """The payload of the mutation `field` in `result`."""
+    assert isinstance(result.data, dict) and field in result.data, (result.data, result.errors)
+    return result.data[field]  # type: ignore[no-any-return]
+
+
+def single_user_error(result: Result, code: str) -> dict[str, Any]:
+    """The one user error of `result`, of `code`; no GraphQL errors beside it."""
+    assert result.errors == [], result.errors
+    assert result.user_codes == [code], result.user_errors
+    return result.user_errors[0]
+
+
+def requests(result: Result) -> int:
+    return result.extensions["dynamodb"]["requests"]  # type: ignore[no-any-return]
+
+
+def scan(services: Services) -> list[Item]:
+    """Every item of the test's table (`store.admin.scan`), sorted by key; not the stream
+    reader's lease item, which an app that runs writes on its own."""
+    lease = keys.stream_lease().as_item()
+    kept = [
+        item
+        for item in admin.scan(services.dynamo, services.settings.table)
+        if (item["PK"], item["SK"]) != (lease["PK"], lease["SK"])
+    ]
+    return sorted(kept, key=lambda i: (i["PK"], i["SK"]))
+
+
+def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Item]]) -> None:
+    """Write nodes and their relations directly (map entries, edge items, counts, email
+    guards), as the mutations would leave them: (relation, owner item, target item) each."""
+    out = list(nodes)
+    for relation, owner, target in links:
+        if (edge := relation.attach(owner, target)) is not None:
+            out.append(edge)
+    out += [email_guard(n) for n in nodes if n["type"] == "student"]
+    admin.batch_write(services.dynamo, services.settings.table, out)
+
+
+def get_item(services: Services, pk: str, sk: str) -> Item | None:
+    response = services.dynamo.call_sync(
+        "GetItem",
+        {
+            "TableName": services.settings.table,
+            "Key": codec.encode({"PK": pk, "SK": sk}),
+            "ConsistentRead": True,
+        },
+        None,
+    )
+    wire = response.get("Item")
+    return codec.decode(wire) if wire else None
+
+
+def of_type(items: list[Item], type_: str) -> list[Item]:
+    return [i for i in items if i.get("type") == type_]
+
+
+def assert_clean(services: Services) -> None:
+    """The integrity checker finds nothing wrong with the table."""
+    findings = check_table(services.dynamo, services.settings.table)
+    assert findings == [], "\n".join(f"{f.kind}: {f.message}" for f in findings)
+
+
+# -- building the graph through mutations ---------------------------------------------------
+
+
+def create_student(
+    services: Services,
+    name: str = "Ada",
+    email: str | None = None,
+    id: str | None = None,
+    home: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    input_: dict[str, Any] = {"name": name, "email": email or f"{(id or name).lower()}@ex.org"}
+    if id is not None:
+        input_["id"] = id
+    if home is not None:
+        input_["home"] = home
+    data = ok(
+        services,
+        f"""mutation($i: CreateStudentInput!) {{
+          createStudent(input: $i) {{ student {{ {STUDENT_FIELDS} }} {USER_ERRORS} }} }}""",
+        {"i": input_},
+    )
+    return data["createStudent"]["student"]  # type: ignore[no-any-return]
+
+
+def create_teacher(services: Services, id: str, name: str | None = None) -> dict[str, Any]:
+    data = ok(
+        services,
+        f"""mutation($i: CreateTeacherInput!) {{
+          createTeacher(input: $i) {{ teacher {{ id name version }} {USER_ERRORS} }} }}""",
+        {"i": {"id": id, "name": name or f"Teacher {id}"}},
+    )
+    return data["createTeacher"]["teacher"]  # type: ignore[no-any-return]
+
+
+def create_class(
+    services: Services, id: str, teacher_id: str, subject: str | None = None
+) -> dict[str, Any]:
+    data = ok(
+        services,
+        f"""mutation($i: CreateClassInput!) {{
+          createClass(input: $i) {{
+            class {{ id subject studentCount version teacher {{ id name }} }} {USER_ERRORS}
+          }} }}""",
+        {"i": {"id": id, "teacherId": teacher_id, "subject": subject or f"Subject {id}"}},
+    )
+    return data["createClass"]["class"]  # type: ignore[no-any-return]
+
+
+def create_sport(
+    services: Services, id: str, name: str | None = None, coach: str | None = None
+) -> dict[str, Any]:
+    data = ok(
+        services,
+        f"""mutation($i: CreateSportInput!) {{
+          createSport(input: $i) {{ sport {{ id name coach studentCount version }} {USER_ERRORS} }}
+        }}""",
+        {"i": {"id": id, "name": name or f"Sport {id}", "coach": coach}},
+    )
+    return data["createSport"]["sport"]  # type: ignore[no-any-return]
+
+
+def _edge_mutation(
+    services: Services, field: str, target: str, student_id: str, target_id: str
+) -> Result:
+    """Link or unlink; the payload answers its target (`class` or `sport`) as
+    { id studentCount }."""
+    node = target.removesuffix("Id")
+    query = f"""mutation($s: ID!, $t: ID!) {{
+      {field}(studentId: $s, {target}: $t) {{ {node} {{ id studentCount }} {USER_ERRORS} }} }}"""
+    return execute(services, query, {"s": student_id, "t": target_id})
+
+
+def enroll(services: Services, student_id: str, class_id: str) -> Result:
+    return _edge_mutation(services, "enrollStudent", "classId", student_id, class_id)
+
+
+def unenroll(services: Services, student_id: str, class_id: str) -> Result:
+    return _edge_mutation(services, "unenrollStudent", "classId", student_id, class_id)
+
+
+def join(services: Services, student_id: str, sport_id: str) -> Result:
+    return _edge_mutation(services, "joinSport", "sportId", student_id, sport_id)
+
+
+def leave(services: Services, student_id: str, sport_id: str) -> Result:
+    return _edge_mutation(services, "leaveSport", "sportId", student_id, sport_id)
+
+
+# -- reading it back --------------------------------------------------------------------------
+
+
+def all_pages(services: Services, query: str, path: list[str], **variables: Any) -> list[Any]:
+    """Every node of a connection at `path`, paging with `first: 100` / `after`."""
+    nodes: list[Any] = []
+    after = None
+    while True:
+        data = ok(services, query, {**variables, "after": after})
+        for step in path:
+            data = data[step]
+        nodes += [edge["node"] for edge in data["edges"]]
+        if not data["pageInfo"]["hasNextPage"]:
+            return nodes
+        after = data["pageInfo"]["endCursor"]
+
+
+def class_students(services: Services, class_id: str) -> list[dict[str, Any]]:
+    return all_pages(
+        services,
+        """query($id: ID!, $after: String) { class(id: $id) {
+          students(first: 100, after: $after) {
+            edges { node { id name } } pageInfo { hasNextPage endCursor }
+          } } }""",
+        ["class", "students"],
+        id=class_id,
+    )
+
+
+def sport_students(services: Services, sport_id: str) -> list[dict[str, Any]]:
+    return all_pages(
+        services,
+        """query($id: ID!, $after: String) { sport(id: $id) {
+          students(first: 100, after: $after) {
+            edges { node { id name } } pageInfo { hasNextPage endCursor }
+          } } }""",
+        ["sport", "students"],
+        id=sport_id,
+    )
+
+
+def student_classes(services: Services, student_id: str) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($id: ID!) { student(id: $id) { classes(first: 100) {
+          edges { node { id subject teacher { id name } } } } } }""",
+        {"id": student_id},
+    )
+    return [e["node"] for e in data["student"]["classes"]["edges"]]
+
+
+def student_sports(services: Services, student_id: str) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($id: ID!) { student(id: $id) { sports(first: 100) {
+          edges { node { id name } } } } }""",
+        {"id": student_id},
+    )
+    return [e["node"] for e in data["student"]["sports"]["edges"]]
+
+
+def teacher_classes(services: Services, teacher_id: str) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($id: ID!) { teacher(id: $id) { classes(first: 100) {
+          edges { node { id subject teacher { id name } } } } } }""",
+        {"id": teacher_id},
+    )
+    return [e["node"] for e in data["teacher"]["classes"]["edges"]]
+
+
+def catalog(services: Services, field: str) -> list[str]:
+    data = ok(services, f"{{ {field}(first: 100) {{ edges {{ node {{ id }} }} }} }}")
+    return [e["node"]["id"] for e in data[field]["edges"]]
+
+
+def by_location(
+    services: Services, country: str, state: str | None = None, city: str | None = None
+) -> list[dict[str, Any]]:
+    data = ok(
+        services,
+        """query($c: String!, $s: String, $t: String) {
+          studentsByLocation(country: $c, state: $s, city: $t, first: 100) {
+            edges { node { id name } } } }""",
+        {"c": country, "s": state, "t": city},
+    )
+    return [e["node"] for e in data["studentsByLocation"]["edges"]]
+
+
+# -- many operations at once --------------------------------------------------------------
+
+
+async def execute_async(
+    services: Services, query: str, variables: dict[str, Any] | None = None
+) -> Result:
+    """`execute` inside a running event loop: its own request context."""
+    from graph_api.graph.context import Context
+    from graph_api.graph.schema import schema
+
+    context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")
+    result = await schema.execute(query, variable_values=variables, context_value=context)
+    errors = [e.formatted for e in result.errors or []]
+    return Result(result.data, errors, result.extensions or {}, context)
+
+
+def execute_concurrently(
+    services: Services,
+    operations: Sequence[tuple[str, dict[str, Any] | None]],
+    *,
+    in_flight: int = 16,
+) -> list[Result]:
+    """Run the (query, variables) operations at once on one event loop, at most `in_flight`
+    at a time (so that none waits past its request deadline); results in the same order."""
+
+    async def run_all() -> list[Result]:
+        slots = asyncio.Semaphore(in_flight)
+
+        async def one(query: str, variables: dict[str, Any] | None) -> Result:
+            async with slots:
+                return await execute_async(services, query, variables)
+
+        return list(await asyncio.gather(*(one(q, v) for q, v in operations)))
+
+    return asyncio.run(run_all())
+
+
+def all_ok(results: Sequence[Result]) -> None:
+    """No errors and no user errors in any of `results`."""
+    problems = [e for r in results for e in r.problems]
+    assert problems == [], problems[:3]
+
+
+CREATE_STUDENT_MIN = f"""mutation($i: CreateStudentInput!) {{
+  createStudent(input: $i) {{ student {{ id }} {USER_ERRORS} }} }}"""
+ENROLL_MIN = f"""mutation($s: ID!, $c: ID!) {{
+  enrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
+
+
+# -- interleavings forced step by step ------------------------------------------------------
+#
+# A writer reads, then writes one transaction. `interleave` runs another mutation to
+# completion between the two steps, by wrapping the module's `transact` so that the first
+# transaction of the mutation under test waits for the intruding mutation first.
+
+Transact = Callable[..., Awaitable[None]]
+
+
+def interleave(
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    services: Services,
+    query: str,
+    variables: dict[str, Any] | None = None,
+) -> list[Result]:
+    """Before `module`'s next transaction, run `query` (once); returns its results."""
+    original: Transact = module.transact
+    intruders: list[Result] = []
+    started: list[bool] = []  # set first: the intruder's own transactions pass straight on
+
+    async def transact_after_intruder(*args: Any, **kwargs: Any) -> None:
+        if not started:
+            started.append(True)
+            intruders.append(await execute_async(services, query, variables))
+        await original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "transact", transact_after_intruder)
+    return intruders
+
+
+# -- subscribers of the live app -----------------------------------------------------------
+#
+# Every wait is for a condition, bounded by WAIT seconds for a busy machine; a test that
+# fails does so with a message, never by hanging on a receive that nothing answers.
+
+WAIT = 60.0  # seconds: generous, for a busy machine; tests wait on conditions, not on time
+WS = ["graphql-transport-ws"]
+
+
+def until(condition: Callable[[], bool], what: str, wait: float = WAIT) -> None:
+    deadline = time.monotonic() + wait
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def live_app(services: Services) -> Iterator[TestClient]:
+    """The app with its lifespan (the event pipeline) running, once its reader reads."""
+    from starlette.testclient import TestClient
+
+    from graph_api.http.app import create_app
+
+    with TestClient(create_app(services)) as client:
+        events = services.events
+        until(lambda: events.reader is not None and events.reader.reading.is_set(), "the reader")
+        yield client
+
+
+@contextlib.contextmanager
+def live(
+    endpoint: str, seed: Sequence[Item] = (), **settings: Any
+) -> Iterator[tuple[TestClient, Services]]:
+    """A fresh table holding `seed`, services with `settings`, and the app over them.
+
+    The seed is written before the reader starts, which begins at what is written next: its
+    events never reach a subscription. (A write made while the app runs may still be on its
+    way when a test subscribes, and then be heard first.)"""
+    with fresh_services(endpoint, **settings) as services:
+        if seed:
+            admin.batch_write(services.dynamo, services.settings.table, list(seed))
+        with live_app(services) as client:
+            yield client, services
+
+
+def mutate(
+    client: TestClient,
+    query: str,
+    variables: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A mutation that must be written: no errors, no user errors."""
+    body = client.post(
+        "/graphql", json={"query": query, "variables": variables or {}}, headers=headers
+    ).json()
+    assert "errors" not in body, body
+    for payload in body["data"].values():
+        assert not (payload or {}).get("userErrors"), body
+    return body["data"]  # type: ignore[no-any-return]
+
+
+def refused(client: TestClient, query: str) -> list[str]:
+    """A mutation refused with user errors: their codes (nothing was written)."""
+    body = client.post("/graphql", json={"query": query}).json()
+    assert "errors" not in body, body
+    return [e["code"] for p in body["data"].values() for e in (p or {}).get("userErrors", [])]
+
+
+class Closed(Exception):
+    """The server closed the websocket."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"closed {code}: {reason}")
+        self.code, self.reason = code, reason
+
+
+async def _receive_within(ws: WebSocketTestSession, seconds: float) -> Any:
+    import anyio
+
+    with anyio.fail_after(seconds):
+        return await ws._send_rx.receive()
+
+
+class Subscriber:
+    """One graphql-transport-ws connection of the TestClient, and its messages.
+
+    The TestClient buffers what the server sends without bound, so this client never slows
+    the server down (tests/test_subscription_limits.py has a real slow one)."""
+
+    def __init__(self, ws: WebSocketTestSession, services: Services, payload: Any = None) -> None:
+        self.ws, self.services = ws, services
+        init: dict[str, Any] = {"type": "connection_init"}
+        if payload is not None:
+            init["payload"] = payload
+        ws.send_json(init)
+        assert self.next()["type"] == "connection_ack"
+
+    def send(self, id_: str, query: str, variables: dict[str, Any] | None = None) -> None:
+        payload = {"query": query, "variables": variables or {}}
+        self.ws.send_json({"id": id_, "type": "subscribe", "payload": payload})
+
+    def subscribe(self, id_: str, query: str) -> None:
+        """Subscribe, and wait until the server holds the subscription."""
+        hub = self.services.events.hub
+        before = hub.size
+        self.send(id_, query)
+        until(lambda: hub.size > before, f"subscription {id_}")
+
+    def complete(self, id_: str) -> None:
+        self.ws.send_json({"id": id_, "type": "complete"})
+
+    def next(self, wait: float = WAIT) -> dict[str, Any]:
+        """The next message; `Closed` if the server closed the connection instead."""
+        try:
+            message = self.ws.portal.call(_receive_within, self.ws, wait)
+        except TimeoutError:
+            raise AssertionError(f"no message within {wait:g} s") from None
+        if message["type"] == "websocket.close":
+            raise Closed(message.get("code", 1000), message.get("reason") or "")
+        return json.loads(message["text"])  # type: ignore[no-any-return]
+
+    def event(self, id_: str) -> dict[str, Any]:
+        """The next message, which must be an event of subscription `id_`: its data."""
+        message = self.next()
+        assert message.get("id") == id_ and message["type"] == "next", message
+        assert "errors" not in message["payload"], message
+        return message["payload"]["data"]  # type: ignore[no-any-return]
+
+    def events(self, count: int) -> list[tuple[str, dict[str, Any]]]:
+        """The next `count` messages, events each: (subscription id, data)."""
+        got = []
+        for _ in range(count):
+            message = self.next()
+            assert message["type"] == "next" and "errors" not in message["payload"], message
+            got.append((message["id"], message["payload"]["data"]))
+        return got
+
+    def closed(self) -> Closed:
+        """Read until the server closes the connection; how it closed it."""
+        while True:
+            try:
+                self.next()
+            except Closed as closed:
+                return closed
+
+
+@contextlib.contextmanager
+def subscriber(client: TestClient, services: Services, payload: Any = None) -> Iterator[Subscriber]:
+    with client.websocket_connect("/graphql", subprotocols=WS) as ws:
+        yield Subscriber(ws, services, payload)
+
+
+class SSE:
+    """One GraphQL-over-SSE subscription read on a thread: its lines, as they come."""
+
+    def __init__(
+        self, client: TestClient, query: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.lines: list[str] = []
+        self.status = 0
+        self._thread = threading.Thread(target=self._listen, args=(client, query, headers or {}))
+        self._thread.start()
+
+    def _listen(self, client: TestClient, query: str, headers: dict[str, str]) -> None:
+        with client.stream(
+            "POST",
+            "/graphql",
+            json={"query": query},
+            headers={"accept": "text/event-stream", **headers},
+        ) as response:
+            self.status = response.status_code
+            for line in response.iter_lines():
+                self.lines.append(line)
+                if line.startswith("event: complete"):
+                    return
+
+    @property
+    def data(self) -> list[dict[str, Any]]:
+        """Every `next` event's payload so far."""
+        return [json.loads(line[6:]) for line in self.lines if line.startswith("data: {")]
+
+    def join(self) -> None:
+        self._thread.join(WAIT)
+        assert not self._thread.is_alive(), "the SSE stream did not end"
+
+
+# -- plain boto3, as another service writes the table -----------------------------------------
+
+
+def boto_client(endpoint: str) -> Any:
+    """A boto3 DynamoDB client of its own: not the API's, which only shares the table."""
+    return boto3.client(
+        "dynamodb", endpoint_url=endpoint, region_name="us-east-1", **LOCAL_CREDENTIALS
+    )
+
+
+def put(boto: Any, services: Services, item: Item) -> None:
+    boto.put_item(TableName=services.settings.table, Item=encode(item))
+
+
+def school(*links: tuple[items.Relation, Item, Item], nodes: Sequence[Item] = ()) -> list[Item]:
+    """Items as the mutations leave them: the nodes of `links` (and `nodes`), their entries,
+    counts and edge items, and the students' email guards."""
+    out: dict[tuple[str, str], Item] = {}
+    edges = []
+    for node in nodes:
+        out[(node["PK"], node["SK"])] = node
+    for relation, owner, target in links:
+        out[(owner["PK"], owner["SK"])], out[(target["PK"], target["SK"])] = owner, target
+        if (edge := relation.attach(owner, target)) is not None:
+            edges.append(edge)
+    guards = [items.email_guard(n) for n in out.values() if n["type"] == "student"]
+    return [*out.values(), *edges, *guards]
+
+
+# -- writes, as a client makes them ----------------------------------------------------------
+
+# The writers select `id` only: what a subscriber gets is its own selection (issue 15; the
+# peers' complaint: AppSync sends subscribers what the mutating client selected).
+ERRORS = "userErrors { code }"
+CREATE_TEACHER = f"""mutation($id: ID!, $name: String!) {{
+  createTeacher(input: {{id: $id, name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""
+RENAME_TEACHER = f"""mutation($id: ID!, $name: String!) {{
+  updateTeacher(id: $id, input: {{name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""
+DELETE_TEACHER = f"mutation($id: ID!) {{ deleteTeacher(id: $id) {{ {ERRORS} }} }}"
+CREATE_CLASS = f"""mutation($id: ID!, $subject: String!, $teacher: ID!) {{
+  createClass(input: {{id: $id, subject: $subject, teacherId: $teacher}})
+  {{ class {{ id }} {ERRORS} }} }}"""
+UPDATE_CLASS = f"""mutation($id: ID!, $subject: String!, $version: Int) {{
+  updateClass(id: $id, input: {{subject: $subject}}, expectedVersion: $version)
+  {{ class {{ id }} {ERRORS} }} }}"""
+DELETE_CLASS = f"mutation($id: ID!) {{ deleteClass(id: $id) {{ {ERRORS} }} }}"
+CREATE_STUDENT = f"""mutation($id: ID!, $name: String!) {{
+  createStudent(input: {{id: $id, name: $name, email: "{{}}@example.org",
+    home: {{country: "France", state: "IDF", city: "Paris"}}}})
+  {{ student {{ id }} {ERRORS} }} }}"""
+RENAME_STUDENT = f"""mutation($id: ID!, $name: String!) {{
+  updateStudent(id: $id, input: {{name: $name}}) {{ student {{ id }} {ERRORS} }} }}"""
+DELETE_STUDENT = f"mutation($id: ID!) {{ deleteStudent(id: $id) {{ {ERRORS} }} }}"
+ENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  enrollStudent(studentId: $s, classId: $c) {{ student {{ id }} {ERRORS} }} }}"""
+UNENROLL = f"""mutation($s: ID!, $c: ID!) {{
+  unenrollStudent(studentId: $s, classId: $c) {{ student {{ id }} {ERRORS} }} }}"""
+CREATE_SPORT = f"""mutation($id: ID!, $name: String!) {{
+  createSport(input: {{id: $id, name: $name}}) {{ sport {{ id }} {ERRORS} }} }}"""
+RENAME_SPORT = f"""mutation($id: ID!, $name: String!) {{
+  updateSport(id: $id, input: {{name: $name}}) {{ sport {{ id }} {ERRORS} }} }}"""
+DELETE_SPORT = f"mutation($id: ID!) {{ deleteSport(id: $id) {{ {ERRORS} }} }}"
+JOIN = f"""mutation($s: ID!, $p: ID!) {{
+  joinSport(studentId: $s, sportId: $p) {{ student {{ id }} {ERRORS} }} }}"""
+LEAVE = f"""mutation($s: ID!, $p: ID!) {{
+  leaveSport(studentId: $s, sportId: $p) {{ student {{ id }} {ERRORS} }} }}"""
+
+
+def teacher(client: TestClient, id_: str, name: str) -> None:
+    mutate(client, CREATE_TEACHER, {"id": id_, "name": name})
+
+
+def school_class(client: TestClient, id_: str, subject: str, teacher_id: str) -> None:
+    mutate(client, CREATE_CLASS, {"id": id_, "subject": subject, "teacher": teacher_id})
+
+
+def student(client: TestClient, id_: str, name: str) -> None:
+    mutate(client, CREATE_STUDENT.replace("{}", id_), {"id": id_, "name": name})
+
+
+def ada_maths_sam() -> list[Item]:
+    """Teacher t1 teaching c1; student s1 (in no class), with a home in Paris."""
+    ada = items.teacher("t1", "Ada")
+    maths = items.school_class("c1", "Maths", ada)
+    paris = items.Place("France", "IDF", "Paris")
+    sam = items.student("s1", "Sam", "s1@example.org", paris)
+    return school((TEACHING, ada, maths), nodes=[sam])
+
+
+# -- node and npm, redis-server -----------------------------------------------------------
+#
+# CI has node, npm, Debian's chromium and redis-server (.ci/run installs them): there a missing
+# tool fails the test. A developer without them gets a skip that says what to install.
+
+
+def missing(message: str) -> NoReturn:
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI must have it)", pytrace=False)
+    pytest.skip(message)
+
+
+def tool(name: str, install: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        missing(f"{name} is not installed ({install})")
+    return found
+
+
+def npm_package(folder: Path) -> None:
+    """`npm ci` in `folder` when its node_modules is missing or older than its lock."""
+    try:
+        npm_ci(folder)
+    except RuntimeError as error:
+        missing(str(error))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class RedisServer:
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.binary = binary
+        self.folder = folder
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        log = self.folder / "redis.log"
+        # fmt: off
+        command = [
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.folder),
+            "--logfile", str(log),
+        ]
+        # fmt: on
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        client = redis.Redis(
+            host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1
+        )
+        deadline = time.monotonic() + 30
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                    raise RuntimeError(f"redis-server exited ({self.process.returncode}): {tail}")
+                try:
+                    if client.ping():
+                        return
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not answer PING on port {self.port}")
+                time.sleep(0.02)
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        """As a crash: SIGKILL, no goodbye to the clients."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open and nothing answers, as over a dead network."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+
+def redis_binary() -> str:
+    found = shutil.which("redis-server")
+    if found is None:
+        missing("redis-server is not installed (apt-get install redis-server)")
+    return found
+
+
+@contextmanager
+def running_redis(folder: Path) -> Iterator[RedisServer]:
+    """A Redis of the caller's own, stopped at the end (resumed first if paused)."""
+    binary = redis_binary()
+    for attempt in range(3):  # another process may take the free port before Redis binds it
+        server = RedisServer(binary, folder)
+        try:
+            server.start()
+            break
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    try:
+        yield server
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.resume()
+        server.kill()
