@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support import execute, fresh_services, make_settings
+from support import Gql, fresh_services, gql_of, make_settings
 
 from graph_api.ops import demo
 from graph_api.store import admin
 from graph_api.store.codec import Item
 from graph_api.store.embedded import EmbeddedDynamoDB
+from graph_api.store.table import Table
 
 if TYPE_CHECKING:  # the API is imported by the fixtures that use it, so that tests of the
     # store and the CLI (check, migrate) run on their own
@@ -72,15 +73,23 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
 
 
 @pytest.fixture
-def empty_services(endpoint: str) -> Iterator[Services]:
-    """Services over a fresh, empty table of the test's own."""
-    with fresh_services(endpoint) as services:
+def empty_services(endpoint: str, request: pytest.FixtureRequest) -> Iterator[Services]:
+    """Services over a fresh, empty table of the test's own, with the settings its `settings`
+    mark names, if any: `pytestmark = pytest.mark.settings(deadline_seconds=60.0)`."""
+    mark = request.node.get_closest_marker("settings")
+    with fresh_services(endpoint, **(mark.kwargs if mark else {})) as services:
         yield services
 
 
 @pytest.fixture
-def gql(services: Services) -> Any:
-    return lambda query, variables=None: execute(services, query, variables)
+def svc(empty_services: Services) -> Services:
+    """`empty_services`, by the short name the write-path tests give it."""
+    return empty_services
+
+
+@pytest.fixture
+def gql(services: Services) -> Gql:
+    return gql_of(services)
 
 
 @pytest.fixture
@@ -91,3 +100,14 @@ def client(services: Services) -> Iterator[TestClient]:
 
     with TestClient(create_app(services)) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def broken_get_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Table.get_many raises an unexpected error, whose message must never reach a
+    client."""
+
+    async def get_many(self: Table, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(Table, "get_many", get_many)

@@ -26,9 +26,10 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import boto3
+import jwt
 import pytest
 
 from graph_api.model import items, keys
@@ -36,7 +37,7 @@ from graph_api.model.items import TEACHING, email_guard
 from graph_api.ops.check import check_table
 from graph_api.settings import Settings
 from graph_api.store import admin, codec
-from graph_api.store.client import LOCAL_CREDENTIALS
+from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
 from graph_api.store.codec import Item, encode
 from tools.node import npm_ci
 
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 
     from graph_api.graph.context import Context, Services
 
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout
 
 STUDENT_FIELDS = "id name email version home { country state city street }"
 # Every mutation document of the tests selects them: `ok` and `all_ok` check they are empty.
@@ -126,6 +129,14 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
     return asyncio.run(run())
 
 
+Gql = Callable[..., Result]  # the `gql` fixture: (query, variables=None) -> Result
+
+
+def gql_of(services: Services) -> Gql:
+    """`execute` on `services`, as the `gql` fixture runs it on the seeded table."""
+    return lambda query, variables=None: execute(services, query, variables)
+
+
 @contextlib.contextmanager
 def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
     """Services over a new empty table of its own, deleted afterwards."""
@@ -167,11 +178,27 @@ def single_user_error(result: Result, code: str) -> dict[str, Any]:
     return result.user_errors[0]
 
 
-def requests(result: Result) -> int:
+def dynamodb_requests(result: Result) -> int:
     return result.extensions["dynamodb"]["requests"]  # type: ignore[no-any-return]
 
 
-def scan(services: Services) -> list[Item]:
+def calls(result: Result) -> list[str]:
+    """The DynamoDB operations the request sent, in order."""
+    return [call.operation for call in result.context.ledger.calls]
+
+
+def ids_of(nodes: list[dict[str, Any]]) -> list[str]:
+    return [n["id"] for n in nodes]
+
+
+class Tabled(Protocol):
+    """What a test's table is reached through: Services, or a client and its settings."""
+
+    dynamo: Dynamo
+    settings: Settings
+
+
+def scan(services: Tabled) -> list[Item]:
     """Every item of the test's table (`store.admin.scan`), sorted by key; not the stream
     reader's lease item, which an app that runs writes on its own."""
     lease = keys.stream_lease().as_item()
@@ -208,14 +235,77 @@ def get_item(services: Services, pk: str, sk: str) -> Item | None:
     return codec.decode(wire) if wire else None
 
 
-def of_type(items: list[Item], type_: str) -> list[Item]:
-    return [i for i in items if i.get("type") == type_]
+def of_type(items: list[Item], type_: str, **where: str) -> list[Item]:
+    """The items of `type_` whose attributes match `where`."""
+    return [
+        i for i in items if i.get("type") == type_ and all(i.get(k) == v for k, v in where.items())
+    ]
 
 
 def assert_clean(services: Services) -> None:
     """The integrity checker finds nothing wrong with the table."""
     findings = check_table(services.dynamo, services.settings.table)
     assert findings == [], "\n".join(f"{f.kind}: {f.message}" for f in findings)
+
+
+# -- over HTTP ---------------------------------------------------------------------------------
+
+GRJ = {"Accept": "application/graphql-response+json"}
+
+
+def post(
+    client: TestClient,
+    query: str,
+    variables: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    *,
+    status: int | None = None,
+) -> Any:
+    """POST an operation; the response must be a JSON GraphQL response, never a 5xx nor a
+    traceback (with `status`, exactly that status)."""
+    response = client.post(
+        "/graphql", json={"query": query, "variables": variables}, headers=headers or {}
+    )
+    if status is None:
+        assert response.status_code < 500, response.text
+    else:
+        assert response.status_code == status, response.text
+    assert "Traceback" not in response.text
+    return response.json()
+
+
+def codes(body: Any) -> list[str]:
+    """The codes of a response body's GraphQL errors (`extensions.code`)."""
+    return [e["extensions"]["code"] for e in body.get("errors", [])]
+
+
+# Auth as the tests configure it: an HS256 secret, the issuer and audience tokens must name.
+SECRET = "k" * 32  # the shortest secret allowed
+ISSUER = "https://issuer.test"
+AUDIENCE = "graph-api"
+AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
+
+
+def claims(**overrides: Any) -> dict[str, Any]:
+    """Valid claims; an override of None drops the claim."""
+    base: dict[str, Any] = {
+        "sub": "user-1",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "iat": int(time.time()),
+        "exp": int(time.time()) + 600,
+    }
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def hs256(secret: str = SECRET, **overrides: Any) -> str:
+    """A token signed with `secret`, of `claims(**overrides)`."""
+    return jwt.encode(claims(**overrides), secret, algorithm="HS256")
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 # -- building the graph through mutations ---------------------------------------------------
@@ -309,18 +399,30 @@ def leave(services: Services, student_id: str, sport_id: str) -> Result:
 # -- reading it back --------------------------------------------------------------------------
 
 
-def all_pages(services: Services, query: str, path: list[str], **variables: Any) -> list[Any]:
-    """Every node of a connection at `path`, paging with `first: 100` / `after`."""
+def walk(
+    gql: Gql, query: str, path: list[str], first: int | None = None, **variables: Any
+) -> list[Any]:
+    """Every node of a connection at `path`, following endCursor until hasNextPage is false
+    (`first`, when given, is the `$first` of each page; else the query says how many)."""
     nodes: list[Any] = []
-    after = None
-    while True:
-        data = ok(services, query, {**variables, "after": after})
-        for step in path:
-            data = data[step]
-        nodes += [edge["node"] for edge in data["edges"]]
-        if not data["pageInfo"]["hasNextPage"]:
+    after: str | None = None
+    sized = {} if first is None else {"first": first}
+    for _ in range(1000):
+        result = gql(query, {**variables, **sized, "after": after})
+        assert result.errors == []
+        connection = result.data
+        for name in path:
+            connection = connection[name]
+        nodes += [edge["node"] for edge in connection["edges"]]
+        if not connection["pageInfo"]["hasNextPage"]:
             return nodes
-        after = data["pageInfo"]["endCursor"]
+        after = connection["pageInfo"]["endCursor"]
+    raise AssertionError("the connection never ended")
+
+
+def all_pages(services: Services, query: str, path: list[str], **variables: Any) -> list[Any]:
+    """`walk` on `services`' table, the page size the query's own."""
+    return walk(gql_of(services), query, path, **variables)
 
 
 def class_students(services: Services, class_id: str) -> list[dict[str, Any]]:
@@ -395,6 +497,152 @@ def by_location(
     return [e["node"] for e in data["studentsByLocation"]["edges"]]
 
 
+# -- the connections, page by page --------------------------------------------------------
+
+
+PAGE = "edges { cursor node { id } } pageInfo { hasNextPage endCursor }"
+
+
+@dataclass(frozen=True)
+class Conn:
+    """A connection field: how to ask for one page, where it sits, what it must hold."""
+
+    query: str
+    path: tuple[str, ...]
+    variables: dict[str, Any]
+    expected: Callable[[list[Item]], list[str]]
+
+    def page(self, gql: Gql, first: int | None, after: str | None = None) -> Result:
+        return gql(self.query, {**self.variables, "first": first, "after": after})
+
+    def connection(self, result: Result) -> dict[str, Any]:
+        data = result.data
+        for name in self.path:
+            data = data[name]
+        return data  # type: ignore[no-any-return]
+
+    def walk(self, gql: Gql, first: int) -> list[dict[str, Any]]:
+        """Every page, `first` a page, following endCursor to the end."""
+        pages: list[dict[str, Any]] = []
+        after: str | None = None
+        while len(pages) < 200:
+            result = self.page(gql, first, after)
+            assert result.errors == []
+            page = self.connection(result)
+            pages.append(page)
+            if not page["pageInfo"]["hasNextPage"]:
+                return pages
+            after = page["pageInfo"]["endCursor"]
+        raise AssertionError("the connection never ended")
+
+
+def _ids(type_: str, key: str = "id", **where: str) -> Callable[[list[Item]], list[str]]:
+    def expected(demo_items: list[Item]) -> list[str]:
+        return sorted(
+            i[key]
+            for i in demo_items
+            if i["type"] == type_ and all(i.get(k) == v for k, v in where.items())
+        )
+
+    return expected
+
+
+def _root(field: str, **args: str) -> str:
+    params = "".join(f", ${name}: {type_}" for name, type_ in args.items())
+    passed = "".join(f", {name}: ${name}" for name in args)
+    return (
+        f"query($first: Int, $after: String{params}) {{"
+        f" {field}(first: $first, after: $after{passed}) {{ {PAGE} }} }}"
+    )
+
+
+def _nested(parent: str, field: str) -> str:
+    return (
+        f"query($id: ID!, $first: Int, $after: String) {{ {parent}(id: $id) {{"
+        f" {field}(first: $first, after: $after) {{ {PAGE} }} }} }}"
+    )
+
+
+def _homes(**where: str) -> Callable[[list[Item]], list[str]]:
+    """The students whose home (the student item's `home` map) matches `where`."""
+
+    def expected(demo_items: list[Item]) -> list[str]:
+        return sorted(
+            i["id"]
+            for i in demo_items
+            if i["type"] == "student"
+            and i.get("home")
+            and all(i["home"].get(k) == v for k, v in where.items())
+        )
+
+    return expected
+
+
+CONNECTIONS = {
+    "teachers": Conn(_root("teachers"), ("teachers",), {}, _ids("teacher")),
+    "classes": Conn(_root("classes"), ("classes",), {}, _ids("class")),
+    "sports": Conn(_root("sports"), ("sports",), {}, _ids("sport")),
+    "Class.students": Conn(
+        _nested("class", "students"),
+        ("class", "students"),
+        {"id": "cls-001"},
+        _ids("enrolment", "studentId", classId="cls-001"),
+    ),
+    "Sport.students": Conn(
+        _nested("sport", "students"),
+        ("sport", "students"),
+        {"id": "spt-07"},
+        _ids("membership", "studentId", sportId="spt-07"),
+    ),
+    "Student.classes": Conn(
+        _nested("student", "classes"),
+        ("student", "classes"),
+        {"id": "stu-0001"},
+        _ids("enrolment", "classId", studentId="stu-0001"),
+    ),
+    "Teacher.classes": Conn(
+        _nested("teacher", "classes"),
+        ("teacher", "classes"),
+        {"id": "tch-001"},
+        _ids("class", teacherId="tch-001"),  # a class's teacher is its `teacherId`
+    ),
+    "studentsByLocation": Conn(
+        _root("studentsByLocation", country="String!"),
+        ("studentsByLocation",),
+        {"country": "Brazil"},
+        _homes(country="Brazil"),
+    ),
+    "studentsByLocation(state)": Conn(
+        _root("studentsByLocation", country="String!", state="String"),
+        ("studentsByLocation",),
+        {"country": "United States", "state": "New York"},
+        _homes(country="United States", state="New York"),
+    ),
+}
+
+
+ALL = sorted(CONNECTIONS)
+
+
+def expected_ids(name: str, demo_items: list[Item]) -> list[str]:
+    """The connection's node ids in the order the API must list them."""
+    ids = CONNECTIONS[name].expected(demo_items)
+    if name.startswith("studentsByLocation"):  # ordered by state, city, then student
+        homes = {i["id"]: i["home"] for i in demo_items if i["type"] == "student" and i.get("home")}
+        place = keys.normalize_place
+        ids.sort(key=lambda s: (place(homes[s]["state"]), place(homes[s]["city"]), s))
+    return ids
+
+
+def node_ids(pages: list[dict[str, Any]]) -> list[str]:
+    return [edge["node"]["id"] for page in pages for edge in page["edges"]]
+
+
+def cursor_of(conn: Conn, gql: Gql, index: int = 0, **variables: Any) -> str:
+    result = gql(conn.query, {**conn.variables, **variables, "first": index + 1, "after": None})
+    return conn.connection(result)["edges"][index]["cursor"]  # type: ignore[no-any-return]
+
+
 # -- many operations at once --------------------------------------------------------------
 
 
@@ -442,6 +690,10 @@ CREATE_STUDENT_MIN = f"""mutation($i: CreateStudentInput!) {{
   createStudent(input: $i) {{ student {{ id }} {USER_ERRORS} }} }}"""
 ENROLL_MIN = f"""mutation($s: ID!, $c: ID!) {{
   enrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
+
+
+CHANGE_SUBJECT = f"""mutation {{ updateClass(id: "c1", input: {{subject: "Physics"}}) {{
+  class {{ subject }} {USER_ERRORS} }} }}"""
 
 
 # -- interleavings forced step by step ------------------------------------------------------
@@ -662,7 +914,29 @@ class SSE:
         assert not self._thread.is_alive(), "the SSE stream did not end"
 
 
+def refusal(sub: Subscriber, id_: str) -> tuple[str, dict[str, Any]]:
+    """How the server refused operation `id_`: the message type (`error` before execution,
+    `next` with errors then `complete` once it started) and the one error."""
+    message = sub.next()
+    assert message["id"] == id_, message
+    if message["type"] == "error":
+        (error,) = message["payload"]
+    else:
+        assert message["type"] == "next" and message["payload"]["data"] is None, message
+        (error,) = message["payload"]["errors"]
+        assert sub.next() == {"id": id_, "type": "complete"}
+    return message["type"], error
+
+
 # -- plain boto3, as another service writes the table -----------------------------------------
+
+
+Client = Any  # a boto3 client (botocore makes its class at run time)
+
+
+def wire_key(pk: str, sk: str = "A") -> dict[str, Any]:
+    """A key as DynamoDB's wire format writes it."""
+    return {"PK": {"S": pk}, "SK": {"S": sk}}
 
 
 def boto_client(endpoint: str) -> Any:

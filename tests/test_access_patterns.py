@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import Result
+from support import Gql, ids_of, of_type, walk
 
 from graph_api.store.codec import Item
-
-Gql = Callable[..., Result]
 
 NODE_FIELDS = {
     "student": "id name email version",
@@ -16,12 +13,6 @@ NODE_FIELDS = {
     "class": "id subject studentCount version teacher { id name }",
     "sport": "id name coach studentCount version",
 }
-
-
-def of_type(demo_items: list[Item], type_: str, **where: str) -> list[Item]:
-    return [
-        i for i in demo_items if i["type"] == type_ and all(i.get(k) == v for k, v in where.items())
-    ]
 
 
 def by_id(demo_items: list[Item], type_: str) -> dict[str, Item]:
@@ -36,27 +27,6 @@ def homes(demo_items: list[Item], **where: str) -> list[dict[str, Any]]:
         for s in of_type(demo_items, "student")
         if s.get("home") and all(s["home"].get(k) == v for k, v in where.items())
     ]
-
-
-def walk(gql: Gql, query: str, path: list[str], first: int, **variables: Any) -> list[Any]:
-    """Every node of a connection, following endCursor until hasNextPage is false."""
-    nodes: list[Any] = []
-    after: str | None = None
-    for _ in range(1000):
-        result = gql(query, {**variables, "first": first, "after": after})
-        assert result.errors == []
-        connection = result.data
-        for name in path:
-            connection = connection[name]
-        nodes += [edge["node"] for edge in connection["edges"]]
-        if not connection["pageInfo"]["hasNextPage"]:
-            return nodes
-        after = connection["pageInfo"]["endCursor"]
-    raise AssertionError("the connection never ended")
-
-
-def ids(nodes: list[dict[str, Any]]) -> list[str]:
-    return [n["id"] for n in nodes]
 
 
 def test_student_by_id_has_its_fields_and_home(gql: Gql, demo_items: list[Item]) -> None:
@@ -123,7 +93,7 @@ def test_teacher_by_id_and_its_classes(gql: Gql, demo_items: list[Item]) -> None
             first=2,
             id=teacher["id"],
         )
-        assert ids(nodes) == taught
+        assert ids_of(nodes) == taught
         assert nodes == [
             {
                 "id": c,
@@ -173,8 +143,8 @@ def test_class_students_paged_to_the_end_are_the_enrolled_students(
             first=15,
             id=klass["id"],
         )
-        assert len(ids(nodes)) == len(set(ids(nodes)))
-        assert set(ids(nodes)) == enrolled
+        assert len(ids_of(nodes)) == len(set(ids_of(nodes)))
+        assert set(ids_of(nodes)) == enrolled
         assert all(n["name"] == students[n["id"]]["name"] for n in nodes)
 
 
@@ -208,8 +178,8 @@ def test_sport_students_paged_to_the_end_are_the_members(gql: Gql, demo_items: l
             first=4,
             id=sport["id"],
         )
-        assert len(ids(nodes)) == len(set(ids(nodes)))
-        assert set(ids(nodes)) == members
+        assert len(ids_of(nodes)) == len(set(ids_of(nodes)))
+        assert set(ids_of(nodes)) == members
 
 
 def test_student_classes_and_sports_are_its_edges(gql: Gql, demo_items: list[Item]) -> None:
@@ -251,7 +221,7 @@ def test_student_classes_paged_with_after_cover_all_edges(gql: Gql, demo_items: 
         first=2,
         id=student,
     )
-    assert ids(nodes) == want
+    assert ids_of(nodes) == want
 
 
 @pytest.mark.parametrize(
@@ -267,7 +237,7 @@ def test_catalog_paged_to_the_end_is_every_node_in_id_order(
         [field],
         first=2,
     )
-    assert ids(nodes) == sorted(by_id(demo_items, type_))
+    assert ids_of(nodes) == sorted(by_id(demo_items, type_))
     one = gql(
         f"query($id: ID!) {{ {type_}(id: $id) {{ {NODE_FIELDS[type_]} }} }}", {"id": nodes[0]["id"]}
     )
@@ -298,8 +268,8 @@ def test_students_by_country_are_the_homes_in_that_country(
     assert countries
     for country in countries:
         nodes = located(gql, first=7, country=country)
-        assert len(ids(nodes)) == len(set(ids(nodes)))
-        assert set(ids(nodes)) == homes_at(demo_items, country=country)
+        assert len(ids_of(nodes)) == len(set(ids_of(nodes)))
+        assert set(ids_of(nodes)) == homes_at(demo_items, country=country)
         assert all(n["home"]["country"] == country for n in nodes)
         assert all(n["name"] == students[n["id"]]["name"] for n in nodes)
 
@@ -309,8 +279,8 @@ def test_students_by_state_are_the_homes_in_that_state(gql: Gql, demo_items: lis
     assert places
     for country, state in places:
         nodes = located(gql, country=country, state=state)
-        assert len(ids(nodes)) == len(set(ids(nodes)))
-        assert set(ids(nodes)) == homes_at(demo_items, country=country, state=state)
+        assert len(ids_of(nodes)) == len(set(ids_of(nodes)))
+        assert set(ids_of(nodes)) == homes_at(demo_items, country=country, state=state)
 
 
 def test_students_by_city_are_the_homes_in_that_city(gql: Gql, demo_items: list[Item]) -> None:
@@ -318,7 +288,7 @@ def test_students_by_city_are_the_homes_in_that_city(gql: Gql, demo_items: list[
     assert places
     for country, state, city in places:
         nodes = located(gql, country=country, state=state, city=city)
-        assert set(ids(nodes)) == homes_at(demo_items, country=country, state=state, city=city)
+        assert set(ids_of(nodes)) == homes_at(demo_items, country=country, state=state, city=city)
         assert all(n["home"]["city"] == city for n in nodes)
 
 
@@ -335,26 +305,26 @@ def test_location_matching_ignores_case_and_collapses_blanks(
 ) -> None:
     us = homes_at(demo_items, country="United States")
     assert us
-    assert set(ids(located(gql, country="  united   STATES "))) == us
-    assert set(ids(located(gql, country="United\tStates\n"))) == us
+    assert set(ids_of(located(gql, country="  united   STATES "))) == us
+    assert set(ids_of(located(gql, country="United\tStates\n"))) == us
     buffalo = homes_at(demo_items, country="United States", state="New York", city="Buffalo")
     assert buffalo
     nodes = located(gql, country="UNITED STATES", state=" new  york", city="buffalo ")
-    assert set(ids(nodes)) == buffalo
+    assert set(ids_of(nodes)) == buffalo
 
 
 def test_location_display_keeps_original_spelling(gql: Gql, demo_items: list[Item]) -> None:
     quebec = homes_at(demo_items, country="Canada", state="Québec")
     assert quebec
     nodes = located(gql, country="CANADA", state="  QUÉBEC ")
-    assert set(ids(nodes)) == quebec
+    assert set(ids_of(nodes)) == quebec
     assert {n["home"]["state"] for n in nodes} == {"Québec"}
     assert {n["home"]["country"] for n in nodes} == {"Canada"}
 
 
 def test_location_matching_ignores_unicode_composition(gql: Gql, demo_items: list[Item]) -> None:
     nodes = located(gql, country="Canada", state="Que\u0301bec")
-    assert set(ids(nodes)) == homes_at(demo_items, country="Canada", state="Québec")
+    assert set(ids_of(nodes)) == homes_at(demo_items, country="Canada", state="Québec")
 
 
 def test_location_city_without_state_is_bad_user_input(gql: Gql) -> None:

@@ -19,43 +19,18 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
-from support import make_settings, scan
+from support import AUDIENCE, AUTH, ISSUER, SECRET, bearer, claims, hs256, make_settings, post, scan
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import admin
 
-SECRET = "k" * 32  # the shortest secret allowed
 OTHER_SECRET = "o" * 32
-ISSUER = "https://issuer.test"
-AUDIENCE = "graph-api"
-AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 
 CREATE = """mutation { createTeacher(input: {id: "tch-900", name: "Grace"}) {
   teacher { id name } userErrors { code } } }"""
 READ = '{ teacher(id: "tch-900") { id name } }'
-
-
-def claims(**overrides: Any) -> dict[str, Any]:
-    """Valid claims; an override of None drops the claim."""
-    base: dict[str, Any] = {
-        "sub": "user-1",
-        "iss": ISSUER,
-        "aud": AUDIENCE,
-        "iat": int(time.time()),
-        "exp": int(time.time()) + 600,
-    }
-    base.update(overrides)
-    return {k: v for k, v in base.items() if v is not None}
-
-
-def hs256(secret: str = SECRET, **overrides: Any) -> str:
-    return jwt.encode(claims(**overrides), secret, algorithm="HS256")
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 App = tuple[TestClient, Services]
@@ -92,12 +67,6 @@ def refusing_app(endpoint: str) -> Iterator[App]:
         yield served
 
 
-def post(client: TestClient, query: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    response = client.post("/graphql", json={"query": query}, headers=headers or {})
-    assert response.status_code < 500, response.text
-    return response.json()  # type: ignore[no-any-return]
-
-
 def assert_unauthenticated(body: dict[str, Any]) -> None:
     assert body.get("data") is None
     assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAUTHENTICATED"]
@@ -131,13 +100,13 @@ def test_mutation_without_a_valid_token_is_unauthenticated_and_writes_nothing(
 ) -> None:
     client, services = refusing_app
     headers = {} if authorization is None else {"Authorization": authorization}
-    assert_unauthenticated(post(client, CREATE, headers))
+    assert_unauthenticated(post(client, CREATE, headers=headers))
     assert scan(services) == []
 
 
 def test_valid_hs256_token_lets_the_mutation_through(app: App) -> None:
     client, services = app
-    body = post(client, CREATE, bearer(hs256()))
+    body = post(client, CREATE, headers=bearer(hs256()))
     assert "errors" not in body
     assert body["data"] == {
         "createTeacher": {"teacher": {"id": "tch-900", "name": "Grace"}, "userErrors": []}
@@ -148,13 +117,13 @@ def test_valid_hs256_token_lets_the_mutation_through(app: App) -> None:
 
 def test_lowercase_bearer_scheme_is_accepted(app: App) -> None:
     client, _ = app
-    body = post(client, CREATE, {"Authorization": f"bearer {hs256()}"})
+    body = post(client, CREATE, headers={"Authorization": f"bearer {hs256()}"})
     assert "errors" not in body
 
 
 def test_refused_update_and_delete_leave_the_node_as_it_was(app: App) -> None:
     client, services = app
-    assert "errors" not in post(client, CREATE, bearer(hs256()))
+    assert "errors" not in post(client, CREATE, headers=bearer(hs256()))
     before = scan(services)
     update = (
         'mutation { updateTeacher(id: "tch-900", input: {name: "Mallory"}) { teacher { name } } }'
@@ -162,7 +131,7 @@ def test_refused_update_and_delete_leave_the_node_as_it_was(app: App) -> None:
     delete = 'mutation { deleteTeacher(id: "tch-900") { deletedId } }'
     for query in (update, delete):
         assert_unauthenticated(post(client, query))
-        assert_unauthenticated(post(client, query, bearer(hs256(OTHER_SECRET))))
+        assert_unauthenticated(post(client, query, headers=bearer(hs256(OTHER_SECRET))))
     assert scan(services) == before
     assert post(client, READ)["data"] == {"teacher": {"id": "tch-900", "name": "Grace"}}
 
@@ -181,7 +150,7 @@ def test_a_mutation_chosen_by_operation_name_needs_a_token(refusing_app: App) ->
 def test_unauthenticated_error_says_why_without_echoing_the_token(refusing_app: App) -> None:
     client, _ = refusing_app
     token = hs256(OTHER_SECRET)
-    body = post(client, CREATE, bearer(token))
+    body = post(client, CREATE, headers=bearer(token))
     assert_unauthenticated(body)
     assert token not in json.dumps(body)
     assert "Bearer" in body["errors"][0]["message"]
@@ -197,9 +166,9 @@ def test_reads_stay_public_by_default(refusing_app: App) -> None:
 def test_reads_need_a_token_when_auth_reads_is_on(make_app: Callable[..., App]) -> None:
     client, _ = make_app(**AUTH, auth_reads=True)
     assert_unauthenticated(post(client, READ))
-    assert_unauthenticated(post(client, READ, bearer(hs256(OTHER_SECRET))))
-    assert_unauthenticated(post(client, READ, bearer(hs256(exp=int(time.time()) - 3600))))
-    body = post(client, READ, bearer(hs256()))
+    assert_unauthenticated(post(client, READ, headers=bearer(hs256(OTHER_SECRET))))
+    assert_unauthenticated(post(client, READ, headers=bearer(hs256(exp=int(time.time()) - 3600))))
+    body = post(client, READ, headers=bearer(hs256()))
     assert "errors" not in body
     assert body["data"] == {"teacher": None}
 
@@ -216,7 +185,7 @@ def test_get_reads_need_a_token_when_auth_reads_is_on(make_app: Callable[..., Ap
 def test_without_auth_configured_mutations_are_open(make_app: Callable[..., App]) -> None:
     client, services = make_app()
     assert not services.auth.enabled
-    body = post(client, CREATE, {"Authorization": "Basic whatever"})
+    body = post(client, CREATE, headers={"Authorization": "Basic whatever"})
     assert "errors" not in body
     assert len(scan(services)) > 0
 
@@ -301,7 +270,7 @@ def test_jwks_rs256_token_lets_the_mutation_through(
     jwks_app: App, keys: dict[str, rsa.RSAPrivateKey]
 ) -> None:
     client, services = jwks_app
-    body = post(client, CREATE, bearer(rs256(keys["good"])))
+    body = post(client, CREATE, headers=bearer(rs256(keys["good"])))
     assert "errors" not in body
     assert body["data"]["createTeacher"]["teacher"]["id"] == "tch-900"
     assert len(scan(services)) > 0
@@ -326,7 +295,7 @@ def test_jwks_refuses_tokens_it_did_not_sign(
     make_token: Callable[[dict[str, rsa.RSAPrivateKey]], str],
 ) -> None:
     client, services = jwks_refusing_app
-    assert_unauthenticated(post(client, CREATE, bearer(make_token(keys))))
+    assert_unauthenticated(post(client, CREATE, headers=bearer(make_token(keys))))
     assert scan(services) == []
 
 
@@ -337,7 +306,7 @@ def test_unreachable_jwks_is_unavailable_and_writes_nothing(
     with http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler) as closed:
         port = closed.server_port  # bound then closed: nothing listens there afterwards
     client, services = make_app(jwks_url=f"http://127.0.0.1:{port}/jwks.json", **JWKS_AUTH)
-    body = post(client, CREATE, bearer(rs256(keys["good"])))
+    body = post(client, CREATE, headers=bearer(rs256(keys["good"])))
     assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAVAILABLE"]
     assert scan(services) == []
 

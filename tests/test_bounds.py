@@ -3,22 +3,14 @@ for a school): a write past a bound is BAD_USER_INPUT, names the bound, and writ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from support import USER_ERRORS, assert_clean, fresh_services, run, scan, seed
+from support import USER_ERRORS, assert_clean, run, scan, seed
 
 from graph_api.graph.context import Services
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING
 from graph_api.store.codec import Item
-
-
-@pytest.fixture
-def svc(endpoint: str) -> Iterator[Services]:
-    with fresh_services(endpoint) as services:
-        yield services
 
 
 def refused_and_unchanged(svc: Services, document: str, field: str, bound: int) -> None:

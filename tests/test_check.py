@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from old_layout import new_items, old_items, random_school
-from support import make_settings
+from support import make_settings, scan, wire_key
 
 from graph_api import cli
 from graph_api.errors import Unavailable
@@ -47,10 +47,6 @@ def call(graph: Graph, operation: str, **params: Any) -> Any:
     return graph.dynamo.call_sync(operation, {"TableName": graph.settings.table, **params}, None)
 
 
-def key(pk: str, sk: str) -> dict[str, Any]:
-    return codec.encode({"PK": pk, "SK": sk})
-
-
 def node(kind: str, id_: str) -> tuple[str, str]:
     return f"{kind}#{id_}", f"{kind}#{id_}"
 
@@ -66,7 +62,7 @@ def set_attr(graph: Graph, pk: str, sk: str, path: str | tuple[str, ...], value:
     call(
         graph,
         "UpdateItem",
-        Key=key(pk, sk),
+        Key=wire_key(pk, sk),
         UpdateExpression=f"SET {'.'.join(names)} = :v",
         ExpressionAttributeNames=names,
         ExpressionAttributeValues={":v": codec.encode_value(value)},
@@ -78,7 +74,7 @@ def remove_attr(graph: Graph, pk: str, sk: str, *path: str) -> None:
     call(
         graph,
         "UpdateItem",
-        Key=key(pk, sk),
+        Key=wire_key(pk, sk),
         UpdateExpression=f"REMOVE {'.'.join(names)}",
         ExpressionAttributeNames=names,
     )
@@ -86,11 +82,6 @@ def remove_attr(graph: Graph, pk: str, sk: str, *path: str) -> None:
 
 def put(graph: Graph, item: dict[str, Any]) -> None:
     call(graph, "PutItem", Item=codec.encode(item))
-
-
-def scan(graph: Graph) -> list[dict[str, Any]]:
-    items = [codec.decode(i) for i in call(graph, "Scan")["Items"]]
-    return sorted(items, key=lambda i: (i["PK"], i["SK"]))
 
 
 def findings(graph: Graph) -> list[Finding]:
@@ -121,7 +112,7 @@ def test_a_seeded_school_is_clean(graph: Graph) -> None:
 def test_edge_and_entries_of_a_missing_class_are_orphans(graph: Graph) -> None:
     edge = first_enrolment(graph)
     student, klass = edge["studentId"], edge["classId"]
-    call(graph, "DeleteItem", Key=key(*node("CLASS", klass)))
+    call(graph, "DeleteItem", Key=wire_key(*node("CLASS", klass)))
     assert (where(edge["PK"], edge["SK"]), f"class {klass} missing") in found(graph, "orphan-edge")
     assert (
         where(*node("STUDENT", student)),
@@ -187,7 +178,7 @@ def test_counters_that_differ_from_entries_and_edges(graph: Graph) -> None:
 def test_entry_without_its_edge(graph: Graph) -> None:
     edge = first_enrolment(graph)
     student, klass = edge["studentId"], edge["classId"]
-    call(graph, "DeleteItem", Key=key(edge["PK"], edge["SK"]))
+    call(graph, "DeleteItem", Key=wire_key(edge["PK"], edge["SK"]))
     assert found(graph, "missing-edge") == [
         (
             where(*node("STUDENT", student)),
@@ -240,7 +231,7 @@ def test_a_map_past_its_bound(graph: Graph) -> None:
 
 
 def test_email_guard_without_student_and_student_without_guard(graph: Graph) -> None:
-    call(graph, "DeleteItem", Key=key("EMAIL#student1@school.example", "EMAIL"))
+    call(graph, "DeleteItem", Key=wire_key("EMAIL#student1@school.example", "EMAIL"))
     put(
         graph,
         {"PK": "EMAIL#ghost@school.example", "SK": "EMAIL", "type": "email", "studentId": "ghost"},

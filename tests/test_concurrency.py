@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from support import (
+    CHANGE_SUBJECT,
     CREATE_STUDENT_MIN,
     ENROLL_MIN,
     USER_ERRORS,
@@ -258,8 +259,6 @@ def test_interleave_helper_really_interleaves(
 # subject. Each rename must leave the other's copies alone.
 RENAME_TEACHER = f"""mutation {{ updateTeacher(id: "t1", input: {{name: "Grace H"}}) {{
   teacher {{ name }} {USER_ERRORS} }} }}"""
-CHANGE_SUBJECT = f"""mutation {{ updateClass(id: "c1", input: {{subject: "Physics"}}) {{
-  class {{ subject }} {USER_ERRORS} }} }}"""
 
 
 @pytest.mark.parametrize(

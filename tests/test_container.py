@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -15,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import ROOT, free_port
 
 from graph_api.graph.context import Services
 from graph_api.http import hosting
 from graph_api.settings import SettingsError
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 STARTUP_SECONDS = 60
 
@@ -57,13 +56,6 @@ def exec_form(name: str) -> list[str]:
         args = args.split(" CMD ", 1)[1]
     command: list[str] = json.loads(args)
     return command
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_the_image_is_slim_non_root_and_runs_uvicorn_workers() -> None:

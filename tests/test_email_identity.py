@@ -19,12 +19,7 @@ UPDATE = """mutation($id: ID!, $e: String) { updateStudent(id: $id, input: {emai
   student { email } userErrors { code field } } }"""
 
 
-@pytest.fixture
-def svc(empty_services: Services) -> Services:
-    return empty_services
-
-
-def codes(result: Result) -> list[str]:
+def refusal_codes(result: Result) -> list[str]:
     """The codes of what refused the write: user errors, or GraphQL errors."""
     return [e["code"] for e in result.user_errors] + result.codes
 
@@ -46,7 +41,7 @@ def test_one_address_typed_two_ways_belongs_to_one_student(
 ) -> None:
     create_student(svc, "José", first, id="s1")
     result = run(svc, CREATE, {"i": {"id": "s2", "name": "Other", "email": second}})
-    assert codes(result) == ["ALREADY_EXISTS"]
+    assert refusal_codes(result) == ["ALREADY_EXISTS"]
     assert result.user_errors[0]["field"] == "email"
     assert [s["id"] for s in of_type(scan(svc), "student")] == ["s1"]
     assert len(of_type(scan(svc), "email")) == 1
@@ -74,7 +69,7 @@ def test_changing_to_another_students_address_typed_otherwise_is_refused(svc: Se
     create_student(svc, "José", COMPOSED, id="s1")
     create_student(svc, "Ana", "ana@example.org", id="s2")
     result = run(svc, UPDATE, {"id": "s2", "e": DECOMPOSED})
-    assert codes(result) == ["ALREADY_EXISTS"]
+    assert refusal_codes(result) == ["ALREADY_EXISTS"]
     emails = {s["id"]: s["email"] for s in of_type(scan(svc), "student")}
     assert emails == {"s1": COMPOSED, "s2": "ana@example.org"}
     assert_clean(svc)

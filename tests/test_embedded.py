@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 from support import (
+    Client,
     assert_clean,
     create_class,
     create_student,
@@ -26,12 +27,11 @@ from support import (
     fresh_services,
     ok,
     scan,
+    wire_key,
 )
 
 from graph_api.graph.context import Services
 from graph_api.store.embedded import EmbeddedDynamoDB
-
-Client = Any
 
 
 @pytest.fixture
@@ -39,13 +39,9 @@ def db(empty_services: Services) -> tuple[Client, str]:
     return empty_services.dynamo.client, empty_services.settings.table
 
 
-def _key(pk: str, sk: str = "A") -> dict[str, Any]:
-    return {"PK": {"S": pk}, "SK": {"S": sk}}
-
-
 def _count(db: tuple[Client, str], pk: str) -> int:
     client, name = db
-    item = client.get_item(TableName=name, Key=_key(pk), ConsistentRead=True).get("Item")
+    item = client.get_item(TableName=name, Key=wire_key(pk), ConsistentRead=True).get("Item")
     return int(item["n"]["N"]) if item else 0
 
 
@@ -53,7 +49,7 @@ def _add_one(name: str, pk: str) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": name,
-            "Key": _key(pk),
+            "Key": wire_key(pk),
             "UpdateExpression": "ADD n :one",
             "ExpressionAttributeValues": {":one": {"N": "1"}},
         }
@@ -84,13 +80,13 @@ def test_a_cancelled_transaction_writes_nothing_and_can_be_resent(
     db: tuple[Client, str],
 ) -> None:
     client, name = db
-    client.put_item(TableName=name, Item={**_key("kept"), "v": {"S": "before"}})
+    client.put_item(TableName=name, Item={**wire_key("kept"), "v": {"S": "before"}})
     actions = [
-        {"Put": {"TableName": name, "Item": {**_key("new"), "v": {"S": "x"}}}},
+        {"Put": {"TableName": name, "Item": {**wire_key("new"), "v": {"S": "x"}}}},
         {
             "Update": {
                 "TableName": name,
-                "Key": _key("kept"),
+                "Key": wire_key("kept"),
                 "UpdateExpression": "SET v = :v",
                 "ExpressionAttributeValues": {":v": {"S": "after"}},
             }
@@ -98,7 +94,7 @@ def test_a_cancelled_transaction_writes_nothing_and_can_be_resent(
         {
             "ConditionCheck": {
                 "TableName": name,
-                "Key": _key("gate"),
+                "Key": wire_key("gate"),
                 "ConditionExpression": "attribute_exists(PK)",
             }
         },
@@ -111,23 +107,23 @@ def test_a_cancelled_transaction_writes_nothing_and_can_be_resent(
     assert reasons == ["None", "None", "ConditionalCheckFailed"]
     assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
     # A refused transaction is not remembered: once the gate exists, the resend applies.
-    client.put_item(TableName=name, Item=_key("gate"))
+    client.put_item(TableName=name, Item=wire_key("gate"))
     client.transact_write_items(TransactItems=actions, ClientRequestToken=token)
-    assert client.get_item(TableName=name, Key=_key("kept"))["Item"]["v"] == {"S": "after"}
+    assert client.get_item(TableName=name, Key=wire_key("kept"))["Item"]["v"] == {"S": "after"}
 
 
 def test_a_transaction_failing_half_way_leaves_every_item_as_it_was(
     db: tuple[Client, str],
 ) -> None:
     client, name = db
-    client.put_item(TableName=name, Item={**_key("text"), "n": {"S": "not a number"}})
-    client.put_item(TableName=name, Item={**_key("old"), "v": {"S": "old"}})
+    client.put_item(TableName=name, Item={**wire_key("text"), "n": {"S": "not a number"}})
+    client.put_item(TableName=name, Item={**wire_key("old"), "v": {"S": "old"}})
     before = client.scan(TableName=name, ConsistentRead=True)["Items"]
     with pytest.raises(ClientError):
         client.transact_write_items(
             TransactItems=[
-                {"Put": {"TableName": name, "Item": {**_key("old"), "v": {"S": "new"}}}},
-                {"Put": {"TableName": name, "Item": _key("fresh")}},
+                {"Put": {"TableName": name, "Item": {**wire_key("old"), "v": {"S": "new"}}}},
+                {"Put": {"TableName": name, "Item": wire_key("fresh")}},
                 _add_one(name, "text"),  # ADD to a string: refused when applied
             ]
         )
@@ -139,15 +135,15 @@ def test_a_cancelled_transaction_leaves_nested_maps_as_they_were(db: tuple[Clien
     the items keep every entry as it was, and a later write starts from them."""
     client, name = db
     entries = {"k1": {"M": {"f": {"S": "one"}}}, "k2": {"M": {"f": {"S": "two"}}}}
-    client.put_item(TableName=name, Item={**_key("nested"), "m": {"M": entries}})
-    client.put_item(TableName=name, Item={**_key("text"), "n": {"S": "not a number"}})
+    client.put_item(TableName=name, Item={**wire_key("nested"), "m": {"M": entries}})
+    client.put_item(TableName=name, Item={**wire_key("text"), "n": {"S": "not a number"}})
     before = client.scan(TableName=name, ConsistentRead=True)["Items"]
 
     def rename(entry: str, to: str) -> Any:
         return {
             "Update": {
                 "TableName": name,
-                "Key": _key("nested"),
+                "Key": wire_key("nested"),
                 "UpdateExpression": "SET #m.#k.#f = :v, #m.#o.#f = :v",
                 "ExpressionAttributeNames": {"#m": "m", "#k": entry, "#o": "k2", "#f": "f"},
                 "ExpressionAttributeValues": {":v": {"S": to}},
@@ -157,7 +153,7 @@ def test_a_cancelled_transaction_leaves_nested_maps_as_they_were(db: tuple[Clien
     gate = {
         "ConditionCheck": {
             "TableName": name,
-            "Key": _key("gate"),
+            "Key": wire_key("gate"),
             "ConditionExpression": "attribute_exists(PK)",
         }
     }
@@ -168,7 +164,7 @@ def test_a_cancelled_transaction_leaves_nested_maps_as_they_were(db: tuple[Clien
     counted = {  # not a plain SET: moto's own update, which changes an item in place
         "Update": {
             "TableName": name,
-            "Key": _key("nested"),
+            "Key": wire_key("nested"),
             "UpdateExpression": "SET #m.#k.#f = :v, #c = if_not_exists(#c, :zero)",
             "ExpressionAttributeNames": {"#m": "m", "#k": "k1", "#f": "f", "#c": "c"},
             "ExpressionAttributeValues": {":v": {"S": "new"}, ":zero": {"N": "0"}},
@@ -178,7 +174,7 @@ def test_a_cancelled_transaction_leaves_nested_maps_as_they_were(db: tuple[Clien
         client.transact_write_items(TransactItems=[counted, _add_one(name, "text")])
     assert client.scan(TableName=name, ConsistentRead=True)["Items"] == before
     client.transact_write_items(TransactItems=[rename("k1", "after")])
-    item = client.get_item(TableName=name, Key=_key("nested"), ConsistentRead=True)["Item"]
+    item = client.get_item(TableName=name, Key=wire_key("nested"), ConsistentRead=True)["Item"]
     assert item["m"] == {
         "M": {"k1": {"M": {"f": {"S": "after"}}}, "k2": {"M": {"f": {"S": "after"}}}}
     }
@@ -189,7 +185,7 @@ def _guarded(name: str, pk: str, condition: str, names: dict[str, str], value: A
     return {
         "Update": {
             "TableName": name,
-            "Key": _key(pk),
+            "Key": wire_key(pk),
             "UpdateExpression": "SET #done = :yes",
             "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#done": "done", **names},
@@ -213,10 +209,10 @@ def test_one_condition_text_is_evaluated_with_each_actions_own_names_and_values(
     values: each action is judged by its own, whatever the others carried."""
     client, name = db
     client.put_item(
-        TableName=name, Item={**_key("a"), "n": {"N": "1"}, "m": {"M": {"k1": {"S": "x"}}}}
+        TableName=name, Item={**wire_key("a"), "n": {"N": "1"}, "m": {"M": {"k1": {"S": "x"}}}}
     )
     client.put_item(
-        TableName=name, Item={**_key("b"), "n": {"N": "2"}, "m": {"M": {"k2": {"S": "y"}}}}
+        TableName=name, Item={**wire_key("b"), "n": {"N": "2"}, "m": {"M": {"k2": {"S": "y"}}}}
     )
     equal, exists = "#p = :v", "attribute_exists(#m.#k) AND #m.#k = :v"
     for _ in range(2):  # the second time, every text has been seen
@@ -266,7 +262,7 @@ def test_one_condition_text_is_evaluated_with_each_actions_own_names_and_values(
         try:
             client.update_item(
                 TableName=name,
-                Key=_key("a"),
+                Key=wire_key("a"),
                 UpdateExpression="SET #p = #p",
                 ConditionExpression="#p = :v",
                 ExpressionAttributeNames={"#p": "n"},
@@ -291,7 +287,7 @@ def test_one_condition_text_with_a_missing_placeholder_is_refused_every_time(
     db: tuple[Client, str],
 ) -> None:
     client, name = db
-    client.put_item(TableName=name, Item={**_key("a"), "n": {"N": "1"}})
+    client.put_item(TableName=name, Item={**wire_key("a"), "n": {"N": "1"}})
     fine = _guarded(name, "a", "#p = :v", {"#p": "n"}, {"N": "1"})
     client.transact_write_items(TransactItems=[fine])  # the text is known from now on
     codes = []
@@ -311,13 +307,13 @@ def test_one_update_text_writes_each_actions_own_names_and_values(
     own attribute, as UpdateItem does."""
     client, name = db
     for pk in ("a", "b"):
-        client.put_item(TableName=name, Item={**_key(pk), "x": {"N": "10"}, "y": {"N": "20"}})
+        client.put_item(TableName=name, Item={**wire_key(pk), "x": {"N": "10"}, "y": {"N": "20"}})
 
     def add(pk: str, attribute: str, amount: str) -> Any:
         return {
             "Update": {
                 "TableName": name,
-                "Key": _key(pk),
+                "Key": wire_key(pk),
                 "UpdateExpression": "SET #a = #a + :n",
                 "ExpressionAttributeNames": {"#a": attribute},
                 "ExpressionAttributeValues": {":n": {"N": amount}},
@@ -328,7 +324,7 @@ def test_one_update_text_writes_each_actions_own_names_and_values(
     client.transact_write_items(TransactItems=[add("a", "y", "3"), add("b", "x", "4")])
     client.update_item(
         TableName=name,
-        Key=_key("a"),
+        Key=wire_key("a"),
         UpdateExpression="SET #a = #a + :n",
         ExpressionAttributeNames={"#a": "x"},
         ExpressionAttributeValues={":n": {"N": "100"}},
@@ -336,7 +332,7 @@ def test_one_update_text_writes_each_actions_own_names_and_values(
     got = {
         pk: {
             k: v["N"]
-            for k, v in client.get_item(TableName=name, Key=_key(pk))["Item"].items()
+            for k, v in client.get_item(TableName=name, Key=wire_key(pk))["Item"].items()
             if "N" in v
         }
         for pk in ("a", "b")
@@ -366,7 +362,7 @@ def test_index_queries_follow_every_kind_of_write(db: tuple[Client, str]) -> Non
     def indexed(pk: str) -> dict[str, Any]:
         where = (rng.choice(partitions), f"s{rng.randrange(100):03d}")
         model[pk] = where
-        return {**_key(pk), "GSI1PK": {"S": where[0]}, "GSI1SK": {"S": where[1]}}
+        return {**wire_key(pk), "GSI1PK": {"S": where[0]}, "GSI1SK": {"S": where[1]}}
 
     for step in range(60):
         pk = f"n{rng.randrange(12)}"
@@ -377,15 +373,15 @@ def test_index_queries_follow_every_kind_of_write(db: tuple[Client, str]) -> Non
             item = indexed(pk)
             client.update_item(
                 TableName=name,
-                Key=_key(pk),
+                Key=wire_key(pk),
                 UpdateExpression="SET GSI1PK = :p, GSI1SK = :s",
                 ExpressionAttributeValues={":p": item["GSI1PK"], ":s": item["GSI1SK"]},
             )
         elif kind == "unindex" and model.get(pk):
-            client.update_item(TableName=name, Key=_key(pk), UpdateExpression="REMOVE GSI1PK")
+            client.update_item(TableName=name, Key=wire_key(pk), UpdateExpression="REMOVE GSI1PK")
             model[pk] = None
         elif kind == "delete":
-            client.delete_item(TableName=name, Key=_key(pk))
+            client.delete_item(TableName=name, Key=wire_key(pk))
             model.pop(pk, None)
         elif kind == "batch":
             client.batch_write_item(
@@ -408,7 +404,7 @@ def test_index_queries_follow_every_kind_of_write(db: tuple[Client, str]) -> Non
                         {
                             "ConditionCheck": {
                                 "TableName": name,
-                                "Key": _key("never"),
+                                "Key": wire_key("never"),
                                 "ConditionExpression": "attribute_exists(PK)",
                             }
                         },
@@ -569,10 +565,13 @@ def test_updates_in_a_transaction_match_single_item_updates(
     for suffix, existing in (("", True), ("-new", False)):
         if existing:
             for pk in ("single", "transact"):
-                client.put_item(TableName=name, Item={**_key(pk), **start})
+                client.put_item(TableName=name, Item={**wire_key(pk), **start})
         try:
             client.update_item(
-                TableName=name, Key=_key("single" + suffix), UpdateExpression=expression, **extra
+                TableName=name,
+                Key=wire_key("single" + suffix),
+                UpdateExpression=expression,
+                **extra,
             )
             refused = False
         except ClientError:  # e.g. `#c + :one` where c is absent: refused both ways
@@ -580,7 +579,7 @@ def test_updates_in_a_transaction_match_single_item_updates(
         transaction = {
             "Update": {
                 "TableName": name,
-                "Key": _key("transact" + suffix),
+                "Key": wire_key("transact" + suffix),
                 "UpdateExpression": expression,
                 **extra,
             }
@@ -590,8 +589,10 @@ def test_updates_in_a_transaction_match_single_item_updates(
                 client.transact_write_items(TransactItems=[transaction])
         else:
             client.transact_write_items(TransactItems=[transaction])
-        single = client.get_item(TableName=name, Key=_key("single" + suffix)).get("Item", {})
-        transacted = client.get_item(TableName=name, Key=_key("transact" + suffix)).get("Item", {})
+        single = client.get_item(TableName=name, Key=wire_key("single" + suffix)).get("Item", {})
+        transacted = client.get_item(TableName=name, Key=wire_key("transact" + suffix)).get(
+            "Item", {}
+        )
         single.pop("PK", None), transacted.pop("PK", None)
         assert transacted == single
 
@@ -733,7 +734,7 @@ def test_a_request_lists_no_handler_methods_and_makes_no_class(
     import inspect
 
     client, name = inside.dynamo.client, inside.settings.table
-    client.get_item(TableName=name, Key=_key("warm"))
+    client.get_item(TableName=name, Key=wire_key("warm"))
     listed: list[object] = []
     getmembers = inspect.getmembers
 
@@ -746,7 +747,7 @@ def test_a_request_lists_no_handler_methods_and_makes_no_class(
     try:
         before = sum(isinstance(o, type) for o in gc.get_objects())
         for _ in range(20):
-            client.get_item(TableName=name, Key=_key("absent"))
+            client.get_item(TableName=name, Key=wire_key("absent"))
         made = sum(isinstance(o, type) for o in gc.get_objects()) - before
     finally:
         gc.enable()

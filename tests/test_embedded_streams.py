@@ -20,12 +20,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from support import Client, wire_key
 
 from graph_api.store import admin
 from graph_api.store.client import LOCAL_CREDENTIALS
 from graph_api.store.embedded import EmbeddedDynamoDB
 
-Client = Any
 Record = dict[str, Any]
 
 
@@ -64,11 +64,7 @@ class Streamed:
         return found, None
 
     def put(self, pk: str, **attrs: Any) -> None:
-        self.db.put_item(TableName=self.name, Item={**_key(pk), **attrs})
-
-
-def _key(pk: str) -> dict[str, Any]:
-    return {"PK": {"S": pk}, "SK": {"S": "A"}}
+        self.db.put_item(TableName=self.name, Item={**wire_key(pk), **attrs})
 
 
 def _clients(endpoint: str) -> tuple[Client, Client]:
@@ -148,29 +144,32 @@ def test_put_update_delete_record_insert_modify_remove_with_their_images(s: Stre
     s.put("a", v={"N": "1"})
     s.db.update_item(
         TableName=s.name,
-        Key=_key("a"),
+        Key=wire_key("a"),
         UpdateExpression="SET v = :v, w = :w",
         ExpressionAttributeValues={":v": {"N": "2"}, ":w": {"S": "x"}},
     )
     # An update of an item that does not exist creates it: one INSERT, the whole new item.
     s.db.update_item(
         TableName=s.name,
-        Key=_key("b"),
+        Key=wire_key("b"),
         UpdateExpression="SET v = :v",
         ExpressionAttributeValues={":v": {"S": "new"}},
     )
-    s.db.delete_item(TableName=s.name, Key=_key("a"))
+    s.db.delete_item(TableName=s.name, Key=wire_key("a"))
     records, _ = s.drain(start)
 
     assert _kinds(records) == [("INSERT", "a"), ("MODIFY", "a"), ("INSERT", "b"), ("REMOVE", "a")]
     one, two, three, four = (r["dynamodb"] for r in records)
-    first = {**_key("a"), "v": {"N": "1"}}
-    second = {**_key("a"), "v": {"N": "2"}, "w": {"S": "x"}}
+    first = {**wire_key("a"), "v": {"N": "1"}}
+    second = {**wire_key("a"), "v": {"N": "2"}, "w": {"S": "x"}}
     assert (one.get("OldImage"), one["NewImage"]) == (None, first)
     assert (two["OldImage"], two["NewImage"]) == (first, second)
-    assert (three.get("OldImage"), three["NewImage"]) == (None, {**_key("b"), "v": {"S": "new"}})
+    assert (three.get("OldImage"), three["NewImage"]) == (
+        None,
+        {**wire_key("b"), "v": {"S": "new"}},
+    )
     assert (four["OldImage"], four.get("NewImage")) == (second, None)
-    assert [r["Keys"] for r in (one, two, four)] == [_key("a")] * 3
+    assert [r["Keys"] for r in (one, two, four)] == [wire_key("a")] * 3
     for record in records:
         assert record["eventSource"] == "aws:dynamodb"
         assert record["eventVersion"] and record["eventID"] and record["awsRegion"]
@@ -191,7 +190,7 @@ def test_binary_attributes_are_recorded_as_the_bytes_written(s: Streamed) -> Non
     # botocore decodes B and BS from the wire's base64: the bytes written, as they were.
     image = record["dynamodb"]["NewImage"]
     assert sorted(image.pop("blobs")["BS"]) == [b"\x00", b"a"]  # a set: in no order
-    assert image == {**_key("a"), "blob": {"B": b"\x00\xffbytes"}}
+    assert image == {**wire_key("a"), "blob": {"B": b"\x00\xffbytes"}}
     assert record["dynamodb"]["SizeBytes"] == 6 + (6 + 4 + 7 + 5 + 2)  # the keys, the image
 
 
@@ -201,26 +200,26 @@ def test_writes_that_change_nothing_record_nothing(s: Streamed) -> None:
     s.put("a", v={"N": "1"})  # the same item again
     s.db.update_item(
         TableName=s.name,
-        Key=_key("a"),
+        Key=wire_key("a"),
         UpdateExpression="SET v = :v",
         ExpressionAttributeValues={":v": {"N": "1"}},
     )
-    s.db.delete_item(TableName=s.name, Key=_key("nothing"))
+    s.db.delete_item(TableName=s.name, Key=wire_key("nothing"))
     refused = [
         lambda: s.db.put_item(
             TableName=s.name,
-            Item={**_key("a"), "v": {"N": "9"}},
+            Item={**wire_key("a"), "v": {"N": "9"}},
             ConditionExpression="attribute_not_exists(PK)",
         ),
         lambda: s.db.update_item(
             TableName=s.name,
-            Key=_key("a"),
+            Key=wire_key("a"),
             UpdateExpression="SET v = :v",
             ConditionExpression="v = :old",
             ExpressionAttributeValues={":v": {"N": "9"}, ":old": {"N": "5"}},
         ),
         lambda: s.db.delete_item(
-            TableName=s.name, Key=_key("a"), ConditionExpression="attribute_not_exists(PK)"
+            TableName=s.name, Key=wire_key("a"), ConditionExpression="attribute_not_exists(PK)"
         ),
     ]
     for call in refused:
@@ -234,8 +233,8 @@ def test_writes_that_change_nothing_record_nothing(s: Streamed) -> None:
 def test_a_batch_write_records_each_item_it_changed(s: Streamed) -> None:
     s.put("gone")
     start = s.iterator("LATEST")
-    requests = [{"PutRequest": {"Item": _key(f"b{n}")}} for n in range(3)]
-    requests.append({"DeleteRequest": {"Key": _key("gone")}})
+    requests = [{"PutRequest": {"Item": wire_key(f"b{n}")}} for n in range(3)]
+    requests.append({"DeleteRequest": {"Key": wire_key("gone")}})
     s.db.batch_write_item(RequestItems={s.name: requests})
     records, _ = s.drain(start)
     assert _kinds(records) == [
@@ -248,20 +247,20 @@ def test_a_batch_write_records_each_item_it_changed(s: Streamed) -> None:
 
 def _transaction(s: Streamed, gate_condition: str) -> list[dict[str, Any]]:
     return [
-        {"Put": {"TableName": s.name, "Item": {**_key("new"), "v": {"S": "x"}}}},
+        {"Put": {"TableName": s.name, "Item": {**wire_key("new"), "v": {"S": "x"}}}},
         {
             "Update": {
                 "TableName": s.name,
-                "Key": _key("kept"),
+                "Key": wire_key("kept"),
                 "UpdateExpression": "SET v = :v",
                 "ExpressionAttributeValues": {":v": {"S": "after"}},
             }
         },
-        {"Delete": {"TableName": s.name, "Key": _key("old")}},
+        {"Delete": {"TableName": s.name, "Key": wire_key("old")}},
         {
             "ConditionCheck": {
                 "TableName": s.name,
-                "Key": _key("gate"),
+                "Key": wire_key("gate"),
                 "ConditionExpression": gate_condition,
             }
         },
@@ -409,7 +408,7 @@ def test_a_record_carries_the_images_its_view_type_asks_for(
     modify = records[1]["dynamodb"]
     assert (records[1]["eventName"], modify["StreamViewType"]) == ("MODIFY", view_type)
     assert {"NewImage", "OldImage"} & set(modify) == images
-    assert modify["Keys"] == _key("a")
+    assert modify["Keys"] == wire_key("a")
 
 
 # -- moto only: how the embedded backend keeps its streams ------------------------------------
@@ -488,7 +487,7 @@ def test_writes_and_reads_touch_only_their_own_records(
     def write() -> int:
         _Touches.touched = 0
         s.db.transact_write_items(
-            TransactItems=[{"Put": {"TableName": s.name, "Item": _key(f"t{uuid.uuid4().hex}")}}]
+            TransactItems=[{"Put": {"TableName": s.name, "Item": wire_key(f"t{uuid.uuid4().hex}")}}]
         )
         s.put(f"p{uuid.uuid4().hex}")
         return _Touches.touched

@@ -2,18 +2,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import botocore.exceptions
 import pytest
 from starlette.testclient import TestClient
 from support import (
-    Result,
+    Gql,
     create_class,
     create_sport,
     create_student,
     create_teacher,
+    dynamodb_requests,
     enroll,
     join,
     run,
@@ -23,9 +23,6 @@ from graph_api.graph.context import Services
 from graph_api.model import keys
 from graph_api.model.keys import Kind
 from graph_api.store import codec
-from graph_api.store.table import Table
-
-Gql = Callable[..., Result]
 
 BAD_IDS = {
     "hash": "stu#0001",
@@ -38,10 +35,6 @@ BAD_IDS = {
     "65 chars": "a" * 65,
 }
 NODE_FIELDS = ["student", "teacher", "class", "sport"]
-
-
-def dynamodb_requests(result: Result) -> int:
-    return result.extensions["dynamodb"]["requests"]  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("bad", list(BAD_IDS.values()), ids=list(BAD_IDS))
@@ -118,14 +111,6 @@ def test_wrong_variable_type_is_bad_user_input(gql: Gql) -> None:
 
 
 # -- unexpected errors are masked and logged ---------------------------------------------
-
-
-@pytest.fixture
-def broken_get_many(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def get_many(self: Table, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("secret detail")
-
-    monkeypatch.setattr(Table, "get_many", get_many)
 
 
 @pytest.mark.usefixtures("broken_get_many")

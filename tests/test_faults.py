@@ -22,13 +22,13 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
-from support import Result, execute, make_settings
+from support import Result, execute, make_settings, scan
 
 from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
 from graph_api.ops import demo
 from graph_api.ops.check import check_table
-from graph_api.store import admin, codec, retry
+from graph_api.store import admin, retry
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.transactions import Stale
@@ -225,13 +225,8 @@ def school(endpoint: str) -> Iterator[Services]:
     services.close()
 
 
-def snapshot(services: Services) -> list[Item]:
-    response = services.dynamo.call_sync("Scan", {"TableName": services.settings.table}, None)
-    return sorted((codec.decode(i) for i in response["Items"]), key=lambda i: (i["PK"], i["SK"]))
-
-
 def a_free_class(services: Services) -> tuple[str, str]:
-    items = snapshot(services)
+    items = scan(services)
     enrolled = {(i["studentId"], i["classId"]) for i in items if i["type"] == "enrolment"}
     classes = sorted(i["id"] for i in items if i["type"] == "class")
     student = next(i["id"] for i in items if i["type"] == "student")
@@ -248,7 +243,7 @@ def enrol(services: Services, student: str, klass: str) -> Result:
 
 def test_transaction_conflicts_are_retried_with_the_same_token(school: Services) -> None:
     student, klass = a_free_class(school)
-    before = next(i for i in snapshot(school) if i["PK"] == f"CLASS#{klass}")["studentCount"]
+    before = next(i for i in scan(school) if i["PK"] == f"CLASS#{klass}")["studentCount"]
     faults = Faults(school.dynamo)
     faults.fail("TransactWriteItems", 2, conflict)
     try:
@@ -272,7 +267,7 @@ def test_writes_that_keep_failing_are_unavailable_and_change_nothing(
     school: Services, fault: Callable[[], Any]
 ) -> None:
     student, klass = a_free_class(school)
-    before = snapshot(school)
+    before = scan(school)
     faults = Faults(school.dynamo)
     faults.fail("TransactWriteItems", None, fault)
     try:
@@ -281,7 +276,7 @@ def test_writes_that_keep_failing_are_unavailable_and_change_nothing(
         faults.undo()
     assert result.codes == ["UNAVAILABLE"]
     assert result.data == {"enrollStudent": None}
-    assert snapshot(school) == before
+    assert scan(school) == before
     assert check_table(school.dynamo, school.settings.table) == []
 
 
@@ -303,7 +298,7 @@ def test_seeding_retries_unprocessed_items(endpoint: str) -> None:
         admin.batch_write(services.dynamo, name, items)
     finally:
         faults.undo()
-        assert len(snapshot(services)) == len(items)
+        assert len(scan(services)) == len(items)
         services.dynamo.call_sync("DeleteTable", {"TableName": name}, None)
         services.close()
     assert len(faults.sent) == (len(items) + 24) // 25 + 3
@@ -392,7 +387,7 @@ def test_a_write_whose_reads_keep_going_stale_gives_up_after_the_policys_retries
     school: Services, monkeypatch: pytest.MonkeyPatch, quick_retries: retry.Policy
 ) -> None:
     student, klass = a_free_class(school)
-    before = snapshot(school)
+    before = scan(school)
     attempts = []
 
     async def always_stale(*_: Any, **__: Any) -> None:
@@ -407,7 +402,7 @@ def test_a_write_whose_reads_keep_going_stale_gives_up_after_the_policys_retries
     assert len(attempts) == 1 + quick_retries.max_retries == 13
     reads = [c.operation for c in result.context.ledger.calls]
     assert reads == ["BatchGetItem"] * 13
-    assert snapshot(school) == before
+    assert scan(school) == before
 
 
 def test_throttled_reads_and_stale_writes_share_one_count(

@@ -10,16 +10,14 @@ import os
 import subprocess
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
-from support import missing, npm_package, tool
+from support import ROOT, missing, npm_package, tool
 
 from graph_api.http import graphiql
 from graph_api.model.items import Item
 from graph_api.ops import demo
 from tools.api_server import serving
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "e2e" / "graphiql.mjs"
 SCREENSHOT = ROOT / "test-output" / "graphiql.png"
 SUBSCRIPTION_SCREENSHOT = ROOT / "test-output" / "graphiql-subscription.png"

@@ -13,7 +13,7 @@ import pytest
 from graphql import GraphQLError
 from starlette.testclient import TestClient
 from strawberry.types import ExecutionResult
-from support import make_settings
+from support import GRJ, codes, make_settings
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
@@ -25,7 +25,6 @@ from graph_api.http.graphql_http import (
     status_for,
 )
 
-GRJ = {"Accept": GRAPHQL_RESPONSE_JSON}
 LEGACY = {"Accept": JSON}
 QUERY = '{ student(id: "stu-0001") { id name } }'
 # Depth 9 (the limit is 10), but 100 + 100·100 + 100·100·100 over the cost limit.
@@ -37,10 +36,6 @@ TOO_COSTLY = (
 
 def media_type(response: Any) -> str:
     return str(response.headers["content-type"]).split(";")[0]
-
-
-def codes(body: dict[str, Any]) -> list[str]:
-    return [e["extensions"]["code"] for e in body["errors"]]
 
 
 # -- negotiation ------------------------------------------------------------------------

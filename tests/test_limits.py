@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import make_settings
+from support import codes, make_settings, post
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
@@ -32,18 +32,6 @@ DEPTH_10 = """{ student(id: "stu-0001") { classes(first: 1) { edges { node {
 } } } } }"""
 DEPTH_11 = DEPTH_10.replace("node { id }", "node { teacher { id } }")
 INTROSPECTION = "{ __schema { types { name } } }"
-
-
-def post(client: TestClient, query: str, variables: dict[str, Any] | None = None) -> Any:
-    """POST an operation; the response must be a JSON GraphQL response, never a 5xx."""
-    response = client.post("/graphql", json={"query": query, "variables": variables})
-    assert response.status_code < 500, response.text
-    assert "Traceback" not in response.text
-    return response.json()
-
-
-def codes(body: Any) -> list[str]:
-    return [e["extensions"]["code"] for e in body.get("errors", [])]
 
 
 def requests_sent(body: Any) -> int:

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPORTED = ["requirements.txt", "deploy/requirements-lambda.txt"]
 
 

@@ -53,14 +53,6 @@ def json_lines(buffer: io.StringIO) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def broken_get_many(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def get_many(self: Table, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("secret")
-
-    monkeypatch.setattr(Table, "get_many", get_many)
-
-
-@pytest.fixture
 def chatty_get_many(monkeypatch: pytest.MonkeyPatch) -> None:
     """Table.get_many logs a line, inside the request, then does its work."""
     original = Table.get_many

@@ -22,15 +22,16 @@ from support import (
     create_sport,
     create_student,
     create_teacher,
+    dynamodb_requests,
     enroll,
     fresh_services,
     get_item,
+    ids_of,
     join,
     leave,
     of_type,
     ok,
     payload,
-    requests,
     run,
     scan,
     single_user_error,
@@ -87,11 +88,6 @@ DELETE_SPORT = f"mutation($id: ID!) {{ deleteSport(id: $id) {{ deletedId {USER_E
 SPORT = f"query($id: ID!) {{ sport(id: $id) {{ {SPORT_FIELDS} }} }}"
 
 
-@pytest.fixture
-def svc(empty_services: Services) -> Services:
-    return empty_services
-
-
 def student(services: Services, id_: str) -> dict[str, Any] | None:
     return ok(services, STUDENT, {"id": id_})["student"]  # type: ignore[no-any-return]
 
@@ -102,10 +98,6 @@ def class_node(services: Services, id_: str) -> dict[str, Any] | None:
 
 def sport_node(services: Services, id_: str) -> dict[str, Any] | None:
     return ok(services, SPORT, {"id": id_})["sport"]  # type: ignore[no-any-return]
-
-
-def ids_of(nodes: list[dict[str, Any]]) -> list[str]:
-    return [n["id"] for n in nodes]
 
 
 def single_error(result: Any, code: str) -> dict[str, Any]:
@@ -463,7 +455,7 @@ def test_create_class_is_listed_by_its_teacher_and_the_catalog(svc: Services) ->
     result = run(svc, "{ classes { edges { node { id teacher { id name } } } } }")
     assert result.problems == []
     assert result.data["classes"]["edges"][0]["node"]["teacher"] == {"id": "t1", "name": "Grace"}
-    assert requests(result) == 1
+    assert dynamodb_requests(result) == 1
     assert ok(svc, TEACHER, {"id": "t1"})["teacher"]["version"] == 1
     assert_clean(svc)
 
@@ -973,7 +965,7 @@ def test_invalid_input_is_refused_before_any_request(
     before = scan(school)
     result = run(school, document, variables)
     assert single_error(result, "BAD_USER_INPUT")["field"] == field
-    assert requests(result) == 0
+    assert dynamodb_requests(result) == 0
     assert scan(school) == before
 
 

@@ -28,13 +28,12 @@ from graphql import (
     find_breaking_changes,
     parse,
 )
-from support import npm_package, tool
+from support import ROOT, npm_package, tool
 
 from graph_api import cli
 from graph_api.graph.schema import schema
 from graph_api.ops import operations_check
 
-ROOT = Path(__file__).resolve().parent.parent
 OPERATIONS = ROOT / "tests" / "operations"
 SCHEMA_FILE = ROOT / "schema" / "schema.graphql"
 RELAY = ROOT / "tests" / "relay"

@@ -7,152 +7,22 @@ import itertools
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support import Result
+from support import (
+    ALL,
+    CONNECTIONS,
+    PAGE,
+    Conn,
+    Gql,
+    Result,
+    cursor_of,
+    expected_ids,
+    node_ids,
+)
 
-from graph_api.model import keys
 from graph_api.store.codec import Item
-
-Gql = Callable[..., Result]
-
-PAGE = "edges { cursor node { id } } pageInfo { hasNextPage endCursor }"
-
-
-@dataclass(frozen=True)
-class Conn:
-    """A connection field: how to ask for one page, where it sits, what it must hold."""
-
-    query: str
-    path: tuple[str, ...]
-    variables: dict[str, Any]
-    expected: Callable[[list[Item]], list[str]]
-
-    def page(self, gql: Gql, first: int | None, after: str | None = None) -> Result:
-        return gql(self.query, {**self.variables, "first": first, "after": after})
-
-    def connection(self, result: Result) -> dict[str, Any]:
-        data = result.data
-        for name in self.path:
-            data = data[name]
-        return data  # type: ignore[no-any-return]
-
-
-def _ids(type_: str, key: str = "id", **where: str) -> Callable[[list[Item]], list[str]]:
-    def expected(demo_items: list[Item]) -> list[str]:
-        return sorted(
-            i[key]
-            for i in demo_items
-            if i["type"] == type_ and all(i.get(k) == v for k, v in where.items())
-        )
-
-    return expected
-
-
-def _root(field: str, **args: str) -> str:
-    params = "".join(f", ${name}: {type_}" for name, type_ in args.items())
-    passed = "".join(f", {name}: ${name}" for name in args)
-    return (
-        f"query($first: Int, $after: String{params}) {{"
-        f" {field}(first: $first, after: $after{passed}) {{ {PAGE} }} }}"
-    )
-
-
-def _nested(parent: str, field: str) -> str:
-    return (
-        f"query($id: ID!, $first: Int, $after: String) {{ {parent}(id: $id) {{"
-        f" {field}(first: $first, after: $after) {{ {PAGE} }} }} }}"
-    )
-
-
-def _homes(**where: str) -> Callable[[list[Item]], list[str]]:
-    """The students whose home (the student item's `home` map) matches `where`."""
-
-    def expected(demo_items: list[Item]) -> list[str]:
-        return sorted(
-            i["id"]
-            for i in demo_items
-            if i["type"] == "student"
-            and i.get("home")
-            and all(i["home"].get(k) == v for k, v in where.items())
-        )
-
-    return expected
-
-
-CONNECTIONS = {
-    "teachers": Conn(_root("teachers"), ("teachers",), {}, _ids("teacher")),
-    "classes": Conn(_root("classes"), ("classes",), {}, _ids("class")),
-    "sports": Conn(_root("sports"), ("sports",), {}, _ids("sport")),
-    "Class.students": Conn(
-        _nested("class", "students"),
-        ("class", "students"),
-        {"id": "cls-001"},
-        _ids("enrolment", "studentId", classId="cls-001"),
-    ),
-    "Sport.students": Conn(
-        _nested("sport", "students"),
-        ("sport", "students"),
-        {"id": "spt-07"},
-        _ids("membership", "studentId", sportId="spt-07"),
-    ),
-    "Student.classes": Conn(
-        _nested("student", "classes"),
-        ("student", "classes"),
-        {"id": "stu-0001"},
-        _ids("enrolment", "classId", studentId="stu-0001"),
-    ),
-    "Teacher.classes": Conn(
-        _nested("teacher", "classes"),
-        ("teacher", "classes"),
-        {"id": "tch-001"},
-        _ids("class", teacherId="tch-001"),  # a class's teacher is its `teacherId`
-    ),
-    "studentsByLocation": Conn(
-        _root("studentsByLocation", country="String!"),
-        ("studentsByLocation",),
-        {"country": "Brazil"},
-        _homes(country="Brazil"),
-    ),
-    "studentsByLocation(state)": Conn(
-        _root("studentsByLocation", country="String!", state="String"),
-        ("studentsByLocation",),
-        {"country": "United States", "state": "New York"},
-        _homes(country="United States", state="New York"),
-    ),
-}
-ALL = sorted(CONNECTIONS)
-
-
-def expected_ids(name: str, demo_items: list[Item]) -> list[str]:
-    """The connection's node ids in the order the API must list them."""
-    ids = CONNECTIONS[name].expected(demo_items)
-    if name.startswith("studentsByLocation"):  # ordered by state, city, then student
-        homes = {i["id"]: i["home"] for i in demo_items if i["type"] == "student" and i.get("home")}
-        place = keys.normalize_place
-        ids.sort(key=lambda s: (place(homes[s]["state"]), place(homes[s]["city"]), s))
-    return ids
-
-
-def walk(conn: Conn, gql: Gql, first: int) -> list[dict[str, Any]]:
-    pages: list[dict[str, Any]] = []
-    after: str | None = None
-    while len(pages) < 200:
-        result = conn.page(gql, first, after)
-        assert result.errors == []
-        page = conn.connection(result)
-        pages.append(page)
-        if not page["pageInfo"]["hasNextPage"]:
-            return pages
-        after = page["pageInfo"]["endCursor"]
-    raise AssertionError("the connection never ended")
-
-
-def node_ids(pages: list[dict[str, Any]]) -> list[str]:
-    return [edge["node"]["id"] for page in pages for edge in page["edges"]]
-
 
 # -- first -----------------------------------------------------------------------------
 
@@ -212,7 +82,7 @@ def test_pages_chain_without_gaps_duplicates_or_empty_pages(
 ) -> None:
     conn, want = CONNECTIONS[name], expected_ids(name, demo_items)
     for first in sorted({1, 3, len(want)}):
-        pages = walk(conn, gql, first)
+        pages = conn.walk(gql, first)
         assert node_ids(pages) == want
         assert len(pages) == -(-len(want) // first)
         for page in pages:
@@ -259,11 +129,6 @@ def test_cursors_of_one_page_resume_after_their_own_edge(gql: Gql, demo_items: l
 
 
 # -- tampering ----------------------------------------------------------------------------
-
-
-def cursor_of(conn: Conn, gql: Gql, index: int = 0, **variables: Any) -> str:
-    result = gql(conn.query, {**conn.variables, **variables, "first": index + 1, "after": None})
-    return conn.connection(result)["edges"][index]["cursor"]  # type: ignore[no-any-return]
 
 
 def assert_after_refused(result: Result, reads: list[str]) -> None:
@@ -461,7 +326,7 @@ def test_pages_backward_and_forward_agree_over_random_page_sizes(
             assert page["edges"], "a page of a non-empty connection is empty"
             assert page["pageInfo"]["startCursor"] == page["edges"][0]["cursor"]
             assert page["pageInfo"]["endCursor"] == page["edges"][-1]["cursor"]
-        forward = walk(conn, gql, size)
+        forward = conn.walk(gql, size)
         for earlier, later in itertools.pairwise(forward):
             before = later["edges"][0]["cursor"]
             again = conn.connection(page_any(conn, gql, last=len(earlier["edges"]), before=before))

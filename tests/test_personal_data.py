@@ -14,7 +14,7 @@ from typing import Any
 import jwt
 import pytest
 from starlette.testclient import TestClient
-from support import make_settings
+from support import AUDIENCE, AUTH, GRJ, ISSUER, SECRET, bearer, hs256, make_settings, post
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
@@ -24,31 +24,16 @@ from graph_api.settings import Settings, SettingsError
 from graph_api.store import admin
 from graph_api.store.codec import Item
 
-SECRET = "p" * 32
-ISSUER = "https://issuer.test"
-AUDIENCE = "graph-api"
-AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 AUTH_ENV = {
     "GRAPH_API_JWT_SECRET": SECRET,
     "GRAPH_API_JWT_ISSUER": ISSUER,
     "GRAPH_API_JWT_AUDIENCE": AUDIENCE,
 }
-GRJ = {"Accept": "application/graphql-response+json"}
 
 STUDENT = """query($id: ID!) {
   student(id: $id) { id name email version home { country city street } } }"""
 ROSTER = """query($id: ID!) {
   class(id: $id) { subject students(first: 50) { edges { node { id name email } } } } }"""
-
-
-def token(**overrides: Any) -> str:
-    now = int(time.time())
-    claims = {"sub": "teacher-1", "iss": ISSUER, "aud": AUDIENCE, "exp": now + 600, **overrides}
-    return jwt.encode(claims, SECRET, algorithm="HS256")
-
-
-def bearer(value: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {value}"}
 
 
 @pytest.fixture(scope="module")
@@ -79,20 +64,6 @@ def private(endpoint: str, school: tuple[str, list[Item]]) -> Iterator[TestClien
     """Auth configured, personal data not public: the production default."""
     with app(endpoint, school[0], public_personal_data=False, **AUTH) as client:
         yield client
-
-
-def post(
-    client: TestClient,
-    query: str,
-    variables: dict[str, Any],
-    headers: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    response = client.post(
-        "/graphql", json={"query": query, "variables": variables}, headers=headers or {}
-    )
-    # A field error is an execution error: 200, whatever the media type.
-    assert response.status_code == 200, response.text
-    return response.json()  # type: ignore[no-any-return]
 
 
 def with_street(items: list[Item]) -> tuple[Item, dict[str, Any]]:
@@ -126,7 +97,7 @@ def test_an_anonymous_reader_gets_no_email_or_street_and_everything_else(
     private: TestClient, school: tuple[str, list[Item]], headers: dict[str, str]
 ) -> None:
     student, home = with_street(school[1])
-    body = post(private, STUDENT, {"id": student["id"]}, headers)
+    body = post(private, STUDENT, {"id": student["id"]}, headers, status=200)
     expected = as_public(student, home)
     assert body["data"]["student"] == {
         **expected,
@@ -146,7 +117,7 @@ def test_a_reader_with_a_valid_token_gets_email_and_street(
     private: TestClient, school: tuple[str, list[Item]]
 ) -> None:
     student, home = with_street(school[1])
-    body = post(private, STUDENT, {"id": student["id"]}, bearer(token()))
+    body = post(private, STUDENT, {"id": student["id"]}, bearer(hs256()), status=200)
     assert "errors" not in body
     assert body["data"]["student"] == as_public(student, home)
 
@@ -159,7 +130,7 @@ def test_a_home_without_a_street_is_null_without_an_error_for_a_reader_with_a_to
         for i in school[1]
         if i["type"] == "student" and i.get("home") and not i["home"].get("street")
     )
-    body = post(private, STUDENT, {"id": student["id"]}, bearer(token()))
+    body = post(private, STUDENT, {"id": student["id"]}, bearer(hs256()), status=200)
     assert "errors" not in body
     assert body["data"]["student"]["home"]["street"] is None
 
@@ -167,7 +138,7 @@ def test_a_home_without_a_street_is_null_without_an_error_for_a_reader_with_a_to
 @pytest.mark.parametrize(
     "authorization",
     [
-        f"Bearer {token(exp=int(time.time()) - 3600)}",
+        f"Bearer {hs256(exp=int(time.time()) - 3600)}",
         f"Bearer {jwt.encode({'sub': 'x'}, 'o' * 32, algorithm='HS256')}",
         "Basic dGVhY2hlcjpzZWNyZXQ=",
     ],
@@ -177,7 +148,9 @@ def test_an_invalid_token_is_unauthenticated_and_says_why(
     private: TestClient, school: tuple[str, list[Item]], authorization: str
 ) -> None:
     student, _ = with_street(school[1])
-    body = post(private, STUDENT, {"id": student["id"]}, {"Authorization": authorization})
+    body = post(
+        private, STUDENT, {"id": student["id"]}, {"Authorization": authorization}, status=200
+    )
     assert body["data"]["student"]["email"] is None
     assert set(codes_by_path(body).values()) == {"UNAUTHENTICATED"}
     assert "no token was sent" not in body["errors"][0]["message"]
@@ -192,14 +165,14 @@ def test_a_roster_keeps_every_student_and_nulls_only_the_emails(
     enrolled = sorted(
         i["studentId"] for i in items if i["type"] == "enrolment" and i["classId"] == klass["id"]
     )
-    body = post(private, ROSTER, {"id": klass["id"]})
+    body = post(private, ROSTER, {"id": klass["id"]}, status=200)
     nodes = [e["node"] for e in body["data"]["class"]["students"]["edges"]]
     assert [n["id"] for n in nodes] == enrolled
     assert all(n["name"] and n["email"] is None for n in nodes)
     assert len(body["errors"]) == len(enrolled)
     assert set(codes_by_path(body).values()) == {"UNAUTHENTICATED"}
 
-    allowed = post(private, ROSTER, {"id": klass["id"]}, bearer(token()))
+    allowed = post(private, ROSTER, {"id": klass["id"]}, bearer(hs256()), status=200)
     assert "errors" not in allowed
     emails = {i["id"]: i["email"] for i in items if i["type"] == "student"}
     assert [e["node"]["email"] for e in allowed["data"]["class"]["students"]["edges"]] == [
@@ -212,8 +185,8 @@ def test_without_auth_configured_personal_data_is_forbidden_to_everyone(
 ) -> None:
     student, _ = with_street(school[1])
     with app(endpoint, school[0], public_personal_data=False) as client:
-        for headers in ({}, bearer(token())):  # no token can help: nothing checks it
-            body = post(client, STUDENT, {"id": student["id"]}, headers)
+        for headers in ({}, bearer(hs256())):  # no token can help: nothing checks it
+            body = post(client, STUDENT, {"id": student["id"]}, headers, status=200)
             assert body["data"]["student"]["email"] is None
             assert body["data"]["student"]["home"]["street"] is None
             assert body["data"]["student"]["name"] == student["name"]
@@ -232,7 +205,7 @@ def test_an_unreachable_jwks_makes_personal_data_unavailable_not_unauthenticated
         endpoint, school[0], public_personal_data=False, jwt_audience=AUDIENCE, **jwks
     ) as client:
         signed = jwt.encode({"sub": "x"}, "k" * 32, algorithm="HS256", headers={"kid": "k1"})
-        body = post(client, STUDENT, {"id": student["id"]}, bearer(signed))
+        body = post(client, STUDENT, {"id": student["id"]}, bearer(signed), status=200)
     assert body["data"]["student"]["email"] is None
     assert set(codes_by_path(body).values()) == {"UNAVAILABLE"}
 
@@ -246,7 +219,7 @@ def test_public_personal_data_serves_email_and_street_to_anyone(
 ) -> None:
     student, home = with_street(school[1])
     with app(endpoint, school[0], public_personal_data=True, **auth) as client:
-        body = post(client, STUDENT, {"id": student["id"]})
+        body = post(client, STUDENT, {"id": student["id"]}, status=200)
     assert "errors" not in body
     assert body["data"]["student"] == as_public(student, home)
 

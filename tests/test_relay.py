@@ -3,15 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
-from support import Result
-from test_pagination import CONNECTIONS, expected_ids, node_ids, walk
+from support import CONNECTIONS, Gql, calls, expected_ids, node_ids
 
 from graph_api.store.codec import Item
-
-Gql = Callable[..., Result]
 
 NODE = """
   __typename id nodeId
@@ -20,10 +15,6 @@ NODE = """
   ... on Class { subject }
   ... on Sport { name }
 """
-
-
-def calls(result: Result) -> list[str]:
-    return [call.operation for call in result.context.ledger.calls]
 
 
 def test_node_ids_name_the_type_and_the_id(gql: Gql) -> None:
@@ -123,7 +114,7 @@ def test_total_count_equals_the_edges_walked_and_costs_no_request(
     gql: Gql, demo_items: list[Item], name: str
 ) -> None:
     conn = CONNECTIONS[name]
-    walked = node_ids(walk(conn, gql, 7))
+    walked = node_ids(conn.walk(gql, 7))
     assert walked == expected_ids(name, demo_items)
     plain = conn.page(gql, 2)
     counted = gql(conn.query.replace("pageInfo {", "totalCount pageInfo {"), conn.variables)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 from graph_api import cli
 from graph_api.graph.schema import schema
 from graph_api.ops import schema_check
 
-ROOT = Path(__file__).resolve().parent.parent
 RELEASED = ROOT / "schema" / "released.graphql"
 INTENDED = ROOT / "schema" / "intended-breaking-changes.txt"
 CURRENT = schema.as_str()

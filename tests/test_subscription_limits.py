@@ -14,20 +14,21 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
-import jwt
 import pytest
 import uvicorn
 from starlette.testclient import TestClient
 from support import (
+    AUTH,
     SSE,
     WAIT,
     Subscriber,
     boto_client,
     fresh_services,
+    hs256,
     live,
     mutate,
+    refusal,
     school,
     subscriber,
     until,
@@ -48,22 +49,6 @@ CHEAP = 'subscription { teacherChanged(id: "t1") { kind teacher { name } } }'
 CREATE_T1 = 'mutation { createTeacher(input: {id: "t1", name: "Ada"}) { teacher { id } } }'
 RENAME_T1 = """mutation($name: String!) {
   updateTeacher(id: "t1", input: {name: $name}) { teacher { id } } }"""
-SECRET, ISSUER, AUDIENCE = "k" * 32, "https://issuer.test", "graph-api"
-AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
-
-
-def refusal(sub: Subscriber, id_: str) -> tuple[str, dict[str, Any]]:
-    """How the server refused operation `id_`: the message type (`error` before execution,
-    `next` with errors then `complete` once it started) and the one error."""
-    message = sub.next()
-    assert message["id"] == id_, message
-    if message["type"] == "error":
-        (error,) = message["payload"]
-    else:
-        assert message["type"] == "next" and message["payload"]["data"] is None, message
-        (error,) = message["payload"]["errors"]
-        assert sub.next() == {"id": id_, "type": "complete"}
-    return message["type"], error
 
 
 def still_serves(client: TestClient, sub: Subscriber, services: Services) -> None:
@@ -169,14 +154,8 @@ def test_a_server_without_its_pipeline_refuses_subscriptions(endpoint: str) -> N
 # -- auth for reads ---------------------------------------------------------------------------
 
 
-def token() -> str:
-    now = int(time.time())
-    claims = {"sub": "user-1", "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 600}
-    return jwt.encode(claims, SECRET, algorithm="HS256")
-
-
 def test_with_auth_for_reads_a_subscription_needs_a_token(endpoint: str) -> None:
-    bearer = {"Authorization": f"Bearer {token()}"}
+    bearer = {"Authorization": f"Bearer {hs256()}"}
     with live(endpoint, **AUTH, auth_reads=True) as (client, services):
         hub = services.events.hub
         with subscriber(client, services) as anonymous:
