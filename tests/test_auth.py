@@ -19,7 +19,19 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
-from support import AUDIENCE, AUTH, ISSUER, SECRET, bearer, claims, hs256, make_settings, post, scan
+from support import (
+    AUDIENCE,
+    AUTH,
+    ISSUER,
+    SECRET,
+    bearer,
+    claims,
+    fresh_services,
+    hs256,
+    make_settings,
+    post,
+    scan,
+)
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
@@ -309,6 +321,37 @@ def test_unreachable_jwks_is_unavailable_and_writes_nothing(
     body = post(client, CREATE, headers=bearer(rs256(keys["good"])))
     assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAVAILABLE"]
     assert scan(services) == []
+
+
+class _NotJson(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<html>maintenance</html>")
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_a_jwks_that_is_not_json_is_unauthenticated_not_a_500(endpoint: str) -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), _NotJson)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    jwks = f"http://127.0.0.1:{server.server_port}/jwks.json"
+    try:
+        with fresh_services(endpoint, jwks_url=jwks, jwt_issuer="iss", jwt_audience="aud") as s:
+            client = TestClient(create_app(s), raise_server_exceptions=False)
+            token = jwt.encode({"sub": "x"}, "k" * 32, algorithm="HS256", headers={"kid": "a"})
+            response = client.post(
+                "/graphql",
+                json={"query": 'mutation { createTeacher(input: {name: "T"}) { teacher { id } } }'},
+                headers={"authorization": f"Bearer {token}"},
+            )
+            assert response.status_code < 500
+            assert response.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+            assert scan(s) == []
+    finally:
+        server.shutdown()
 
 
 # -- settings -------------------------------------------------------------------------------

@@ -155,6 +155,22 @@ def test_request_id_reaches_the_graphql_context(
     assert seen == ["ctx-check-1"]
 
 
+def test_an_error_outside_graphql_is_a_coded_500_with_the_request_id(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(services.auth, "authenticate", broken)
+    client = TestClient(create_app(services), raise_server_exceptions=False)
+    response = client.post("/graphql", json={"query": "{ __typename }"})
+    assert response.status_code == 500
+    request_id = response.headers["x-request-id"]
+    error = response.json()["errors"][0]
+    assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR", "requestId": request_id}
+    assert "secret" not in response.text
+
+
 @pytest.fixture
 def quiet_client(endpoint: str, services: Services) -> Iterator[TestClient]:
     # `services` seeds the shared read table first; this one only reads it without accounting.

@@ -980,6 +980,26 @@ def test_valid_edge_values_are_accepted(svc: Services) -> None:
     assert_clean(svc)
 
 
+def test_places_too_long_for_a_key_are_bad_user_input(svc: Services) -> None:
+    wide = "\U0001d1c0" * 100  # 100 characters that fold to 1,200 bytes of key
+    created = run(
+        svc,
+        f"""mutation($s: String!) {{ createStudent(input: {{name: "A", email: "a@ex.org",
+          home: {{country: "X", state: $s, city: "Y"}}}}) {{ student {{ id }} {USER_ERRORS} }}
+        }}""",
+        {"s": wide},
+    )
+    assert created.errors == [] and created.user_codes == ["BAD_USER_INPUT"]
+    assert created.user_errors[0]["field"] == "home.state"
+    assert scan(svc) == []
+    searched = run(
+        svc,
+        'query($s: String!) { studentsByLocation(country: "X", state: $s) { edges { cursor } } }',
+        {"s": wide},
+    )
+    assert searched.codes == ["BAD_USER_INPUT"]
+
+
 def test_mutations_of_one_document_run_in_order_and_each_answers_its_own_write(
     svc: Services,
 ) -> None:
