@@ -24,59 +24,6 @@ from graph_api.model import keys
 from graph_api.model.keys import Kind
 from graph_api.store import codec
 
-BAD_IDS = {
-    "hash": "stu#0001",
-    "forged key": "STUDENT#stu-0001",
-    "slash": "stu/0001",
-    "unicode": "stü-0001",
-    "space": "stu 0001",
-    "newline": "stu-0001\n",
-    "empty": "",
-    "65 chars": "a" * 65,
-}
-NODE_FIELDS = ["student", "teacher", "class", "sport"]
-
-
-@pytest.mark.parametrize("bad", list(BAD_IDS.values()), ids=list(BAD_IDS))
-@pytest.mark.parametrize("field", NODE_FIELDS)
-def test_malformed_id_is_bad_user_input_before_any_read(gql: Gql, field: str, bad: str) -> None:
-    result = gql(f"query($id: ID!) {{ {field}(id: $id) {{ id }} }}", {"id": bad})
-    assert result.data == {field: None}
-    assert result.codes == ["BAD_USER_INPUT"]
-    assert result.errors[0]["extensions"]["field"] == "id"
-    assert dynamodb_requests(result) == 0
-
-
-@pytest.mark.parametrize("bad", list(BAD_IDS.values()), ids=list(BAD_IDS))
-def test_malformed_id_among_ids_is_bad_user_input_before_any_read(gql: Gql, bad: str) -> None:
-    result = gql("query($ids: [ID!]!) { students(ids: $ids) { id } }", {"ids": ["stu-0001", bad]})
-    assert result.data is None
-    assert result.codes == ["BAD_USER_INPUT"]
-    assert result.errors[0]["extensions"]["field"] == "ids"
-    assert dynamodb_requests(result) == 0
-
-
-@pytest.mark.parametrize("field", NODE_FIELDS)
-def test_id_of_64_characters_is_valid(gql: Gql, field: str) -> None:
-    result = gql(f"query($id: ID!) {{ {field}(id: $id) {{ id }} }}", {"id": "a" * 64})
-    assert result.errors == []
-    assert result.data == {field: None}
-
-
-def test_101_ids_are_bad_user_input_before_any_read(gql: Gql) -> None:
-    ids = [f"stu-{i:04d}" for i in range(1, 102)]
-    result = gql("query($ids: [ID!]!) { students(ids: $ids) { id } }", {"ids": ids})
-    assert result.codes == ["BAD_USER_INPUT"]
-    assert result.errors[0]["extensions"]["field"] == "ids"
-    assert dynamodb_requests(result) == 0
-
-
-def test_100_ids_are_answered(gql: Gql) -> None:
-    ids = [f"stu-{i:04d}" for i in range(1, 101)]
-    result = gql("query($ids: [ID!]!) { students(ids: $ids) { id } }", {"ids": ids})
-    assert result.errors == []
-    assert len(result.data["students"]) == 100
-
 
 @pytest.mark.parametrize(
     "query",

@@ -75,29 +75,6 @@ def test_node_refetches_what_node_id_names(gql: Gql) -> None:
     assert missing.errors == [] and missing.data == {"node": None}
 
 
-@pytest.mark.parametrize(
-    "bad", ["stu-0001", "Pupil:stu-0001", "student:stu-0001", "Student:", "Student:a#b", ""]
-)
-def test_a_malformed_global_id_is_bad_user_input_without_reads(gql: Gql, bad: str) -> None:
-    result = gql("query($id: ID!) { node(id: $id) { id } }", {"id": bad})
-    assert result.codes == ["BAD_USER_INPUT"]
-    assert result.errors[0]["extensions"]["field"] == "id"
-    assert calls(result) == []
-    many = gql("query($ids: [ID!]!) { nodes(ids: $ids) { id } }", {"ids": ["Class:cls-001", bad]})
-    assert many.codes == ["BAD_USER_INPUT"]
-    assert calls(many) == []
-
-
-def test_nodes_takes_at_most_100_ids(gql: Gql) -> None:
-    ids = [f"Student:stu-{n:04d}" for n in range(101)]
-    result = gql("query($ids: [ID!]!) { nodes(ids: $ids) { id } }", {"ids": ids})
-    assert result.codes == ["BAD_USER_INPUT"]
-    assert calls(result) == []
-    full = gql("query($ids: [ID!]!) { nodes(ids: $ids) { id } }", {"ids": ids[:100]})
-    assert full.errors == [] and len(full.data["nodes"]) == 100
-    assert calls(full) == ["BatchGetItem"]
-
-
 def test_student_by_id_still_takes_the_plain_id(gql: Gql) -> None:
     result = gql('{ student(id: "stu-0001") { id } students(ids: ["stu-0002"]) { id } }')
     assert result.errors == []
