@@ -4,13 +4,16 @@ tables of a test's own, and the app over HTTP. The helpers they use are tests/su
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support import Gql, fresh_services, gql_of, make_settings
+from support import AUTH, Gql, Hostile, bearer, fresh_services, gql_of, hs256, make_settings, scan
 
+from graph_api.model import keys
 from graph_api.ops import demo
+from graph_api.ops.check import check_table
 from graph_api.store import admin
 from graph_api.store.codec import Item
 from graph_api.store.embedded import EmbeddedDynamoDB
@@ -111,3 +114,42 @@ def broken_get_many(monkeypatch: pytest.MonkeyPatch) -> None:
         raise RuntimeError("secret detail")
 
     monkeypatch.setattr(Table, "get_many", get_many)
+
+
+@pytest.fixture(scope="module")
+def hostile(endpoint: str) -> Iterator[Hostile]:
+    """A writable table with a small demo school, behind an app with auth on."""
+    from starlette.testclient import TestClient
+
+    from graph_api.graph.context import Services
+    from graph_api.http.app import create_app
+
+    settings = make_settings(endpoint, **AUTH)
+    services = Services.create(settings)
+    admin.create(services.dynamo, settings.table)
+    admin.batch_write(services.dynamo, settings.table, demo.generate(8, 1))
+    token = bearer(hs256(sub="tester", exp=int(time.time()) + 3600))
+    seeded = scan(services)
+    assert check_table(services.dynamo, settings.table) == []
+    sent: list[str] = []
+    lease = keys.stream_lease().as_item()["PK"].encode()
+
+    def spy(model: Any, params: dict[str, Any], **_: Any) -> None:
+        # The stream reader's lease writes (renewals) share the client: not the request's.
+        if lease not in params.get("body", b""):
+            sent.append(model.name)
+
+    services.dynamo.client.meta.events.register("before-call.dynamodb", spy)
+    try:
+        # Server exceptions become 500s (what a client would see), not test errors.
+        with TestClient(create_app(services), raise_server_exceptions=False) as client:
+            yield Hostile(client, services, token, seeded, sent)
+    finally:
+        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        services.close()
+
+
+@pytest.fixture
+def h(hostile: Hostile) -> Hostile:
+    hostile.sent.clear()
+    return hostile

@@ -11,6 +11,7 @@ store and the CLI (check, migrate) run without the schema.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import json
@@ -306,6 +307,57 @@ def hs256(secret: str = SECRET, **overrides: Any) -> str:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+# -- hostile input against the running app (the `hostile` and `h` fixtures) ------------------
+
+# BAD_REQUEST: refused at the HTTP level, before it became an operation (graphql_http).
+CODES = {"BAD_USER_INPUT", "QUERY_TOO_COSTLY", "UNAUTHENTICATED", "NOT_FOUND", "BAD_REQUEST"}
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+
+
+@dataclass
+class Hostile:
+    client: TestClient
+    services: Services
+    token: dict[str, str]
+    items: list[Item]
+    sent: list[str]  # every DynamoDB operation the app called, in order
+
+
+def assert_unchanged(h: Hostile, *, attempts_allowed: bool = False) -> None:
+    """Nothing was written: no write was even sent, or (where a write's condition is what
+    refuses it) the table still holds exactly what was seeded."""
+    attempts = WRITES & set(h.sent)
+    if attempts_allowed and attempts:
+        assert scan(h.services) == h.items
+    else:
+        assert not attempts, h.sent
+
+
+def assert_no_traceback(response: Any) -> None:
+    assert response.status_code < 500, response.text[:500]
+    for leak in ("Traceback", 'File "', "Error:"):
+        assert leak not in response.text.replace("Syntax Error:", ""), response.text[:500]
+    if response.headers.get("content-type", "").startswith("application/"):
+        assert_no_key_in_messages(response.json().get("errors") or [])
+
+
+def assert_coded(response: Any, expected: str) -> dict[str, Any]:
+    assert_no_traceback(response)
+    body: dict[str, Any] = response.json()
+    codes = [e.get("extensions", {}).get("code") for e in body.get("errors", [])]
+    # A mutation's client errors are user errors in its payload (no path: its root field).
+    payloads = (body.get("data") or {}).values()
+    codes += [e["code"] for p in payloads if isinstance(p, dict) for e in p.get("userErrors", [])]
+    assert codes, body
+    assert set(codes) <= CODES, body
+    assert expected in codes, body
+    # Refused before DynamoDB, unless a parent had to be read first or NOT_FOUND had to look.
+    root_only = all(len(e.get("path") or []) <= 1 for e in body.get("errors", []))
+    if expected != "NOT_FOUND" and root_only:
+        assert body.get("extensions", {}).get("dynamodb", {}).get("requests", 0) == 0, body
+    return body
 
 
 # -- building the graph through mutations ---------------------------------------------------
@@ -641,6 +693,35 @@ def node_ids(pages: list[dict[str, Any]]) -> list[str]:
 def cursor_of(conn: Conn, gql: Gql, index: int = 0, **variables: Any) -> str:
     result = gql(conn.query, {**conn.variables, **variables, "first": index + 1, "after": None})
     return conn.connection(result)["edges"][index]["cursor"]  # type: ignore[no-any-return]
+
+
+FULL_PAGE = (
+    "edges { cursor node { id } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor }"
+)
+
+
+def page_any(
+    conn: Conn,
+    gql: Gql,
+    *,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+) -> Result:
+    """One page in either direction, with the whole PageInfo."""
+    query = (
+        conn.query.replace("$after: String", "$after: String, $last: Int, $before: String")
+        .replace("after: $after", "after: $after, last: $last, before: $before")
+        .replace(PAGE, FULL_PAGE)
+    )
+    variables = {"first": first, "after": after, "last": last, "before": before}
+    return gql(query, {**conn.variables, **variables})
+
+
+def b64(data: bytes) -> str:
+    """Base64url without padding, as cursors write their parts."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 # -- many operations at once --------------------------------------------------------------

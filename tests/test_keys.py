@@ -4,8 +4,7 @@ import pytest
 
 from graph_api.errors import BadUserInput
 from graph_api.model import keys
-from graph_api.model.cursors import Cursors
-from graph_api.model.keys import Kind, Range
+from graph_api.model.keys import Kind
 
 # -- normalize_place -----------------------------------------------------------------------
 
@@ -114,66 +113,3 @@ def test_range_labels_differ_between_ranges() -> None:
         keys.entries(Kind.STUDENT, "a", Kind.CLASS).label,
     }
     assert len(labels) == 7
-
-
-# -- cursors ---------------------------------------------------------------------------------
-
-RANGE = keys.roster(Kind.CLASS, "cls-1", Kind.STUDENT)
-KEY = {"PK": RANGE.pk, "SK": "STUDENT#stu-1"}
-FIELD = "Class.students"
-
-
-def refused(cursors: Cursors, cursor: str, field: str = FIELD, rng: Range = RANGE) -> bool:
-    try:
-        cursors.decode(cursor, field, rng)
-    except BadUserInput as error:
-        assert error.extensions == {"field": "after"}
-        return True
-    return False
-
-
-def test_cursor_round_trips_its_key() -> None:
-    cursors = Cursors(b"k1")
-    assert cursors.decode(cursors.encode(FIELD, RANGE, KEY), FIELD, RANGE) == KEY
-
-
-def test_cursor_is_url_safe_and_opaque() -> None:
-    cursor = Cursors(b"k1").encode(FIELD, RANGE, KEY)
-    assert set(cursor) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
-    assert "stu-1" not in cursor
-
-
-def test_cursor_of_another_secret_is_refused() -> None:
-    assert refused(Cursors(b"k2"), Cursors(b"k1").encode(FIELD, RANGE, KEY))
-
-
-def test_cursor_of_another_field_or_range_is_refused() -> None:
-    cursors = Cursors(b"k1")
-    cursor = cursors.encode(FIELD, RANGE, KEY)
-    assert refused(cursors, cursor, field="Sport.students")
-    assert refused(cursors, cursor, rng=keys.roster(Kind.CLASS, "cls-2", Kind.STUDENT))
-
-
-def test_signed_cursor_whose_key_lies_outside_its_range_is_refused() -> None:
-    cursors = Cursors(b"k1")
-    elsewhere = {**KEY, "PK": "CLASS#cls-2"}
-    assert refused(cursors, cursors.encode(FIELD, RANGE, elsewhere))
-    wrong_prefix = {**KEY, "SK": "TEACHER#tch-1"}
-    assert refused(cursors, cursors.encode(FIELD, RANGE, wrong_prefix))
-
-
-def test_signed_cursor_with_a_non_string_key_value_is_refused() -> None:
-    cursors = Cursors(b"k1")
-    assert refused(cursors, cursors.encode(FIELD, RANGE, {**KEY, "PK": 1}))  # type: ignore[dict-item]
-
-
-def test_cursor_with_any_data_character_changed_is_refused() -> None:
-    cursors = Cursors(b"k1")
-    cursor = cursors.encode(FIELD, RANGE, KEY)
-    dot = cursor.index(".")
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-    # The last character of each base64 part may carry unused bits; every other one is data.
-    for index in set(range(len(cursor))) - {dot - 1, dot, len(cursor) - 1}:
-        for other in alphabet[::7]:
-            if other != cursor[index]:
-                assert refused(cursors, cursor[:index] + other + cursor[index + 1 :]), index
