@@ -14,8 +14,8 @@ from typing import Any
 
 from graph_api.model import keys
 from graph_api.model.keys import Kind
-from graph_api.store.codec import Item
 
+Item = dict[str, Any]  # an item as plain Python values; store/codec.py is its wire format
 TYPE = "type"
 CLAIM = "propagation"  # on a node: the token of the write whose copies are still being applied
 # Not a node or an edge: the change stream's lease (`keys.stream_lease`, `events/lease.py`).

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-Item = dict[str, Any]
+from graph_api.model.items import Item as Item  # re-exported: the store's callers name it here
+
 Wire = dict[str, dict[str, Any]]
 
 
