@@ -1,15 +1,20 @@
-"""A root node and its roster in one request: `class(id) { students }` is one Query.
+"""A node and its roster in one request: `class(id) { students }` is one Query.
 
 A class's or a sport's partition holds the node item and, after it in key order, the edge
 items of its roster (`schema/table.md`). When the selection under `class(id)` or `sport(id)`
 asks for the first page of `students`, the root field reads the node and that page with one
 Query of the partition and primes the request's loaders with both, so the `students` field
 finds its page already read instead of sending a second request after the first.
+
+A teacher's classes do the same, each class with one Query: the level that would have sent
+one BatchGetItem for the classes' items (`studentCount`) beside a roster Query a class sends
+the Queries alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
@@ -19,7 +24,7 @@ from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Kind, Range
 from graph_api.store.codec import Item
-from graph_api.store.loaders import PageRequest
+from graph_api.store.loaders import Loaders, PageRequest
 
 ROSTER_FIELD = "students"
 
@@ -48,34 +53,51 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def first_page_size(info: Info) -> int | None:
-    """`first` of a `students` field selected, from the start, under this root field.
+NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
+
+
+def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:
+    """`first` of a `students` field selected, from the start, under this field: directly,
+    or at the end of the path `under` (`NODES`: under a connection's nodes).
 
     Only a forward first page: a backward page (`last`, `before`) reads the partition from
     its other end, one Query of its own.
     """
-    for root in info.selected_fields:
-        for field in _fields(root.selections):
-            args: dict[str, Any] = field.arguments
-            if field.name != ROSTER_FIELD or any(
-                args.get(name) is not None for name in ("after", "last", "before")
-            ):
-                continue
-            first = _as_int(args.get("first", DEFAULT_FIRST))
-            if first is not None and 1 <= first <= MAX_FIRST:
-                return first  # out of range: the field itself says BAD_USER_INPUT
+    level = [field for root in info.selected_fields for field in _fields(root.selections)]
+    for name in under:
+        level = [c for field in level if field.name == name for c in _fields(field.selections)]
+    for field in level:
+        args: dict[str, Any] = field.arguments
+        if field.name != ROSTER_FIELD or any(
+            args.get(name) is not None for name in ("after", "last", "before")
+        ):
+            continue
+        first = _as_int(args.get("first", DEFAULT_FIRST))
+        if first is not None and 1 <= first <= MAX_FIRST:
+            return first  # out of range: the field itself says BAD_USER_INPUT
     return None
 
 
 async def node_with_roster(info: Info, kind: Kind, id_: str) -> Item | None:
     """The node item, read together with its roster's first page when one is selected."""
     loaders = info.context.loaders
-    node_key = keys.node(kind, id_)
     first = first_page_size(info)
     if first is None or loaders.naive:
-        return await loaders.item.load(node_key)
+        return await loaders.item.load(keys.node(kind, id_))
+    return await _read_partition(loaders, kind, id_, first)
+
+
+async def read_partitions(loaders: Loaders, kind: Kind, ids: Sequence[str], first: int) -> None:
+    """Prime each node of a page (a teacher's classes) with its item and its roster's first
+    `first` edges, one Query a node, all at once."""
+    if not loaders.naive:
+        await asyncio.gather(*(_read_partition(loaders, kind, id_, first) for id_ in ids))
+
+
+async def _read_partition(loaders: Loaders, kind: Kind, id_: str, first: int) -> Item | None:
     # The node sorts before its edges (`CLASS#c` < `STUDENT#…`, `SPORT#s` < `STUDENT#…`): one
     # more than the node and the page the field asks for (its `first + 1`).
+    node_key = keys.node(kind, id_)
     whole = Range(None, keys.partition(kind, id_), "")
     items = await loaders.page.load(PageRequest(whole, first + 2))
     node = items[0] if items and items[0][SK] == items[0][PK] else None
