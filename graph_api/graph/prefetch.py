@@ -9,6 +9,8 @@ finds its page already read instead of sending a second request after the first.
 A teacher's classes do the same, each class with one Query: the level that would have sent
 one BatchGetItem for the classes' items (`studentCount`) beside a roster Query a class sends
 the Queries alone.
+
+`selected` tells a page which fields its nodes will resolve (`NodeBase.load_whole`).
 """
 
 from __future__ import annotations
@@ -56,17 +58,23 @@ def _as_int(value: Any) -> int | None:
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
 
 
+def selected(info: Info, under: Sequence[str] = ()) -> list[SelectedField]:
+    """The fields selected under this field (fragments flattened), or at the end of the
+    path `under` (`NODES`: the fields of a connection's nodes)."""
+    level = [field for root in info.selected_fields for field in _fields(root.selections)]
+    for name in under:
+        level = [c for field in level if field.name == name for c in _fields(field.selections)]
+    return level
+
+
 def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:
-    """`first` of a `students` field selected, from the start, under this field: directly,
-    or at the end of the path `under` (`NODES`: under a connection's nodes).
+    """`first` of a `students` field selected, from the start, under this field (or at the
+    end of `under`, as `selected` reads it).
 
     Only a forward first page: a backward page (`last`, `before`) reads the partition from
     its other end, one Query of its own.
     """
-    level = [field for root in info.selected_fields for field in _fields(root.selections)]
-    for name in under:
-        level = [c for field in level if field.name == name for c in _fields(field.selections)]
-    for field in level:
+    for field in selected(info, under):
         args: dict[str, Any] = field.arguments
         if field.name != ROSTER_FIELD or any(
             args.get(name) is not None for name in ("after", "last", "before")

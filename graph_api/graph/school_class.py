@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import strawberry
@@ -39,6 +40,12 @@ class Class(NodeBase, Node):
         "subject": "subject",
         "teacher": _teacher,
         "student_count": "studentCount",
+        "version": "version",
+    }
+    reads: ClassVar[Mapping[str, str]] = {
+        "subject": "subject",
+        "teacher": "teacherId",
+        "studentCount": "studentCount",
         "version": "version",
     }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)

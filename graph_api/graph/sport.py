@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import strawberry
@@ -27,6 +28,12 @@ class Sport(NodeBase, Node):
         "name": "name",
         "coach": "coach",
         "student_count": "studentCount",
+        "version": "version",
+    }
+    reads: ClassVar[Mapping[str, str]] = {
+        "name": "name",
+        "coach": "coach",
+        "studentCount": "studentCount",
         "version": "version",
     }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
@@ -42,6 +43,13 @@ class Student(NodeBase, Node):
         "name": "name",
         "version": "version",
         "home": _home,
+    }
+    reads: ClassVar[Mapping[str, str]] = {
+        "name": "name",
+        "version": "version",
+        "home": items.HOME,
+        "classes": ENROLMENT.field,
+        "sports": MEMBERSHIP.field,
     }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import CoroutineType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -9,7 +10,7 @@ import strawberry
 
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, with_items
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.model.items import TEACHING
 from graph_api.model.keys import Kind
@@ -27,6 +28,11 @@ if TYPE_CHECKING:
 class Teacher(NodeBase, Node):
     kind = Kind.TEACHER
     attributes: ClassVar[Attributes] = {"name": "name", "version": "version"}
+    reads: ClassVar[Mapping[str, str]] = {
+        "name": "name",
+        "version": "version",
+        "classes": TEACHING.field,
+    }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
@@ -60,14 +66,15 @@ class Teacher(NodeBase, Node):
         # Entries copy the subject; the class's teacher is this teacher, by definition.
         name = self.known.get("name")
         ours = {"teacherId": self.id} | ({"teacherName": name} if name is not None else {})
+        first = prefetch.first_page_size(info, under=prefetch.NODES)
         connection = self.map_page(
             info,
             "Teacher.classes",
             TEACHING,
             page,
             lambda id_, entry, loaders: Class.from_entry(id_, {**entry, **ours}, loaders),
+            whole=first is None,
         )
-        first = prefetch.first_page_size(info, under=prefetch.NODES)
         if first is None:
             return connection  # type: ignore[no-any-return]
 
@@ -75,6 +82,8 @@ class Teacher(NodeBase, Node):
             found = await connection if isinstance(connection, CoroutineType) else connection
             ids = [edge.node.id for edge in found.edges]
             await prefetch.read_partitions(info.context.loaders, Kind.CLASS, ids, first)
-            return found  # type: ignore[no-any-return]
+            # The classes' items are primed now: giving them to the nodes reads nothing.
+            whole = with_items(info, found)
+            return await whole if isinstance(whole, CoroutineType) else whole  # type: ignore[no-any-return]
 
         return with_rosters()  # type: ignore[return-value]
