@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from botocore.parsers import JSONParser, ResponseParserFactory
 from support import make_settings
 
+from graph_api import __version__
 from graph_api.store import admin
 from graph_api.store.client import Dynamo, Streams
 from graph_api.store.response_parser import DynamoJSONParser, DynamoResponseParserFactory
@@ -111,6 +112,19 @@ def test_the_client_parses_with_our_parser(rec: Recorder) -> None:
     assert type(factory.create_parser("rest-xml")) is type(
         ResponseParserFactory().create_parser("rest-xml")
     )
+
+
+def test_requests_say_who_sends_them(rec: Recorder) -> None:
+    """The User-Agent names the API and botocore, built once (store/client.py) rather than
+    twice a call; an operator finds our requests in CloudTrail by it."""
+    sent: list[str] = []
+    rec.dynamo.client.meta.events.register(
+        "before-send.dynamodb.*", lambda request, **_: sent.append(request.headers["User-Agent"])
+    )
+    rec.call("GetItem", {"TableName": rec.table, "Key": key(1)})
+    assert len(sent) == 1
+    agent = sent[0].decode() if isinstance(sent[0], bytes) else sent[0]
+    assert agent.startswith(f"graph-api/{__version__} Botocore/")
 
 
 def test_every_operation_we_use_parses_as_botocore_does(rec: Recorder) -> None:

@@ -21,6 +21,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
+from graph_api import __version__
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
 from graph_api.store.ledger import Call, Ledger
@@ -55,6 +56,15 @@ _active_ledger: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
 )
 
 
+def _user_agent() -> str:
+    """Ours and botocore's, built once: left to itself botocore builds its User-Agent from
+    about twenty parts twice a call (~0.1 ms of a Query's ~1.1 ms of client CPU)."""
+    return f"graph-api/{__version__} {botocore.session.get_session().user_agent()}"
+
+
+USER_AGENT = _user_agent()
+
+
 def _config(settings: Settings, connections: int) -> Config:
     return Config(
         region_name=settings.region,
@@ -69,6 +79,7 @@ def _config(settings: Settings, connections: int) -> Config:
         # Our requests are built from validated inputs by store/ alone; botocore's walk
         # of every parameter against its shape model costs ~0.5 ms of CPU a call.
         parameter_validation=False,
+        user_agent=USER_AGENT,
     )
 
 
