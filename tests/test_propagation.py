@@ -4,6 +4,7 @@ copies commit together, the rest follow in idempotent chunks, and every copy end
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
 
 import pytest
@@ -176,9 +177,30 @@ def test_rename_of_a_teacher_with_a_hundred_classes(empty_services: Services) ->
       createClass(input: $i) {{ class {{ id }} {USER_ERRORS} }} }}"""
     inputs = [{"id": f"c{n:03d}", "subject": f"S{n}", "teacherId": "t1"} for n in range(100)]
     all_ok(execute_concurrently(svc, [(create, {"i": i}) for i in inputs]))
-    result = run(svc, RENAME, {"n": "Grace Hopper"})
+    # The 100 rosters are read a few at a time, so the process's other requests (a reader's)
+    # never queue behind a hundred of them in the DynamoDB client's thread pool.
+    in_flight, most, lock = 0, 0, threading.Lock()
+    send = svc.dynamo.call_sync
+
+    def counting(operation: str, params: dict[str, Any], ledger: Any) -> Any:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += operation == "Query"
+            most = max(most, in_flight)
+        try:
+            return send(operation, params, ledger)
+        finally:
+            with lock:
+                in_flight -= operation == "Query"
+
+    svc.dynamo.call_sync = counting  # type: ignore[method-assign]
+    try:
+        result = run(svc, RENAME, {"n": "Grace Hopper"})
+    finally:
+        svc.dynamo.call_sync = send  # type: ignore[method-assign]
     assert result.problems == []
     assert result.data["updateTeacher"]["teacher"]["version"] == 2
+    assert 1 <= most <= propagation.READS_AT_ONCE
     classes = of_type(scan(svc), "class")
     assert len(classes) == 100
     assert {c["teacherName"] for c in classes} == {"Grace Hopper"}

@@ -30,9 +30,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from graph_api.errors import Conflict, NotFound
 from graph_api.model import keys
@@ -223,6 +223,24 @@ async def _roster(reads: Reads, kind: Kind, id_: str) -> list[str]:
     return [edge["studentId"] for edge in await reads.roster(kind, id_)]
 
 
+T = TypeVar("T")
+
+# A rename reads the rosters of all the teacher's classes a few at a time: all at once, a
+# hundred Queries filled the DynamoDB client's thread pool, and every other request of the
+# process (a reader's) queued behind them.
+READS_AT_ONCE = 4
+
+
+async def _few_at_a_time(calls: Iterable[Awaitable[T]]) -> list[T]:
+    gate = asyncio.Semaphore(READS_AT_ONCE)
+
+    async def gated(call: Awaitable[T]) -> T:
+        async with gate:
+            return await call
+
+    return list(await asyncio.gather(*(gated(call) for call in calls)))
+
+
 async def _class_copies(
     reads: Reads,
     klass: Mapping[str, Any],
@@ -303,7 +321,7 @@ async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool =
         return _entry_copies(ENROLMENT, by_student, {"teacherId": tid})
 
     classes = await reads.nodes(Kind.CLASS, class_ids) if held else []
-    rosters = await asyncio.gather(*(_students_of(reads, Kind.CLASS, k) for k in classes))
+    rosters = await _few_at_a_time(_students_of(reads, Kind.CLASS, k) for k in classes)
     renamed = [
         own(k["id"], ("eq", "studentCount", len(students)))
         for k, students in zip(classes, rosters, strict=True)
@@ -313,7 +331,7 @@ async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool =
         # Round k holds each student's k-th entry: a student in two of the teacher's classes
         # gets two updates, in two transactions, so a class it left meanwhile drops that
         # entry's copy only; there are as many rounds as the most of its classes one student is in.
-        now = await asyncio.gather(*(_roster(reads, Kind.CLASS, c) for c in class_ids))
+        now = await _few_at_a_time(_roster(reads, Kind.CLASS, c) for c in class_ids)
         rounds: list[dict[str, list[str]]] = []
         taken: Counter[str] = Counter()
         for class_id, roster in zip(class_ids, now, strict=True):
