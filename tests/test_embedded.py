@@ -799,3 +799,43 @@ def test_the_server_keeps_a_clients_connection_for_its_next_request(
         conn.close()
     finally:
         server.stop()
+
+
+def test_index_pages_stay_in_order_across_writes_between_them(db: tuple[Client, str]) -> None:
+    """A GSI partition is read in pages of `Limit` from its kept order; writes between the
+    pages (a new item before the cursor, one after it, one moved away) are seen as DynamoDB
+    shows them: what sorts after the cursor is read, nothing is read twice."""
+    client, name = db
+    for n in range(0, 40, 2):
+        client.put_item(
+            TableName=name,
+            Item={**wire_key(f"p{n}"), "GSI1PK": {"S": "big"}, "GSI1SK": {"S": f"s{n:03d}"}},
+        )
+    read: list[str] = []
+    start: dict[str, Any] | None = None
+    for page in range(8):
+        asked: dict[str, Any] = {"ExclusiveStartKey": start} if start else {}
+        answer = client.query(
+            TableName=name,
+            IndexName="GSI1",
+            KeyConditionExpression="GSI1PK = :p",
+            ExpressionAttributeValues={":p": {"S": "big"}},
+            Limit=5,
+            **asked,
+        )
+        read += [i["GSI1SK"]["S"] for i in answer["Items"]]
+        start = answer.get("LastEvaluatedKey")
+        if page == 1:  # between pages: one before the cursor, one after, one moved away
+            for pk, sk in (("p1", "s001"), ("p35", "s035")):
+                item = {**wire_key(pk), "GSI1PK": {"S": "big"}, "GSI1SK": {"S": sk}}
+                client.put_item(TableName=name, Item=item)
+            client.update_item(
+                TableName=name,
+                Key=wire_key("p30"),
+                UpdateExpression="SET GSI1PK = :q",
+                ExpressionAttributeValues={":q": {"S": "elsewhere"}},
+            )
+        if start is None:
+            break
+    expected = sorted({f"s{n:03d}" for n in range(0, 40, 2)} - {"s030"} | {"s035"})
+    assert read == expected

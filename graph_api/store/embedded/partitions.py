@@ -5,6 +5,11 @@ moto 5.2's `Table.query` sorts the whole table (`all_items()`) to find one parti
 table or of a GSI, so every Query grows with the table. Here moto's own query logic runs over
 the items of the one partition asked for (`query_one_partition`); writes keep the GSI
 groups current (`put_then_reindex`, `delete_then_reindex`, `update_then_reindex`).
+
+moto still sorts the partition it is given before it applies `Limit`, so a Query of a large
+GSI partition (a country's students) grew with the partition. Each GSI partition is handed
+over already in moto's order, sorted once after the writes that changed it: moto's sort of
+sorted items is one pass, and its scan stops at `Limit`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ class Partitions:
             name: {} for name in self.gsis
         }
         self.entries: dict[PrimaryKey, list[tuple[str, DynamoType]]] = {}
+        # (index, hash value) -> the partition's items in moto's order, until a write to it.
+        self.ordered: dict[tuple[str, DynamoType], list[Item]] = {}
+        self.order = {
+            name: [*attrs, table.hash_key_attr, table.range_key_attr]
+            for name, attrs in self.gsis.items()
+        }
         for item in _every_item(table):
             self.add(item)
 
@@ -45,9 +56,11 @@ class Partitions:
                 hash_value = item.attrs[attrs[0]]
                 self.members[name].setdefault(hash_value, {})[pk] = item
                 self.entries.setdefault(pk, []).append((name, hash_value))
+                self.ordered.pop((name, hash_value), None)
 
     def discard(self, pk: PrimaryKey) -> None:
         for name, hash_value in self.entries.pop(pk, ()):
+            self.ordered.pop((name, hash_value), None)
             partition = self.members[name].get(hash_value)
             if partition is not None:
                 partition.pop(pk, None)
@@ -55,7 +68,16 @@ class Partitions:
                     del self.members[name][hash_value]
 
     def gsi_partition(self, name: str, hash_value: DynamoType) -> list[Item]:
-        return list(self.members[name].get(hash_value, {}).values())
+        """The partition's items in the order moto sorts them in (a copy: moto sorts it)."""
+        ordered = self.ordered.get((name, hash_value))
+        if ordered is None:
+            attrs = [a for a in self.order[name] if a is not None]
+            ordered = sorted(
+                self.members[name].get(hash_value, {}).values(),
+                key=lambda item: tuple(item.attrs[a] for a in attrs),
+            )
+            self.ordered[(name, hash_value)] = ordered
+        return list(ordered)
 
 
 def stored(table: Table) -> dict[Any, Any]:
