@@ -207,11 +207,12 @@ def with_items(info: Info, connection: Any) -> Any:
             return found
 
         return later()
-    if not _partial(info, connection.edges):
+    partial = _partial(info, connection.edges)
+    if not partial:
         return connection
 
     async def loaded() -> Any:
-        await _give_items(info, connection.edges)
+        await _load_items(info, partial)
         return connection
 
     return loaded()
@@ -219,16 +220,19 @@ def with_items(info: Info, connection: Any) -> Any:
 
 def _partial(info: Info, edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
     """The page's nodes that lack an attribute their selection reads."""
-    if not edges:
+    nodes: list[NodeBase] = [edge.node for edge in edges if TYPE not in edge.node.known]
+    if not nodes:
         return []
-    nodes: list[NodeBase] = [edge.node for edge in edges]
     reads = type(nodes[0]).reads
     wanted = {reads[f.name] for f in prefetch.selected(info, prefetch.NODES) if f.name in reads}
-    return [n for n in nodes if TYPE not in n.known and not wanted <= n.known.keys()]
+    return [n for n in nodes if not wanted <= n.known.keys()]
 
 
 async def _give_items(info: Info, edges: Sequence[paging.Edge[Any]]) -> None:
-    partial = _partial(info, edges)
+    await _load_items(info, _partial(info, edges))
+
+
+async def _load_items(info: Info, partial: list[NodeBase]) -> None:
     if not partial:
         return
     found = await info.context.loaders.item.load_many([keys.node(n.kind, n.id) for n in partial])
