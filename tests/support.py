@@ -477,28 +477,25 @@ def all_pages(services: Services, query: str, path: list[str], **variables: Any)
     return walk(gql_of(services), query, path, **variables)
 
 
-def class_students(services: Services, class_id: str) -> list[dict[str, Any]]:
+def roster(services: Services, field: str, id_: str) -> list[dict[str, Any]]:
+    """Every student of a class's or a sport's roster (`field`: "class" or "sport")."""
     return all_pages(
         services,
-        """query($id: ID!, $after: String) { class(id: $id) {
-          students(first: 100, after: $after) {
-            edges { node { id name } } pageInfo { hasNextPage endCursor }
-          } } }""",
-        ["class", "students"],
-        id=class_id,
+        f"""query($id: ID!, $after: String) {{ {field}(id: $id) {{
+          students(first: 100, after: $after) {{
+            edges {{ node {{ id name }} }} pageInfo {{ hasNextPage endCursor }}
+          }} }} }}""",
+        [field, "students"],
+        id=id_,
     )
+
+
+def class_students(services: Services, class_id: str) -> list[dict[str, Any]]:
+    return roster(services, "class", class_id)
 
 
 def sport_students(services: Services, sport_id: str) -> list[dict[str, Any]]:
-    return all_pages(
-        services,
-        """query($id: ID!, $after: String) { sport(id: $id) {
-          students(first: 100, after: $after) {
-            edges { node { id name } } pageInfo { hasNextPage endCursor }
-          } } }""",
-        ["sport", "students"],
-        id=sport_id,
-    )
+    return roster(services, "sport", sport_id)
 
 
 def student_classes(services: Services, student_id: str) -> list[dict[str, Any]]:
