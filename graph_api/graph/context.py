@@ -75,6 +75,9 @@ class Context:
     connection_params: dict[str, Any] | None = None
     # A websocket's subscriptions, which end together when one falls behind (`hub.Group`).
     subscriptions: Group | None = None
+    # What `prefetch.selected` found under a field, by its field nodes: the same for every
+    # parent a list repeats the field under, and variables are fixed for the operation.
+    selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
