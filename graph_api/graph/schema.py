@@ -17,6 +17,7 @@ from strawberry.types.graphql import OperationType
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.context import Context
+from graph_api.graph.execution import ExecutionContext as FastExecutionContext
 from graph_api.graph.limits import limit_extensions, requested_operation
 from graph_api.graph.masking import format_error, log_unexpected, request_id_of
 from graph_api.graph.mutation import Mutation
@@ -134,6 +135,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
             lambda: ParserCache(maxsize=CACHE_SIZE),
             DynamoDBAccounting,
         ],
+        execution_context_class=FastExecutionContext,
     )
 
 

@@ -1,0 +1,167 @@
+"""The executor's short path for plain fields (`graph/execution.py`) answers exactly as
+graphql-core's own path does: the same data, the same errors at the same paths, the same
+nulls where a non-null field failed.
+
+Each document runs twice on the seeded table, through the API's schema and through a schema
+of the same types and extensions on graphql-core's executor alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+from support import seed
+from test_request_counts import Shapes, render, targets
+
+from graph_api.graph import execution
+from graph_api.graph.context import Context, Services
+from graph_api.graph.schema import GraphSchema, build_schema
+from graph_api.model import items
+from graph_api.store.codec import Item
+from tools import peer_queries
+
+
+def both(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:
+    """(data, errors) from the API's schema and from graphql-core's path alone."""
+    fast = build_schema(services.settings)
+    assert fast.execution_context_class is execution.ExecutionContext
+    reference = GraphSchema(
+        query=fast.query,
+        mutation=fast.mutation,
+        subscription=fast.subscription,
+        extensions=fast.extensions,
+    )
+
+    async def run(schema: GraphSchema) -> tuple[Any, list[dict[str, Any]]]:
+        context = Context.create(services, "same-request-id")
+        result = await schema.execute(query, variable_values=variables, context_value=context)
+        return result.data, [error.formatted for error in result.errors or []]
+
+    async def run_both() -> tuple[Any, Any]:
+        return await run(fast), await run(reference)
+
+    return asyncio.run(run_both())
+
+
+def test_the_five_bench_queries_answer_alike(services: Services, demo_items: list[Item]) -> None:
+    five = targets(demo_items)
+    documents = [
+        (peer_queries.Q1, {"ids": five["students"]}),
+        (peer_queries.Q2, {"id": five["class"]}),
+        (peer_queries.Q3, {"id": five["teacher"]}),
+        (peer_queries.Q4, {"id": five["sport"]}),
+        (peer_queries.Q5, {"country": five["country"], "state": five["state"]}),
+    ]
+    for query, variables in documents:
+        fast, reference = both(services, query, variables)
+        assert fast == reference
+        assert fast[1] == [] and fast[0]  # a real answer, not two equal failures
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_random_shapes_answer_alike(services: Services, demo_items: list[Item], seed: int) -> None:
+    shapes = Shapes(random.Random(seed), demo_items)
+    for _ in range(4):
+        query, variables = render(shapes.query())
+        fast, reference = both(services, query, variables)
+        assert fast == reference, query
+
+
+def test_fragments_aliases_and_interfaces_answer_alike(
+    services: Services, demo_items: list[Item]
+) -> None:
+    five = targets(demo_items)
+    student = five["students"][0]
+    query = """
+        fragment Named on Student { name n2: name }
+        query($id: ID!, $node: ID!) {
+          student(id: $id) {
+            __typename nodeId ...Named
+            home { city country }
+            classes {
+              edges { cursor node { id ... on Class { subject } } }
+              pageInfo { hasNextPage }
+            }
+          }
+          node(id: $node) { __typename nodeId ... on Student { id name version } }
+        }
+    """
+    fast, reference = both(services, query, {"id": student, "node": f"Student:{student}"})
+    assert fast == reference
+    assert fast[0]["student"]["n2"] == fast[0]["student"]["name"]
+
+
+def test_missing_nodes_and_refused_arguments_fail_alike(
+    services: Services, demo_items: list[Item]
+) -> None:
+    """Null list items, and a resolver's error in every item of a list of plain objects:
+    each item's field null, one error at each item's path."""
+    five = targets(demo_items)
+    query = """
+        query($ids: [ID!]!, $class: ID!) {
+          students(ids: $ids) { id name classes(first: -1) { edges { node { subject } } } }
+          class(id: $class) {
+            students(first: 3) {
+              edges { node { name sports(last: 0) { edges { node { name } } } } }
+            }
+          }
+          missing: student(id: "stu-nobody") { name }
+        }
+    """
+    variables = {
+        "ids": [five["students"][0], "stu-nobody", five["students"][1]],
+        "class": five["class"],
+    }
+    fast, reference = both(services, query, variables)
+    assert fast == reference
+    data, errors = fast
+    assert data["students"][1] is None and data["missing"] is None
+    assert data["students"][0]["classes"] is None
+    paths = [error["path"] for error in errors]
+    assert ["students", 0, "classes"] in paths and ["students", 2, "classes"] in paths
+    assert len(paths) == 2 + 3  # two students' classes, three roster students' sports
+    assert {error["extensions"]["code"] for error in errors} == {"BAD_USER_INPUT"}
+
+
+@pytest.mark.usefixtures("broken_get_many")
+def test_a_failing_read_under_plain_fields_fails_alike(
+    services: Services, demo_items: list[Item]
+) -> None:
+    """Roster students whose selection needs their items: the load fails, masked, and the
+    error and its nulls reach the client as graphql-core would put them."""
+    five = targets(demo_items)
+    query = """
+        query($class: ID!) {
+          class(id: $class) {
+            subject
+            teacher { name version }
+            students(first: 3) { edges { node { id name version home { city } } } }
+          }
+        }
+    """
+    fast, reference = both(services, query, {"class": five["class"]})
+    assert fast == reference
+    data, errors = fast
+    assert errors and all(e["extensions"]["code"] == "INTERNAL_SERVER_ERROR" for e in errors)
+    assert "secret detail" not in str(errors)
+    assert ["class", "teacher", "version"] in [error["path"] for error in errors]
+    # `version: Int!` and `teacher: Teacher!` failed: null up to the nullable `class`.
+    assert data == {"class": None}
+
+
+def test_a_corrupt_attribute_fails_alike(svc: Services) -> None:
+    """A value its scalar cannot represent (a version that is not a number) fails in the
+    short path as in graphql-core's: an error at the field, null up to a nullable parent."""
+    good = items.student("stu-good", "Good", "good@example.com")
+    corrupt = items.student("stu-corrupt", "Corrupt", "corrupt@example.com")
+    corrupt["version"] = "seven"
+    seed(svc, [good, corrupt], [])
+    query = '{ students(ids: ["stu-good", "stu-corrupt"]) { id name version } }'
+    fast, reference = both(svc, query)
+    assert fast == reference
+    data, errors = fast
+    assert data["students"] == [{"id": "stu-good", "name": "Good", "version": 1}, None]
+    assert [error["path"] for error in errors] == [["students", 1, "version"]]
