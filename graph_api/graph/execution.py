@@ -1,19 +1,24 @@
-"""graphql-core's executor with a short path for fields that only read an attribute.
+"""graphql-core's executor with two short paths through Strawberry's per-field wrappers.
 
-Most fields of a response are plain: no resolver function (Strawberry reads the attribute
-with `getattr`), no arguments, and a scalar, an object or a list of objects for a type
-(`edges`, `node`, `name`). graphql-core runs the same steps for each of them as for a
-resolver with arguments: it builds a resolve info, collects argument values, calls
-Strawberry's wrapper around `getattr`, tests the result for an awaitable twice and walks the
-type's wrappers one call each to complete it. Q1 of `make bench` resolves 813 fields, most
-of them plain, and those steps were most of its execution time.
+graphql-core runs the same steps for every field: a resolve info, argument collection, the
+resolver (Strawberry's wrapper around ours), two awaitable tests and one call per type
+wrapper to complete the value. Q1 of `make bench` resolves 813 fields, and those steps were
+most of its execution time.
 
-For a plain field whose value is already known (not an awaitable, not null) this context
-reads the attribute and completes it directly: a scalar or an enum through its `coerce_output_value`, an object
-or each object of a list by executing its sub-selection. Anything else (a resolver,
-arguments, an awaitable, null, an error, a value of the wrong type) takes graphql-core's
-own path with the value already read, so errors, null propagation and paths are
-graphql-core's; `tests/test_execution.py` compares both paths' answers.
+- A *plain* field (no resolver function: Strawberry reads the attribute with `getattr`; no
+  arguments; a scalar, an enum, an object or a list of objects) whose value is known (not an
+  awaitable, not null) is read and completed here: a leaf through its type's
+  `coerce_output_value`, an object or each object of a list by executing its sub-selection.
+- A field with a resolver function whose arguments are all built-in scalars gets it called
+  as Strawberry's wrapper would (the source as `self`, `root` or `parent`, Strawberry's
+  `Info`, the arguments by their Python names) without the wrapper's generic argument
+  conversion, which for such arguments returns what it is given.
+
+Anything else (an extension with a `resolve` hook, field extensions or permissions,
+exception handlers, input objects, enums or lists as arguments, subscriptions, an
+awaitable, null, an error, a value of the wrong type) takes graphql-core's and Strawberry's
+own path, with any value already read, so errors, null propagation and paths are
+graphql-core's. `tests/test_execution.py` runs documents through both and compares.
 """
 
 from __future__ import annotations
@@ -31,8 +36,12 @@ from graphql import (
     is_leaf_type,
 )
 from graphql.execution.executor import to_nodes
+from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, gather_with_cancel
+from strawberry import ID as strawberry_ID
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.types.base import StrawberryOptional
+from strawberry.types.field import StrawberryField
 
 # Strawberry marks the resolver it gives a field declared without one (`getattr`).
 _DEFAULT_RESOLVER_MARK = "_is_default"
@@ -80,6 +89,60 @@ def _plan(field: GraphQLField) -> _Plain | None:
     return plan
 
 
+# Argument types Strawberry hands over exactly as graphql-core coerced them.
+_AS_COERCED: tuple[Any, ...] = (str, int, float, bool, strawberry_ID)
+
+
+class _Direct(NamedTuple):
+    """How to call a resolver function without Strawberry's generic wrapper."""
+
+    field: StrawberryField
+    arguments: tuple[tuple[str, str], ...]  # (GraphQL name, Python name)
+    self_source: bool  # a method: the source is `self`
+    source_names: tuple[str, ...]  # `root` / `parent` parameters, given the source
+    info_name: str | None  # the parameter that takes Strawberry's Info
+
+
+def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
+    """How `field`'s resolver function is called, when Strawberry's wrapper would only
+    convert its arguments to themselves; None otherwise."""
+    known = _directs.get(id(field))
+    if known is not None:
+        return known[1]
+    plan = None
+    definition = field.extensions.get(_DEFINITION)
+    resolver = definition.base_resolver if isinstance(definition, StrawberryField) else None
+    if (
+        isinstance(definition, StrawberryField)
+        and resolver is not None
+        # Strawberry's own wrapper (a subscription's `resolve` returns the event instead)
+        and getattr(field.resolve, "__name__", "") in _STRAWBERRY_WRAPPERS
+        and not definition.extensions  # permissions, field extensions
+        and not strawberry_schema.exception_handlers
+        and all(_as_coerced(argument.type) for argument in definition.arguments)
+    ):
+        names = strawberry_schema.config.name_converter
+        plan = _Direct(
+            definition,
+            tuple((names.from_argument(a), a.python_name) for a in definition.arguments),
+            resolver.self_parameter is not None,
+            tuple(p.name for p in (resolver.root_parameter, resolver.parent_parameter) if p),
+            resolver.info_parameter.name if resolver.info_parameter else None,
+        )
+    _directs[id(field)] = (field, plan)
+    return plan
+
+
+def _as_coerced(type_: Any) -> bool:
+    if isinstance(type_, StrawberryOptional):
+        type_ = type_.of_type
+    return type_ in _AS_COERCED
+
+
+_directs: dict[int, tuple[GraphQLField, _Direct | None]] = {}
+_STRAWBERRY_WRAPPERS = ("_resolver", "_async_resolver")  # GraphQLCoreConverter.from_resolver
+
+
 class _Slow(Exception):
     """The value needs graphql-core's own completion (raised before any work is done)."""
 
@@ -93,6 +156,8 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         self._plain = (
             manager is None or manager._middleware_resolvers is None
         ) and self.schema.get_directive("stream") is None
+        self._strawberry = self.schema._strawberry_schema  # type: ignore[attr-defined]
+        self._info_class = self._strawberry.config.info_class
 
     def execute_field(
         self,
@@ -106,30 +171,38 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         field_def = self.schema.get_field(parent_type, first.name.value)
         if field_def is None:
             return Undefined
-        plan = _plan(field_def) if self._plain and not first.arguments else None
-        if plan is None:
+        if not self._plain:
+            return super().execute_field(
+                parent_type, source, field_details_list, path, position_context
+            )
+        plan = None if first.arguments else _plan(field_def)
+        direct = None if plan else _direct(field_def, self._strawberry)
+        if plan is None and direct is None:
             return super().execute_field(
                 parent_type, source, field_details_list, path, position_context
             )
         return_type = field_def.type
         try:
-            result = getattr(source, plan.attribute)
-            if result is not None and not self.is_awaitable(result):
-                try:
-                    completed = self._complete_plain(
-                        plan, field_details_list, path, result, position_context
-                    )
-                except _Slow:
-                    pass
-                else:
-                    if self.is_awaitable(completed):
-                        return self._await_completed(
-                            completed, return_type, field_details_list, path
+            if plan is not None:
+                result = getattr(source, plan.attribute)
+                if result is not None and not self.is_awaitable(result):
+                    try:
+                        completed = self._complete_plain(
+                            plan, field_details_list, path, result, position_context
                         )
-                    return completed
+                    except _Slow:
+                        pass
+                    else:
+                        if self.is_awaitable(completed):
+                            return self._await_completed(
+                                completed, return_type, field_details_list, path
+                            )
+                        return completed
             info = self.build_resolve_info(
                 field_def, to_nodes(field_details_list), parent_type, path
             )
+            if direct is not None:
+                result = self._call(direct, field_def, first, field_details_list, source, info)
             if self.is_awaitable(result):
                 return self.complete_awaitable_value(
                     return_type, field_details_list, info, path, result, position_context
@@ -143,6 +216,37 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             self.handle_field_error(raw_error, return_type, field_details_list, path)
             return None
         return completed
+
+    def _call(
+        self,
+        direct: _Direct,
+        field_def: GraphQLField,
+        node: Any,
+        field_details_list: Any,
+        source: Any,
+        info: Any,
+    ) -> Any:
+        """The resolver function called as Strawberry's wrapper calls it: the source as
+        `self`, `root` or `parent`, Strawberry's Info, the arguments by their Python names."""
+        values = (
+            get_argument_values(
+                field_def,
+                node,
+                self.variable_values,
+                field_details_list[0].fragment_variable_values,
+                self.hide_suggestions,
+            )
+            if field_def.args or node.arguments
+            else {}
+        )
+        kwargs = {python: values[name] for name, python in direct.arguments if name in values}
+        for name in direct.source_names:
+            kwargs[name] = source
+        if direct.info_name is not None:
+            kwargs[direct.info_name] = self._info_class(_raw_info=info, _field=direct.field)
+        resolver = direct.field.base_resolver
+        assert resolver is not None
+        return resolver(source, **kwargs) if direct.self_source else resolver(**kwargs)
 
     def _complete_plain(
         self, plan: _Plain, field_details_list: Any, path: Path, result: Any, position: Any
