@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import make_settings
+from support import create_student, make_settings
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
@@ -187,3 +187,13 @@ def test_accounting_off_omits_extensions_dynamodb(
     body = response.json()
     assert body["data"] == {"student": student(demo_items)}
     assert "dynamodb" not in body.get("extensions", {})
+
+
+def test_names_beyond_ascii_come_back_as_written(svc: Services) -> None:
+    """The answer's JSON carries any Unicode name unchanged, over HTTP as over the schema."""
+    name = "Zoë Ñandú 李小龍 🏀"
+    student_id = create_student(svc, name=name, id="stu-unicode")["id"]
+    with TestClient(create_app(svc)) as client:
+        response = client.post("/graphql", json={"query": QUERY, "variables": {"id": student_id}})
+    assert response.status_code == 200
+    assert response.json()["data"]["student"] == {"id": student_id, "name": name}

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
+import orjson
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from graphql import GraphQLError
 from starlette.applications import Starlette
@@ -221,6 +222,15 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             context.auth = await self.services.auth.authenticate(token)
 
     # -- GraphQL over HTTP (graph_api.http.graphql_http) -------------------------------------
+
+    def encode_json(self, data: object) -> str:
+        """The compact JSON Strawberry writes with `json.dumps`, written by orjson in a tenth
+        of the time (Q1's 13 KB answer); non-ASCII text comes as UTF-8, not `\\u` escapes.
+        Text, not bytes: Strawberry sends bytes on a websocket as binary frames."""
+        try:
+            return orjson.dumps(data).decode()
+        except TypeError:  # what orjson refuses (an int beyond 64 bits) json.dumps writes
+            return str(super().encode_json(data))
 
     def parse_json(self, data: str | bytes) -> Any:
         """A request's JSON: anything but an object (or a batch's list) is a 400, never a 500."""
