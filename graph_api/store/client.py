@@ -27,6 +27,7 @@ from graph_api.settings import Settings
 from graph_api.store.ledger import Call, Ledger
 from graph_api.store.response_parser import DynamoResponseParserFactory
 from graph_api.store.retry import THROTTLE_CODES, RetryBudget
+from graph_api.store.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ def _user_agent() -> str:
 
 
 USER_AGENT = _user_agent()
+CONNECT_TIMEOUT = 2  # seconds
+READ_TIMEOUT = 5
 
 
 def _config(settings: Settings, connections: int) -> Config:
@@ -74,8 +77,8 @@ def _config(settings: Settings, connections: int) -> Config:
         # retry budget) is used by every loop that sends a request again.
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=connections,
-        connect_timeout=2,
-        read_timeout=5,
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
         # Our requests are built from validated inputs by store/ alone; botocore's walk
         # of every parameter against its shape model costs ~0.5 ms of CPU a call.
         parameter_validation=False,
@@ -105,6 +108,12 @@ class Dynamo:
             kwargs.update(endpoint_url=settings.endpoint_url, **LOCAL_CREDENTIALS)
         self.client = _session().client("dynamodb", **kwargs)
         self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
+        # A plain-HTTP endpoint (embedded, DynamoDB Local, Alternator): our lean transport.
+        self.transport = Transport.for_endpoint(
+            settings.endpoint_url, CONNECT_TIMEOUT, READ_TIMEOUT, workers
+        )
+        if self.transport is not None:
+            self.transport.install(self.client)
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
@@ -112,6 +121,8 @@ class Dynamo:
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.client.close()
+        if self.transport is not None:
+            self.transport.close()
 
     @staticmethod
     def _count_attempt(**_: Any) -> None:

@@ -1,0 +1,300 @@
+"""The lean HTTP transport under boto3 (`store/transport.py`): what botocore would have
+answered through urllib3, on the real backend and on an HTTP server that misbehaves."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSRequest
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+from botocore.httpsession import URLLib3Session
+from support import free_port
+
+from graph_api.graph.context import Services
+from graph_api.store.client import Dynamo
+from graph_api.store.transport import Transport
+
+# -- on the backend --------------------------------------------------------------------------
+
+
+def test_a_plain_http_endpoint_is_reached_through_it(services: Services) -> None:
+    transport = services.dynamo.transport
+    assert transport is not None
+    assert services.dynamo.client._endpoint.http_session is transport
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "environ", "used"),
+    [
+        ("https://dynamodb.eu-west-1.amazonaws.com", {}, False),
+        (None, {}, False),  # AWS, by botocore's own resolution
+        ("http://127.0.0.1:8000", {}, True),
+        ("http://dynamodb.internal:8000", {"HTTP_PROXY": "http://proxy:3128"}, False),
+        (
+            "http://dynamodb.internal:8000",
+            {"HTTP_PROXY": "http://proxy:3128", "NO_PROXY": "dynamodb.internal"},
+            True,
+        ),
+    ],
+)
+def test_tls_and_proxied_endpoints_keep_botocores_transport(
+    monkeypatch: pytest.MonkeyPatch, endpoint: str | None, environ: dict[str, str], used: bool
+) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert (Transport.for_endpoint(endpoint, 1, 1, 4) is not None) is used
+
+
+def test_answers_and_errors_are_botocores(services: Services, demo_items: list[Any]) -> None:
+    """Every kind of call the API makes, through both transports: the same parsed answers,
+    the same errors."""
+    ours = services.dynamo
+    plain = Dynamo(services.settings)
+    assert plain.transport is not None
+    plain.transport.close()
+    plain.client._endpoint.http_session = URLLib3Session(timeout=(2, 5), max_pool_connections=4)
+    table = services.settings.table
+    student = next(i for i in demo_items if i["type"] == "student")
+    calls: list[tuple[str, dict[str, Any]]] = [
+        (
+            "GetItem",
+            {"TableName": table, "Key": {"PK": {"S": student["PK"]}, "SK": {"S": student["SK"]}}},
+        ),
+        (
+            "Query",
+            {
+                "TableName": table,
+                "KeyConditionExpression": "PK = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": student["PK"]}},
+            },
+        ),
+        (
+            "BatchGetItem",
+            {
+                "RequestItems": {
+                    table: {
+                        "Keys": [
+                            {"PK": {"S": i["PK"]}, "SK": {"S": i["SK"]}}
+                            for i in demo_items
+                            if i["type"] == "student"
+                        ][:100]
+                    }
+                }
+            },
+        ),
+        ("DescribeTable", {"TableName": table}),
+    ]
+    try:
+        for operation, params in calls:
+            a, b = ours.call_sync(operation, params, None), plain.call_sync(operation, params, None)
+            for answer in (a, b):
+                answer.pop("ResponseMetadata")
+            assert a == b, operation
+        refused = {"TableName": "no-such-table", "Key": {"PK": {"S": "x"}, "SK": {"S": "x"}}}
+        errors = []
+        for client in (ours, plain):
+            with pytest.raises(ClientError) as caught:
+                client.call_sync("GetItem", refused, None)
+            errors.append((caught.value.response["Error"], caught.value.operation_name))
+        assert errors[0] == errors[1]
+        assert errors[0][0]["Code"] == "ResourceNotFoundException"
+    finally:
+        plain.close()
+
+
+# -- on a server that misbehaves -------------------------------------------------------------
+
+Reply = Callable[[socket.socket, bytes], bool]  # answers one request; False: close after
+
+
+class Server:
+    """A one-thread HTTP server that answers each request with `reply`."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.port = free_port()
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.connections = 0
+        self.closed = 0
+        self.requests: list[bytes] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                while True:
+                    request = _read_request(conn)
+                    if request is None:
+                        break
+                    self.requests.append(request)
+                    if not self.reply(conn, request):
+                        break
+            self.closed += 1
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(
+        next(
+            line.split(b":")[1]
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+@pytest.fixture
+def server_with() -> Iterator[Callable[[Reply], Server]]:
+    servers: list[Server] = []
+
+    def start(reply: Reply) -> Server:
+        servers.append(Server(reply))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def send(port: int, body: bytes = b'{"x": 1}', read_timeout: float = 5) -> tuple[Transport, Any]:
+    """A transport to the port, and a request as botocore prepares one."""
+    transport = Transport(f"http://127.0.0.1:{port}", 2, read_timeout, 4)
+    request = AWSRequest(
+        method="POST",
+        url=f"http://127.0.0.1:{port}/",
+        data=body,
+        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": b"Dyn.Op"},
+    ).prepare()
+    return transport, request
+
+
+def ok(conn: socket.socket, _: bytes) -> bool:
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    return True
+
+
+def test_the_request_is_what_botocore_prepared(server_with: Any) -> None:
+    server = server_with(ok)
+    transport, request = send(server.port, body=b'{"TableName": "t"}')
+    response = transport.send(request)
+    assert response.status_code == 200 and response.content == b"{}"
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST / HTTP/1.1"
+    assert f"Host: 127.0.0.1:{server.port}".encode() in lines
+    assert b"X-Amz-Target: Dyn.Op" in lines  # bytes headers written as text
+    assert body == b'{"TableName": "t"}'
+
+
+def test_connections_are_kept_alive_and_reused(server_with: Any) -> None:
+    server = server_with(ok)
+    transport, request = send(server.port)
+    for _ in range(5):
+        assert transport.send(request).status_code == 200
+    assert server.connections == 1 and len(server.requests) == 5
+
+
+def test_a_connection_the_server_closed_is_not_reused(server_with: Any) -> None:
+    def close_after(conn: socket.socket, request: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        return False  # closed after each answer, without saying so
+
+    server = server_with(close_after)
+    transport, request = send(server.port)
+    for _ in range(3):
+        assert transport.send(request).content == b"{}"
+        _wait_for(lambda: server.closed == len(server.requests))
+    assert server.connections == 3  # each request on a fresh connection, none sent twice
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    event = threading.Event()
+    while not condition():
+        event.wait(0.01)
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        CHUNKED + b"5\r\nhello\r\n6;x=y\r\n world\r\n0\r\n\r\n",  # an extension
+        CHUNKED + b"5\r\nhello\r\n6\r\n world\r\n0\r\nT: v\r\n\r\n",  # a trailer
+        b"HTTP/1.0 200 OK\r\n\r\nhello world",  # the body ends with the connection
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 11\r\n\r\nhello world",
+    ],
+)
+def test_bodies_in_every_framing(server_with: Any, answer: bytes) -> None:
+    def reply(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(answer)
+        return b"chunked" in answer  # the others close
+
+    server = server_with(reply)
+    transport, request = send(server.port)
+    assert transport.send(request).content == b"hello world"
+    assert transport.send(request).content == b"hello world"
+
+
+def test_an_answer_cut_short_is_a_closed_connection(server_with: Any) -> None:
+    def cut(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"Items"')
+        return False
+
+    server = server_with(cut)
+    transport, request = send(server.port)
+    with pytest.raises(ConnectionClosedError):
+        transport.send(request)
+
+
+def test_a_server_that_never_answers_times_out(server_with: Any) -> None:
+    release = threading.Event()
+
+    def hang(conn: socket.socket, _: bytes) -> bool:
+        release.wait(30)
+        return False
+
+    server = server_with(hang)
+    transport, request = send(server.port, read_timeout=0.2)
+    try:
+        with pytest.raises(ReadTimeoutError):
+            transport.send(request)
+    finally:
+        release.set()
+
+
+def test_nobody_listening_is_a_connection_error() -> None:
+    transport, request = send(free_port())
+    with pytest.raises(EndpointConnectionError):
+        transport.send(request)
