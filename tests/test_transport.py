@@ -20,6 +20,7 @@ from botocore.httpsession import URLLib3Session
 from support import free_port
 
 from graph_api.graph.context import Services
+from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.transport import Transport
 
@@ -30,6 +31,23 @@ def test_a_plain_http_endpoint_is_reached_through_it(services: Services) -> None
     transport = services.dynamo.transport
     assert transport is not None
     assert services.dynamo.client._endpoint.http_session is transport
+
+
+@pytest.mark.parametrize(
+    ("url", "used"), [("http://127.0.0.1:8999", True), ("https://dynamodb.example:443", False)]
+)
+def test_an_endpoint_set_for_botocore_is_reached_through_it(
+    monkeypatch: pytest.MonkeyPatch, url: str, used: bool
+) -> None:
+    """A remote backend named by botocore's own AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local,
+    Alternator), not by our settings."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", url)
+    dynamo = Dynamo(Settings(backend="remote", cursor_secret=b"x"))
+    try:
+        assert dynamo.client.meta.endpoint_url.startswith(url.rsplit(":", 1)[0])
+        assert (dynamo.client._endpoint.http_session is dynamo.transport) is used
+    finally:
+        dynamo.close()
 
 
 @pytest.mark.parametrize(

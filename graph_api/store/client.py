@@ -109,8 +109,9 @@ class Dynamo:
         self.client = _session().client("dynamodb", **kwargs)
         self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
         # A plain-HTTP endpoint (embedded, DynamoDB Local, Alternator): our lean transport.
+        # The endpoint botocore resolved: ours, or AWS_ENDPOINT_URL_DYNAMODB's, or AWS's.
         self.transport = Transport.for_endpoint(
-            settings.endpoint_url, CONNECT_TIMEOUT, READ_TIMEOUT, workers
+            self.client.meta.endpoint_url, CONNECT_TIMEOUT, READ_TIMEOUT, workers
         )
         if self.transport is not None:
             self.transport.install(self.client)
