@@ -93,6 +93,9 @@ class NodeBase:
     """
 
     kind: ClassVar[Kind]
+    # Strawberry's is_type_of asks every object it completes for a `strawberry.cast` type:
+    # answered here (never cast), not by `__getattr__` raising AttributeError each time.
+    __as_strawberry_type__: ClassVar[None] = None
     attributes: ClassVar[Attributes] = {}
     # GraphQL field -> the item attribute it reads (what `with_items` looks for in copies).
     reads: ClassVar[Mapping[str, str]] = {}
