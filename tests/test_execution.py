@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 import pytest
+import strawberry
 from support import seed
 from test_request_counts import Shapes, render, targets
 
@@ -165,3 +166,73 @@ def test_a_corrupt_attribute_fails_alike(svc: Services) -> None:
     data, errors = fast
     assert data["students"] == [{"id": "stu-good", "name": "Good", "version": 1}, None]
     assert [error["path"] for error in errors] == [["students", 1, "version"]]
+
+
+# -- what our types do not do today, kept graphql-core's way for when they do ---------------
+
+
+@strawberry.type
+class Leaf:
+    x: int
+
+
+@strawberry.type
+class Picky:
+    """An `is_type_of` of its own that reads the info: the short path must not call it."""
+
+    x: int
+
+    @classmethod
+    def is_type_of(cls, obj: Any, info: Any) -> bool:
+        return isinstance(obj, Picky) and info.field_name is not None
+
+
+@strawberry.type
+class Holder:
+    name: str
+    child: Leaf
+    kids: list[Leaf]
+    picky: list[Picky | None]
+
+
+@strawberry.type
+class ToyQuery:
+    @strawberry.field
+    def holder(self) -> Holder | None:
+        holder = Holder(name="n", child=Leaf(x=1), kids=[], picky=[Picky(x=1), Picky(x=2)])
+        # Values that are exceptions: graphql-core raises them where they are read.
+        holder.name = ValueError("bad name")  # type: ignore[assignment]
+        holder.child = ValueError("bad child")  # type: ignore[assignment]
+        holder.kids = [Leaf(x=3), ValueError("bad kid")]  # type: ignore[list-item]
+        return holder
+
+    @strawberry.field
+    def picky(self) -> Holder:
+        return Holder(name="n", child=Leaf(x=1), kids=[], picky=[Picky(x=1), Picky(x=2)])
+
+    @strawberry.field
+    def maybe(self, v: strawberry.Maybe[str | None] = None) -> str:
+        return repr(v)  # Strawberry hands a Maybe over wrapped: Some('hi')
+
+
+def test_values_and_types_our_schema_lacks_still_answer_as_graphql_core() -> None:
+    query = """{
+      a: holder { name } b: holder { child { x } } c: holder { kids { x } }
+      picky { picky { x } }
+      maybe(v: "hi")
+    }"""
+    answers = []
+    for context in (None, execution.ExecutionContext):
+        schema = strawberry.Schema(query=ToyQuery, execution_context_class=context)
+        result = schema.execute_sync(query)
+        answers.append((result.data, [(e.message, e.path) for e in result.errors or []]))
+    assert answers[0] == answers[1]
+    data, errors = answers[1]
+    assert data == {
+        "a": None,
+        "b": None,
+        "c": None,
+        "picky": {"picky": [{"x": 1}, {"x": 2}]},
+        "maybe": "Some('hi')",
+    }
+    assert [path for _, path in errors] == [["a", "name"], ["b", "child"], ["c", "kids", 1]]

@@ -24,7 +24,7 @@ graphql-core's. `tests/test_execution.py` runs documents through both and compar
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from graphql import (
     GraphQLField,
@@ -78,15 +78,25 @@ def _plan(field: GraphQLField) -> _Plain | None:
         of_type = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
         if is_leaf_type(of_type):
             plan = _Plain(attribute, of_type.coerce_output_value, None, None)
-        elif isinstance(of_type, GraphQLObjectType):
+        elif _checked_by_value(of_type):
             plan = _Plain(attribute, None, of_type, None)
         elif isinstance(of_type, GraphQLList):
             item = of_type.of_type
             inner = item.of_type if isinstance(item, GraphQLNonNull) else item
-            if isinstance(inner, GraphQLObjectType):
+            if _checked_by_value(inner):
                 plan = _Plain(attribute, None, inner, item)
     _plans[id(field)] = (field, plan)
     return plan
+
+
+def _checked_by_value(type_: Any) -> TypeGuard[GraphQLObjectType]:
+    """An object type whose `is_type_of` is Strawberry's own, which reads the value alone
+    (never the info, never raising): the short path calls it with no info. A type that
+    declares its own `is_type_of` keeps graphql-core's path."""
+    if not isinstance(type_, GraphQLObjectType):
+        return False
+    definition = type_.extensions.get(_DEFINITION)
+    return definition is not None and getattr(definition, "is_type_of", None) is None
 
 
 # Argument types Strawberry hands over exactly as graphql-core coerced them.
@@ -134,7 +144,7 @@ def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
 
 
 def _as_coerced(type_: Any) -> bool:
-    if isinstance(type_, StrawberryOptional):
+    if type(type_) is StrawberryOptional:  # not its subclass Maybe, which wraps in Some()
         type_ = type_.of_type
     return type_ in _AS_COERCED
 
@@ -252,6 +262,8 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         self, plan: _Plain, field_details_list: Any, path: Path, result: Any, position: Any
     ) -> Any:
         """`result` completed as graphql-core would, or `_Slow` before doing anything."""
+        if isinstance(result, Exception) or result is Undefined:
+            raise _Slow  # graphql-core raises the one and nulls the other
         if plan.serialize is not None:
             value = plan.serialize(result)
             if value is None or value is Undefined:
@@ -259,7 +271,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return value
         object_type = plan.object_type
         assert object_type is not None
-        # Strawberry's is_type_of reads only the value, never the info.
+        # Strawberry's own (`_checked_by_value`): it reads only the value.
         is_type_of: Callable[[Any, Any], Any] | None = object_type.is_type_of
         if plan.item_type is None:
             if is_type_of is not None and not is_type_of(result, None):
@@ -270,6 +282,8 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         items = result if isinstance(result, list) else None
         if items is None or any(
             item is None
+            or item is Undefined
+            or isinstance(item, Exception)
             or self.is_awaitable(item)
             or (is_type_of is not None and not is_type_of(item, None))
             for item in items
