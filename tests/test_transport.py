@@ -316,3 +316,54 @@ def test_nobody_listening_is_a_connection_error() -> None:
     transport, request = send(free_port())
     with pytest.raises(EndpointConnectionError):
         transport.send(request)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"garbage\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+    ],
+)
+def test_an_answer_that_is_not_http_is_a_closed_connection(server_with: Any, answer: bytes) -> None:
+    """As urllib3 reports it (botocore's ConnectionClosedError, which the API's client turns
+    into UNAVAILABLE), never an error of its own kind."""
+
+    def reply(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(answer)
+        return False
+
+    server = server_with(reply)
+    transport, request = send(server.port)
+    with pytest.raises(ConnectionClosedError):
+        transport.send(request)
+
+
+def test_an_interim_100_continue_is_skipped(server_with: Any) -> None:
+    def reply(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return ok(conn, _)
+
+    server = server_with(reply)
+    transport, request = send(server.port)
+    response = transport.send(request)
+    assert (response.status_code, response.content) == (200, b"{}")
+
+
+def test_repeated_headers_are_joined(server_with: Any) -> None:
+    def reply(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nX-A: 1\r\nx-a: 2\r\nContent-Length: 2\r\n\r\n{}")
+        return True
+
+    server = server_with(reply)
+    transport, request = send(server.port)
+    assert transport.send(request).headers["x-a"] == "1, 2"
+
+
+def test_an_ipv6_endpoint_is_named_as_botocore_signs_it() -> None:
+    transport = Transport("http://[::1]:8000", 1, 1, 4)
+    assert transport.host == "[::1]:8000" and transport.address == ("::1", 8000)
+    assert Transport("http://[::1]", 1, 1, 4).host == "[::1]"

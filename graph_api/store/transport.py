@@ -64,9 +64,13 @@ class Transport:
     ) -> None:
         parts = urlsplit(endpoint_url)
         self.endpoint_url = endpoint_url
-        self.address = (parts.hostname or "localhost", parts.port or 80)
-        # As http.client writes it: the port only when it is not HTTP's.
-        self.host = parts.hostname if parts.port in (None, 80) else f"{parts.hostname}:{parts.port}"
+        hostname = parts.hostname or "localhost"
+        self.address = (hostname, parts.port or 80)
+        # As http.client writes it (and botocore signs it): an IPv6 address in brackets, the
+        # port only when it is not HTTP's.
+        host = f"[{hostname}]" if ":" in hostname else hostname
+        self.host = host if parts.port in (None, 80) else f"{host}:{parts.port}"
+        self._closed = False
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_idle = max_idle
@@ -85,8 +89,12 @@ class Transport:
         return cls(endpoint_url, connect_timeout, read_timeout, max_idle)
 
     def close(self) -> None:
-        while self._idle:
-            self._idle.pop().close()
+        self._closed = True  # a call still in flight closes its socket instead of pooling it
+        while True:
+            try:
+                self._idle.pop().close()
+            except IndexError:
+                return
 
     def install(self, client: Any) -> None:
         """Send `client`'s requests through this transport instead of its urllib3 session."""
@@ -99,19 +107,19 @@ class Transport:
     def send(self, request: AWSPreparedRequest) -> AWSResponse:
         message = self._message(request)
         sock = self._checkout()
+        keep = False
         try:
             sock.sendall(message)
             status, headers, body, keep = self._read_response(sock, request.method)
         except TimeoutError as error:
-            sock.close()
             raise ReadTimeoutError(endpoint_url=request.url, error=error) from error
-        except (OSError, _Closed) as error:
-            sock.close()
+        except Exception as error:  # closed, reset, or not HTTP: as urllib3's ProtocolError
             raise ConnectionClosedError(endpoint_url=request.url, request=request) from error
-        if keep and len(self._idle) < self.max_idle:
-            self._idle.append(sock)
-        else:
-            sock.close()
+        finally:
+            if keep and not self._closed and len(self._idle) < self.max_idle:
+                self._idle.append(sock)
+            else:
+                sock.close()
         raw_headers: Any = headers  # botocore wraps them in its case-insensitive HeadersDict
         return AWSResponse(request.url, status, raw_headers, _Body(body))
 
@@ -155,33 +163,59 @@ class Transport:
     def _read_response(sock: socket.socket, method: str) -> tuple[int, dict[str, str], bytes, bool]:
         """Status, headers, body, and whether the connection may be reused."""
         buffer = bytearray()
-        while (end := buffer.find(b"\r\n\r\n")) < 0:
-            if len(buffer) > MAX_HEAD:
-                raise _Closed("response head too long")
-            _receive(sock, buffer)
-        head = bytes(buffer[:end]).decode("latin-1").split("\r\n")
-        del buffer[: end + 4]
-        version, _, rest = head[0].partition(" ")
-        status = int(rest[:3])
-        headers: dict[str, str] = {}
-        for line in head[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip()] = value.strip()
+        while True:
+            version, status, headers = _head(sock, buffer)
+            if not 100 <= status < 200 or status == 101:
+                break  # 1xx (100 Continue unasked) is interim: the answer follows, as http.client
         lower = {name.lower(): value.lower() for name, value in headers.items()}
         connection = lower.get("connection", "")
         keep = "close" not in connection and (version != "HTTP/1.0" or "keep-alive" in connection)
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-            return status, headers, b"", keep
+        if method == "HEAD" or status in (204, 304, 101):
+            return status, headers, b"", keep and status != 101
         if "chunked" in lower.get("transfer-encoding", ""):
             return status, headers, _chunked(sock, buffer), keep
         if "content-length" in lower:
-            length = int(lower["content-length"])
+            length = _length(lower["content-length"])
             while len(buffer) < length:
                 _receive(sock, buffer)
-            return status, headers, bytes(buffer[:length]), keep
+            # Bytes past the body were not asked for: the connection is not reused.
+            return status, headers, bytes(buffer[:length]), keep and len(buffer) == length
         while _receive(sock, buffer, eof_ok=True):  # the body ends with the connection
             pass
         return status, headers, bytes(buffer), False
+
+
+def _head(sock: socket.socket, buffer: bytearray) -> tuple[str, int, dict[str, str]]:
+    """A response's status line and headers, taken off the front of `buffer`; headers that
+    repeat are joined with ", ", as urllib3 joins them."""
+    while (end := buffer.find(b"\r\n\r\n")) < 0:
+        if len(buffer) > MAX_HEAD:
+            raise _Closed("response head too long")
+        _receive(sock, buffer)
+    lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+    del buffer[: end + 4]
+    version, _, rest = lines[0].partition(" ")
+    code = rest[:3]
+    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise _Closed(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    names: dict[str, str] = {}  # lower-cased → as first sent: names are case-insensitive
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise _Closed(f"not a header line: {line[:80]!r}")
+        name = names.setdefault(name.strip().lower(), name.strip())
+        value = value.strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return version, int(code), headers
+
+
+def _length(value: str) -> int:
+    """Content-Length: one non-negative integer (a repeat of the same value allowed)."""
+    values = {v.strip() for v in value.split(",")}
+    if len(values) != 1 or not (only := values.pop()).isdigit():
+        raise _Closed(f"bad Content-Length {value[:40]!r}")
+    return int(only)
 
 
 def _text(value: str | bytes) -> str:
@@ -215,7 +249,13 @@ def _chunked(sock: socket.socket, buffer: bytearray) -> bytes:
     while True:
         while (end := buffer.find(b"\r\n")) < 0:
             _receive(sock, buffer)
-        size = int(bytes(buffer[:end]).split(b";")[0], 16)
+        size_text = bytes(buffer[:end]).split(b";")[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise _Closed(f"bad chunk size {size_text[:20]!r}") from None
+        if size < 0:
+            raise _Closed("negative chunk size")
         del buffer[: end + 2]
         if size == 0:  # then optional trailers, up to an empty line
             while (end := buffer.find(b"\r\n")) != 0:
