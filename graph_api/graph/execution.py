@@ -168,6 +168,8 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         ) and self.schema.get_directive("stream") is None
         self._strawberry = self.schema._strawberry_schema  # type: ignore[attr-defined]
         self._info_class = self._strawberry.config.info_class
+        # Arguments of direct calls (`_call`), by field node: built-in scalars only.
+        self._arguments: dict[tuple[int, int, int], dict[str, Any]] = {}
 
     def execute_field(
         self,
@@ -238,18 +240,22 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
     ) -> Any:
         """The resolver function called as Strawberry's wrapper calls it: the source as
         `self`, `root` or `parent`, Strawberry's Info, the arguments by their Python names."""
-        values = (
-            get_argument_values(
-                field_def,
-                node,
-                self.variable_values,
-                field_details_list[0].fragment_variable_values,
-                self.hide_suggestions,
+        fragment_values = field_details_list[0].fragment_variable_values
+        # The same field of the document under 30 parents has the same arguments: the
+        # variables are fixed for the operation, so they are worked out once.
+        key = (id(node), id(field_def), id(fragment_values))
+        arguments = self._arguments.get(key)
+        if arguments is None:
+            values = (
+                get_argument_values(
+                    field_def, node, self.variable_values, fragment_values, self.hide_suggestions
+                )
+                if field_def.args or node.arguments
+                else {}
             )
-            if field_def.args or node.arguments
-            else {}
-        )
-        kwargs = {python: values[name] for name, python in direct.arguments if name in values}
+            arguments = {py: values[name] for name, py in direct.arguments if name in values}
+            self._arguments[key] = arguments
+        kwargs = dict(arguments)
         for name in direct.source_names:
             kwargs[name] = source
         if direct.info_name is not None:
