@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Generic, TypeVar
 
 import strawberry
@@ -73,7 +74,7 @@ class CursorOf:
 
 
 def _cursor(root: Edge[Any]) -> str:
-    return root.page.encode(root.key)
+    return root.encoded()
 
 
 @strawberry.type(description="One item of a page, with its position in the list.")
@@ -86,7 +87,13 @@ class Edge(Generic[T]):
     )
     node: T = strawberry.field(description="The item.")
     page: strawberry.Private[CursorOf]
-    key: strawberry.Private[Mapping[str, str]]
+    # The item's key, or how to work it out (a map entry's): only a cursor needs it.
+    key: strawberry.Private[Mapping[str, str] | Callable[[], Mapping[str, str]]]
+
+    def encoded(self) -> str:
+        """This edge's cursor."""
+        key = self.key() if callable(self.key) else self.key
+        return self.page.encode(key)
 
 
 @strawberry.type(
@@ -110,14 +117,14 @@ class PageInfo:
         " as `before` to read the page before this one."
     )
     def start_cursor(self) -> str | None:
-        return self.first.page.encode(self.first.key) if self.first else None
+        return self.first.encoded() if self.first else None
 
     @strawberry.field(
         description="The cursor of the page's last edge (null if the page is empty): pass it"
         " as `after` to read the page after this one."
     )
     def end_cursor(self) -> str | None:
-        return self.last.page.encode(self.last.key) if self.last else None
+        return self.last.encoded() if self.last else None
 
 
 EDGES = "The page's items with their cursors, in the list's order (also when paging backward)."
@@ -264,11 +271,15 @@ def from_map(
     cursor_of = CursorOf(context.cursors, field, rng)
     loaders = context.loaders
     edges = [
-        Edge(node=to_node(id_, entries[id_], loaders), page=cursor_of, key=rng.at(id_).as_item())
+        Edge(node=to_node(id_, entries[id_], loaders), page=cursor_of, key=partial(_at, rng, id_))
         for id_ in chosen
     ]
     total = len(entries)
     return _page(edges, page.forward, len(ids) > count).counted(lambda: total)
+
+
+def _at(rng: Range, id_: str) -> Mapping[str, str]:
+    return rng.at(id_).as_item()
 
 
 async def from_range(
