@@ -17,6 +17,7 @@ from types import CoroutineType
 from typing import Any, ClassVar, Self, TypeVar
 
 import strawberry
+from strawberry.utils.str_converters import to_camel_case
 
 from graph_api.errors import BadUserInput, NotFound
 from graph_api.graph import paging, prefetch
@@ -31,6 +32,14 @@ T = TypeVar("T")
 # A node type's fields read without a resolver: Python name → item attribute, or a function
 # of the node (a field built from several attributes).
 Attributes = Mapping[str, str | Callable[[Any], Any]]
+
+
+def reads_of(attributes: Attributes, **more: str) -> Mapping[str, str]:
+    """A node type's `reads` (GraphQL field → the item attribute it reads): its `attributes`
+    that name one, plus `more`, the fields that read an attribute through a function or a
+    resolver (`home`, `teacher`, a map's connection)."""
+    named = {to_camel_case(name): a for name, a in attributes.items() if isinstance(a, str)}
+    return named | more
 
 
 GLOBAL_ID_SEPARATOR = ":"  # never in an id (`[A-Za-z0-9_-]`): splitting is unambiguous

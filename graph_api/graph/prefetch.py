@@ -10,7 +10,7 @@ A teacher's classes do the same, each class with one Query: the level that would
 one BatchGetItem for the classes' items (`studentCount`) beside a roster Query a class sends
 the Queries alone.
 
-`selected` tells a page which fields its nodes will resolve (`NodeBase.load_whole`).
+`selected` tells a page which fields its nodes will resolve (`nodes.with_items`).
 """
 
 from __future__ import annotations

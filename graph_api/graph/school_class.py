@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import strawberry
 
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of, then
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
@@ -42,12 +41,7 @@ class Class(NodeBase, Node):
         "student_count": "studentCount",
         "version": "version",
     }
-    reads: ClassVar[Mapping[str, str]] = {
-        "subject": "subject",
-        "teacher": "teacherId",
-        "studentCount": "studentCount",
-        "version": "version",
-    }
+    reads = reads_of(attributes, teacher="teacherId")
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

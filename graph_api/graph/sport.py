@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import strawberry
 
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.model import items
@@ -30,12 +29,7 @@ class Sport(NodeBase, Node):
         "student_count": "studentCount",
         "version": "version",
     }
-    reads: ClassVar[Mapping[str, str]] = {
-        "name": "name",
-        "coach": "coach",
-        "studentCount": "studentCount",
-        "version": "version",
-    }
+    reads = reads_of(attributes)
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
@@ -11,7 +10,7 @@ from graph_api.graph import paging
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, then
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of, then
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP
@@ -44,13 +43,7 @@ class Student(NodeBase, Node):
         "version": "version",
         "home": _home,
     }
-    reads: ClassVar[Mapping[str, str]] = {
-        "name": "name",
-        "version": "version",
-        "home": items.HOME,
-        "classes": ENROLMENT.field,
-        "sports": MEMBERSHIP.field,
-    }
+    reads = reads_of(attributes, home=items.HOME, classes=ENROLMENT.field, sports=MEMBERSHIP.field)
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
     # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import CoroutineType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -10,7 +9,7 @@ import strawberry
 
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, with_items
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of, with_items
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.model.items import TEACHING
 from graph_api.model.keys import Kind
@@ -28,11 +27,7 @@ if TYPE_CHECKING:
 class Teacher(NodeBase, Node):
     kind = Kind.TEACHER
     attributes: ClassVar[Attributes] = {"name": "name", "version": "version"}
-    reads: ClassVar[Mapping[str, str]] = {
-        "name": "name",
-        "version": "version",
-        "classes": TEACHING.field,
-    }
+    reads = reads_of(attributes, classes=TEACHING.field)
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
