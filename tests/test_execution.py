@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+import types
 from typing import Any
 
 import pytest
 import strawberry
+from graphql.pyutils import is_awaitable as graphql_is_awaitable
 from support import seed
 from test_request_counts import Shapes, render, targets
 
@@ -236,3 +238,77 @@ def test_values_and_types_our_schema_lacks_still_answer_as_graphql_core() -> Non
         "maybe": "Some('hi')",
     }
     assert [path for _, path in errors] == [["a", "name"], ["b", "child"], ["c", "kids", 1]]
+
+
+# -- the test for awaitables, answered by type where the type decides ------------------------
+
+
+class Proxy:
+    """A `__getattr__` that answers `__await__` for some instances: asked value by value."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+@execution.never_awaitable
+class Declared:
+    """A `__getattr__` declared never to answer `__await__`: asked once for the type."""
+
+    asked = 0
+
+    def __getattr__(self, name: str) -> Any:
+        Declared.asked += 1
+        raise AttributeError(name)
+
+
+def test_awaitables_are_told_apart_as_graphql_core_tells_them() -> None:
+    @types.coroutine
+    def generator_coroutine() -> Any:
+        yield
+
+    def generator() -> Any:
+        yield
+
+    async def coroutine() -> None:
+        pass
+
+    loop = asyncio.new_event_loop()
+    values: list[Any] = [
+        "text",
+        1,
+        None,
+        [],
+        {},
+        Leaf(x=1),
+        Proxy(Leaf(x=1)),
+        Declared(),
+        generator(),
+        coroutine(),
+        generator_coroutine(),
+        loop.create_future(),
+        Proxy(loop.create_future()),
+    ]
+    for _ in range(2):  # the second time from what the first taught it
+        assert [execution.is_awaitable(v) for v in values] == [
+            graphql_is_awaitable(v) for v in values
+        ]
+    assert [execution.is_awaitable(v) for v in values][-6:] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+    values[9].close()
+    loop.close()
+
+
+def test_a_declared_type_is_not_asked_for_await_value_by_value() -> None:
+    Declared.asked = 0
+    for _ in range(100):
+        assert not execution.is_awaitable(Declared())
+    assert Declared.asked <= 1

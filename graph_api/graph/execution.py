@@ -14,6 +14,12 @@ most of its execution time.
   `Info`, the arguments by their Python names) without the wrapper's generic argument
   conversion, which for such arguments returns what it is given.
 
+An object's fields run as steps planned once per selection set of the request
+(`execute_fields`): a plain leaf whose value is its own serialization (a `str` for String)
+is kept as read, with no call at all. Whether a value is awaitable is answered once per
+type where only the type can decide (`is_awaitable`): graphql-core asks each value for
+`__await__`, which for a node meant an AttributeError raised by its `__getattr__`.
+
 Anything else (an extension with a `resolve` hook, field extensions or permissions,
 exception handlers, input objects, enums or lists as arguments, subscriptions, an
 awaitable, null, an error, a value of the wrong type) takes graphql-core's and Strawberry's
@@ -23,25 +29,33 @@ graphql-core's. `tests/test_execution.py` runs documents through both and compar
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple, TypeGuard
+from collections.abc import Awaitable, Callable
+from types import FunctionType, GeneratorType
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from graphql import (
+    GraphQLBoolean,
     GraphQLField,
+    GraphQLID,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
+    GraphQLString,
     Undefined,
     is_leaf_type,
+    is_non_null_type,
 )
 from graphql.execution.executor import to_nodes
 from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, gather_with_cancel
 from strawberry import ID as strawberry_ID
+from strawberry.execution import optimized_is_awaitable
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.base import StrawberryOptional
 from strawberry.types.field import StrawberryField
+
+T = TypeVar("T")
 
 # Strawberry marks the resolver it gives a field declared without one (`getattr`).
 _DEFAULT_RESOLVER_MARK = "_is_default"
@@ -87,6 +101,19 @@ def _plan(field: GraphQLField) -> _Plain | None:
                 plan = _Plain(attribute, None, inner, item)
     _plans[id(field)] = (field, plan)
     return plan
+
+
+def _is_known_object(object_type: GraphQLObjectType, value: Any) -> bool:
+    """`value` completes as `object_type` (Strawberry's own `is_type_of`, which reads only
+    the value: `_checked_by_value`); None, an exception or Undefined do not."""
+    is_type_of: Callable[[Any, Any], Any] | None = object_type.is_type_of
+    if is_type_of is not None:
+        return bool(is_type_of(value, None))
+    return value is not None and value is not Undefined and not isinstance(value, Exception)
+
+
+def _nullable(type_: Any) -> Any:
+    return type_.of_type if isinstance(type_, GraphQLNonNull) else type_
 
 
 def _checked_by_value(type_: Any) -> TypeGuard[GraphQLObjectType]:
@@ -153,6 +180,69 @@ _directs: dict[int, tuple[GraphQLField, _Direct | None]] = {}
 _STRAWBERRY_WRAPPERS = ("_resolver", "_async_resolver")  # GraphQLCoreConverter.from_resolver
 
 
+class _Step(NamedTuple):
+    """One field of a selection set, as `execute_fields` runs it."""
+
+    name: str  # the response key
+    field_details_list: Any
+    field_def: GraphQLField | None  # None: not a field of the type, left out of the answer
+    plain: _Plain | None  # None: the field takes `execute_field`
+    # A plain leaf whose values of this exact type are their own serialization (a `str`
+    # for String and ID, a `bool` for Boolean): read and kept as they are.
+    itself: type | None
+
+
+# Built-in scalars whose `coerce_output_value` returns a value of this exact type unchanged.
+_SERIALIZED_AS_ITSELF = ((GraphQLString, str), (GraphQLID, str), (GraphQLBoolean, bool))
+
+
+# Classes whose instances are never awaitable although a `__getattr__` of theirs would be
+# asked for `__await__` (`never_awaitable`), and what is known of each type seen.
+_never_awaitable: tuple[type, ...] = ()
+_by_type: dict[type, bool | None] = {}  # None: ask each value
+
+
+def never_awaitable(cls: type[T]) -> type[T]:
+    """Declare that `cls`'s `__getattr__` never answers `__await__`: graphql-core's test for
+    awaitables (`hasattr(value, "__await__")`, an AttributeError raised by that
+    `__getattr__` for each value) is then answered once for its whole type."""
+    global _never_awaitable
+    _never_awaitable = (*_never_awaitable, cls)
+    _by_type.clear()
+    return cls
+
+
+def is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
+    """Strawberry's `optimized_is_awaitable`, answered by type where the type decides.
+
+    A value is awaitable for `await` by its type alone; graphql-core also asks the instance
+    for `__await__`, which only a `__getattr__` could answer differently: a type with none
+    (or one declared `never_awaitable`) is asked once.
+    """
+    known = _by_type.get(type(value), _UNSEEN)
+    if known is _UNSEEN:
+        known = _by_type[type(value)] = (
+            optimized_is_awaitable(value) if _by_type_decides(type(value)) else None
+        )
+    return optimized_is_awaitable(value) if known is None else known  # type: ignore[return-value]
+
+
+_UNSEEN = object()
+
+
+def _by_type_decides(cls: type) -> bool:
+    """No attribute lookup written in Python (`__getattr__`, `__getattribute__`) can answer
+    for an instance, and no generator-based coroutine (by its code's flags)."""
+    return issubclass(cls, _never_awaitable) or not (
+        issubclass(cls, GeneratorType)
+        or any(
+            isinstance(vars(base).get(name), FunctionType)
+            for base in cls.__mro__
+            for name in ("__getattr__", "__getattribute__")
+        )
+    )
+
+
 class _Slow(Exception):
     """The value needs graphql-core's own completion (raised before any work is done)."""
 
@@ -168,8 +258,130 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         ) and self.schema.get_directive("stream") is None
         self._strawberry = self.schema._strawberry_schema  # type: ignore[attr-defined]
         self._info_class = self._strawberry.config.info_class
+        self.is_awaitable = is_awaitable
         # Arguments of direct calls (`_call`), by field node: built-in scalars only.
         self._arguments: dict[tuple[int, int, int], dict[str, Any]] = {}
+        # The steps of each selection set: graphql-core collects a selection set once per
+        # type and field nodes, so its identity stands for them (the set kept alive).
+        self._steps: dict[int, tuple[Any, list[_Step]]] = {}
+
+    def execute_fields(
+        self,
+        parent_type: GraphQLObjectType,
+        source_value: Any,
+        path: Path | None,
+        grouped_field_set: Any,
+        position_context: Any,
+    ) -> Any:
+        """graphql-core's `execute_fields` over steps planned once per selection set: a
+        plain leaf is read and kept in place, a plain object completed without
+        `execute_field`'s lookups; any other field takes `execute_field`."""
+        if position_context is not None or not self._plain:  # @defer: graphql-core's own
+            return super().execute_fields(
+                parent_type, source_value, path, grouped_field_set, position_context
+            )
+        known = self._steps.get(id(grouped_field_set))
+        steps = known[1] if known is not None else self._plan_steps(parent_type, grouped_field_set)
+        results: dict[str, Any] = {}
+        awaitable_fields: list[str] = []
+        typename = parent_type.name
+        try:
+            for step in steps:
+                name = step.name
+                plain = step.plain
+                field_def = step.field_def
+                if plain is None or field_def is None:
+                    result = self.execute_field(
+                        parent_type,
+                        source_value,
+                        step.field_details_list,
+                        Path(path, name, typename),
+                        None,
+                    )
+                    if result is Undefined:
+                        continue
+                else:
+                    try:
+                        result = getattr(source_value, plain.attribute)
+                    except Exception as raw_error:
+                        self._field_error(raw_error, step, Path(path, name, typename))
+                        result = None
+                    else:
+                        if type(result) is not step.itself:  # else a leaf's value as it is
+                            result = self._complete_step(step, parent_type, path, result)
+                results[name] = result
+                if is_awaitable(result):
+                    awaitable_fields.append(name)
+        except Exception:
+            if awaitable_fields:  # as graphql-core: what other fields started must settle
+                self.settle_in_background([results[field] for field in awaitable_fields])
+            raise
+        if not awaitable_fields:
+            return results
+
+        async def gathered() -> dict[str, Any]:
+            values = await gather_with_cancel(*(results[field] for field in awaitable_fields))
+            results.update(zip(awaitable_fields, values, strict=True))
+            return results
+
+        return gathered()
+
+    def _complete_step(
+        self, step: _Step, parent_type: GraphQLObjectType, path: Path | None, value: Any
+    ) -> Any:
+        """A plain step's value completed: a known object's selection run in place, anything
+        else as `_complete_read` does."""
+        field_path = Path(path, step.name, parent_type.name)
+        plain = step.plain
+        field_def = step.field_def
+        assert plain is not None and field_def is not None
+        object_type = plain.object_type
+        if (
+            object_type is not None
+            and plain.item_type is None
+            and not is_awaitable(value)
+            and _is_known_object(object_type, value)
+        ):
+            grouped_field_set, new_defer_usages, _ = self.collect_subfields(
+                object_type, step.field_details_list
+            )
+            if not new_defer_usages:
+                try:
+                    result = self.execute_fields(
+                        object_type, value, field_path, grouped_field_set, None
+                    )
+                except Exception as raw_error:
+                    self._field_error(raw_error, step, field_path)
+                    return None
+                if type(result) is dict:
+                    return result
+                return self._await_completed(
+                    result, field_def.type, step.field_details_list, field_path
+                )
+        return self._complete_read(
+            plain, field_def, parent_type, step.field_details_list, field_path, value
+        )
+
+    def _field_error(self, raw_error: Exception, step: _Step, path: Path) -> None:
+        """graphql-core's handling of a field's error: recorded for a nullable field (its
+        value is then null), raised to the parent for a non-null one."""
+        assert step.field_def is not None
+        self.handle_field_error(raw_error, step.field_def.type, step.field_details_list, path)
+
+    def _plan_steps(self, parent_type: GraphQLObjectType, grouped_field_set: Any) -> list[_Step]:
+        steps = []
+        for name, field_details_list in grouped_field_set.items():
+            node = field_details_list[0].node
+            field_def = self.schema.get_field(parent_type, node.name.value)
+            plain = None if field_def is None or node.arguments else _plan(field_def)
+            itself = None
+            if plain is not None and plain.serialize is not None:
+                assert field_def is not None
+                leaf = _nullable(field_def.type)
+                itself = next((t for scalar, t in _SERIALIZED_AS_ITSELF if leaf is scalar), None)
+            steps.append(_Step(name, field_details_list, field_def, plain, itself))
+        self._steps[id(grouped_field_set)] = (grouped_field_set, steps)
+        return steps
 
     def execute_field(
         self,
@@ -183,7 +395,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         field_def = self.schema.get_field(parent_type, first.name.value)
         if field_def is None:
             return Undefined
-        if not self._plain:
+        if not self._plain or position_context is not None:  # @defer: graphql-core's own
             return super().execute_field(
                 parent_type, source, field_details_list, path, position_context
             )
@@ -193,40 +405,79 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return super().execute_field(
                 parent_type, source, field_details_list, path, position_context
             )
+        if plan is not None:
+            try:
+                result = getattr(source, plan.attribute)
+            except Exception as raw_error:
+                self.handle_field_error(raw_error, field_def.type, field_details_list, path)
+                return None
+            return self._complete_read(
+                plan, field_def, parent_type, field_details_list, path, result
+            )
+        assert direct is not None
         return_type = field_def.type
         try:
-            if plan is not None:
-                result = getattr(source, plan.attribute)
-                if result is not None and not self.is_awaitable(result):
-                    try:
-                        completed = self._complete_plain(
-                            plan, field_details_list, path, result, position_context
-                        )
-                    except _Slow:
-                        pass
-                    else:
-                        if self.is_awaitable(completed):
-                            return self._await_completed(
-                                completed, return_type, field_details_list, path
-                            )
-                        return completed
             info = self.build_resolve_info(
                 field_def, to_nodes(field_details_list), parent_type, path
             )
-            if direct is not None:
-                result = self._call(direct, field_def, first, field_details_list, source, info)
-            if self.is_awaitable(result):
-                return self.complete_awaitable_value(
-                    return_type, field_details_list, info, path, result, position_context
-                )
-            completed = self.complete_value(
-                return_type, field_details_list, info, path, result, position_context
-            )
-            if self.is_awaitable(completed):
-                return self._await_completed(completed, return_type, field_details_list, path)
+            result = self._call(direct, field_def, first, field_details_list, source, info)
+            return self._complete_resolved(return_type, field_details_list, info, path, result)
         except Exception as raw_error:
             self.handle_field_error(raw_error, return_type, field_details_list, path)
             return None
+
+    def _complete_read(
+        self,
+        plan: _Plain,
+        field_def: GraphQLField,
+        parent_type: GraphQLObjectType,
+        field_details_list: Any,
+        path: Path,
+        result: Any,
+    ) -> Any:
+        """A plain field's value, read from its source, completed: here when it is known,
+        else by graphql-core."""
+        return_type = field_def.type
+        try:
+            if result is None:
+                if not is_non_null_type(return_type):
+                    return None
+            elif not self.is_awaitable(result):
+                try:
+                    completed = self._complete_plain(plan, field_details_list, path, result)
+                except _Slow:
+                    pass
+                else:
+                    if self.is_awaitable(completed):
+                        return self._await_completed(
+                            completed, return_type, field_details_list, path
+                        )
+                    return completed
+            info = self.build_resolve_info(
+                field_def, to_nodes(field_details_list), parent_type, path
+            )
+            return self._complete_resolved(return_type, field_details_list, info, path, result)
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, return_type, field_details_list, path)
+            return None
+
+    def _complete_resolved(
+        self,
+        return_type: GraphQLOutputType,
+        field_details_list: Any,
+        info: Any,
+        path: Path,
+        result: Any,
+    ) -> Any:
+        """graphql-core's completion of a resolved value (`execute_field`'s second half);
+        an error raises, for the caller to handle."""
+        if self.is_awaitable(result):
+            return self.complete_awaitable_value(
+                return_type, field_details_list, info, path, result, None
+            )
+        completed = self.complete_value(return_type, field_details_list, info, path, result, None)
+        if self.is_awaitable(completed):
+            return self._await_completed(completed, return_type, field_details_list, path)
         return completed
 
     def _call(
@@ -265,7 +516,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         return resolver(source, **kwargs) if direct.self_source else resolver(**kwargs)
 
     def _complete_plain(
-        self, plan: _Plain, field_details_list: Any, path: Path, result: Any, position: Any
+        self, plan: _Plain, field_details_list: Any, path: Path, result: Any
     ) -> Any:
         """`result` completed as graphql-core would, or `_Slow` before doing anything."""
         if isinstance(result, Exception) or result is Undefined:
@@ -277,27 +528,16 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return value
         object_type = plan.object_type
         assert object_type is not None
-        # Strawberry's own (`_checked_by_value`): it reads only the value.
-        is_type_of: Callable[[Any, Any], Any] | None = object_type.is_type_of
         if plan.item_type is None:
-            if is_type_of is not None and not is_type_of(result, None):
+            if not _is_known_object(object_type, result):
                 raise _Slow
-            return self.collect_and_execute_subfields(
-                object_type, field_details_list, path, result, position
-            )
+            return self._execute_object(object_type, field_details_list, path, result)
         items = result if isinstance(result, list) else None
         if items is None or any(
-            item is None
-            or item is Undefined
-            or isinstance(item, Exception)
-            or self.is_awaitable(item)
-            or (is_type_of is not None and not is_type_of(item, None))
-            for item in items
+            is_awaitable(item) or not _is_known_object(object_type, item) for item in items
         ):
             raise _Slow
-        return self._complete_objects(
-            object_type, plan.item_type, field_details_list, path, items, position
-        )
+        return self._complete_objects(object_type, plan.item_type, field_details_list, path, items)
 
     def _complete_objects(
         self,
@@ -306,7 +546,6 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         field_details_list: Any,
         path: Path,
         items: list[Any],
-        position: Any,
     ) -> Any:
         """A list of known objects, each completed as `complete_list_item_value` does."""
         completed: list[Any] = []
@@ -315,9 +554,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             for index, item in enumerate(items):
                 item_path = path.add_key(index, None)
                 try:
-                    value = self.collect_and_execute_subfields(
-                        object_type, field_details_list, item_path, item, position
-                    )
+                    value = self._execute_object(object_type, field_details_list, item_path, item)
                 except Exception as raw_error:  # raises again when the item is non-null
                     self.handle_field_error(raw_error, item_type, field_details_list, item_path)
                     value = None
@@ -340,6 +577,20 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return completed
 
         return gathered()
+
+    def _execute_object(
+        self, object_type: GraphQLObjectType, field_details_list: Any, path: Path, source: Any
+    ) -> Any:
+        """`collect_and_execute_subfields` outside @defer: the object's selection set run by
+        `execute_fields`."""
+        grouped_field_set, new_defer_usages, _ = self.collect_subfields(
+            object_type, field_details_list
+        )
+        if new_defer_usages:
+            return self.execute_collected_subfields(
+                object_type, source, path, grouped_field_set, new_defer_usages, None
+            )
+        return self.execute_fields(object_type, source, path, grouped_field_set, None)
 
     async def _await_completed(
         self,

@@ -20,7 +20,7 @@ import strawberry
 from strawberry.utils.str_converters import to_camel_case
 
 from graph_api.errors import BadUserInput, NotFound
-from graph_api.graph import paging, prefetch
+from graph_api.graph import execution, paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.model import keys
 from graph_api.model.items import TYPE, Relation
@@ -92,6 +92,7 @@ class Node:
         return strawberry.ID(global_id(self.kind, self.id))  # type: ignore[attr-defined]
 
 
+@execution.never_awaitable  # its __getattr__ answers GraphQL fields only
 class NodeBase:
     """A node: its id, what is known of it, and the request's loaders to read the rest.
 
