@@ -3,6 +3,8 @@ answered through urllib3, on the real backend and on an HTTP server that misbeha
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -21,6 +23,7 @@ from support import free_port
 
 from graph_api.graph.context import Services
 from graph_api.settings import Settings
+from graph_api.store import greenlets
 from graph_api.store.client import Dynamo
 from graph_api.store.transport import Transport
 
@@ -190,6 +193,18 @@ def _read_request(conn: socket.socket) -> bytes | None:
     return head + b"\r\n\r\n" + body
 
 
+Send = Callable[[Transport, Any], Any]
+
+
+@pytest.fixture(params=["blocking", "awaited"])
+def sending(request: pytest.FixtureRequest) -> Send:
+    """A request sent as the CLI sends it (a blocking socket), and as the API does (under
+    `greenlets.run` on an event loop: the socket's waits awaited)."""
+    if request.param == "blocking":
+        return lambda transport, prepared: transport.send(prepared)
+    return lambda transport, prepared: asyncio.run(greenlets.run(transport.send, prepared))
+
+
 @pytest.fixture
 def server_with() -> Iterator[Callable[[Reply], Server]]:
     servers: list[Server] = []
@@ -222,10 +237,10 @@ def ok(conn: socket.socket, _: bytes) -> bool:
     return True
 
 
-def test_the_request_is_what_botocore_prepared(server_with: Any) -> None:
+def test_the_request_is_what_botocore_prepared(sending: Send, server_with: Any) -> None:
     server = server_with(ok)
     transport, request = send(server.port, body=b'{"TableName": "t"}')
-    response = transport.send(request)
+    response = sending(transport, request)
     assert response.status_code == 200 and response.content == b"{}"
     head, _, body = server.requests[0].partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
@@ -235,15 +250,15 @@ def test_the_request_is_what_botocore_prepared(server_with: Any) -> None:
     assert body == b'{"TableName": "t"}'
 
 
-def test_connections_are_kept_alive_and_reused(server_with: Any) -> None:
+def test_connections_are_kept_alive_and_reused(sending: Send, server_with: Any) -> None:
     server = server_with(ok)
     transport, request = send(server.port)
     for _ in range(5):
-        assert transport.send(request).status_code == 200
+        assert sending(transport, request).status_code == 200
     assert server.connections == 1 and len(server.requests) == 5
 
 
-def test_a_connection_the_server_closed_is_not_reused(server_with: Any) -> None:
+def test_a_connection_the_server_closed_is_not_reused(sending: Send, server_with: Any) -> None:
     def close_after(conn: socket.socket, request: bytes) -> bool:
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
         return False  # closed after each answer, without saying so
@@ -251,7 +266,7 @@ def test_a_connection_the_server_closed_is_not_reused(server_with: Any) -> None:
     server = server_with(close_after)
     transport, request = send(server.port)
     for _ in range(3):
-        assert transport.send(request).content == b"{}"
+        assert sending(transport, request).content == b"{}"
         _wait_for(lambda: server.closed == len(server.requests))
     assert server.connections == 3  # each request on a fresh connection, none sent twice
 
@@ -274,18 +289,18 @@ CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 11\r\n\r\nhello world",
     ],
 )
-def test_bodies_in_every_framing(server_with: Any, answer: bytes) -> None:
+def test_bodies_in_every_framing(sending: Send, server_with: Any, answer: bytes) -> None:
     def reply(conn: socket.socket, _: bytes) -> bool:
         conn.sendall(answer)
         return b"chunked" in answer  # the others close
 
     server = server_with(reply)
     transport, request = send(server.port)
-    assert transport.send(request).content == b"hello world"
-    assert transport.send(request).content == b"hello world"
+    assert sending(transport, request).content == b"hello world"
+    assert sending(transport, request).content == b"hello world"
 
 
-def test_a_server_that_never_answers_times_out(server_with: Any) -> None:
+def test_a_server_that_never_answers_times_out(sending: Send, server_with: Any) -> None:
     release = threading.Event()
 
     def hang(conn: socket.socket, _: bytes) -> bool:
@@ -296,15 +311,17 @@ def test_a_server_that_never_answers_times_out(server_with: Any) -> None:
     transport, request = send(server.port, read_timeout=0.2)
     try:
         with pytest.raises(ReadTimeoutError):
-            transport.send(request)
+            sending(transport, request)
     finally:
         release.set()
 
 
-def test_nobody_listening_is_a_connection_error() -> None:
+def test_nobody_listening_is_a_connection_error(
+    sending: Send,
+) -> None:
     transport, request = send(free_port())
     with pytest.raises(EndpointConnectionError):
-        transport.send(request)
+        sending(transport, request)
 
 
 @pytest.mark.parametrize(
@@ -319,7 +336,7 @@ def test_nobody_listening_is_a_connection_error() -> None:
     ],
 )
 def test_an_answer_cut_short_or_not_http_is_a_closed_connection(
-    server_with: Any, answer: bytes
+    sending: Send, server_with: Any, answer: bytes
 ) -> None:
     """As urllib3 reports it (botocore's ConnectionClosedError, which the API's client turns
     into UNAVAILABLE), never an error of its own kind."""
@@ -331,31 +348,126 @@ def test_an_answer_cut_short_or_not_http_is_a_closed_connection(
     server = server_with(reply)
     transport, request = send(server.port)
     with pytest.raises(ConnectionClosedError):
-        transport.send(request)
+        sending(transport, request)
 
 
-def test_an_interim_100_continue_is_skipped(server_with: Any) -> None:
+def test_an_interim_100_continue_is_skipped(sending: Send, server_with: Any) -> None:
     def reply(conn: socket.socket, _: bytes) -> bool:
         conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         return ok(conn, _)
 
     server = server_with(reply)
     transport, request = send(server.port)
-    response = transport.send(request)
+    response = sending(transport, request)
     assert (response.status_code, response.content) == (200, b"{}")
 
 
-def test_repeated_headers_are_joined(server_with: Any) -> None:
+def test_repeated_headers_are_joined(sending: Send, server_with: Any) -> None:
     def reply(conn: socket.socket, _: bytes) -> bool:
         conn.sendall(b"HTTP/1.1 200 OK\r\nX-A: 1\r\nx-a: 2\r\nContent-Length: 2\r\n\r\n{}")
         return True
 
     server = server_with(reply)
     transport, request = send(server.port)
-    assert transport.send(request).headers["x-a"] == "1, 2"
+    assert sending(transport, request).headers["x-a"] == "1, 2"
 
 
 def test_an_ipv6_endpoint_is_named_as_botocore_signs_it() -> None:
     transport = Transport("http://[::1]:8000", 1, 1, 4)
     assert transport.host == "[::1]:8000" and transport.address == ("::1", 8000)
     assert Transport("http://[::1]", 1, 1, 4).host == "[::1]"
+
+
+def test_a_large_request_is_written_whole(sending: Send, server_with: Any) -> None:
+    """More than the socket's buffers hold: written as the server drains it."""
+    body = b'{"x": "' + b"y" * 8_000_000 + b'"}'
+    server = server_with(ok)
+    transport, request = send(server.port, body=body)
+    assert sending(transport, request).status_code == 200
+    assert server.requests[0].endswith(body)
+
+
+# -- on the event loop (greenlets.run): waits are awaited ------------------------------------
+
+
+def test_calls_waiting_on_the_network_leave_the_loop_free(server_with: Any) -> None:
+    """The server answers the first request only once the second has arrived: were the
+    first call to block the loop's thread, the second could never be sent."""
+    second_arrived = threading.Event()
+    answered: list[bytes] = []
+
+    def reply(conn: socket.socket, request: bytes) -> bool:
+        if b'"n": 2' in request:
+            second_arrived.set()
+        elif not second_arrived.wait(30):
+            return False  # closed unanswered: the first call fails
+        answered.append(request)
+        return ok(conn, request)
+
+    servers = [server_with(reply), server_with(reply)]  # one connection each at a time
+    first, request_1 = send(servers[0].port, body=b'{"n": 1}')
+    second, request_2 = send(servers[1].port, body=b'{"n": 2}')
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            greenlets.run(first.send, request_1), greenlets.run(second.send, request_2)
+        )
+
+    assert [r.status_code for r in asyncio.run(both())] == [200, 200]
+    assert answered[0].endswith(b'{"n": 2}')  # the second was answered first
+
+
+def test_a_cancelled_call_closes_its_connection(server_with: Any) -> None:
+    """A request's deadline cancels the call where it waits: the socket, in an unknown
+    state, is closed, not pooled, and the next call opens another."""
+    release = threading.Event()
+
+    def reply(conn: socket.socket, request: bytes) -> bool:
+        if b"slow" in request:
+            release.wait(30)
+            return False
+        return ok(conn, request)
+
+    server = server_with(reply)
+    transport, slow = send(server.port, body=b'{"slow": 1}')
+    _, fast = send(server.port)
+
+    async def cancelled() -> None:
+        async with asyncio.timeout(0.2):
+            await greenlets.run(transport.send, slow)
+
+    try:
+        with pytest.raises(TimeoutError):
+            asyncio.run(cancelled())
+        assert not transport._idle
+    finally:
+        release.set()
+    assert asyncio.run(greenlets.run(transport.send, fast)).status_code == 200
+    assert server.connections == 2
+
+
+def test_greenlets_run_code_as_a_task_runs_it() -> None:
+    """Its result or its error, the caller's context variables, and `wait` only inside."""
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen")
+
+    def body(x: int) -> tuple[int, str, bool]:
+        slept = greenlets.wait(asyncio.sleep(0, result=x + 1))
+        return slept, seen.get(), greenlets.waiting()
+
+    def fails() -> None:
+        greenlets.wait(asyncio.sleep(0))
+        raise LookupError("inside")
+
+    async def main() -> Any:
+        seen.set("the caller's")
+        answer = await greenlets.run(body, 1)
+        with pytest.raises(LookupError, match="inside"):
+            await greenlets.run(fails)
+        return answer
+
+    assert asyncio.run(main()) == (2, "the caller's", True)
+    assert not greenlets.waiting()
+    outside = asyncio.sleep(0)
+    with pytest.raises(RuntimeError):
+        greenlets.wait(outside)
+    outside.close()

@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 from graph_api import __version__
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
+from graph_api.store import greenlets
 from graph_api.store.ledger import Call, Ledger
 from graph_api.store.response_parser import DynamoResponseParserFactory
 from graph_api.store.retry import THROTTLE_CODES, RetryBudget
@@ -132,7 +133,10 @@ class Dynamo:
             ledger.count_request()
 
     async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
-        """Run one DynamoDB operation on the thread pool and await its response."""
+        """One DynamoDB operation, its response awaited: on this thread when our transport
+        sends it (its network waits awaited, store/greenlets.py), else on the thread pool."""
+        if self.transport is not None:
+            return await greenlets.run(self.call_sync, operation, params, ledger)
         loop = asyncio.get_running_loop()
         work: Callable[[], Any] = partial(self.call_sync, operation, params, ledger)
         return await loop.run_in_executor(self._executor, work)

@@ -85,7 +85,8 @@ class Table:
             if remaining == float("inf"):
                 return await call
             try:
-                return await asyncio.wait_for(call, remaining)
+                async with asyncio.timeout(remaining):  # no task of its own, as wait_for makes
+                    return await call
             except TimeoutError:
                 raise Unavailable(
                     "DynamoDB did not answer within this request's deadline"

@@ -7,6 +7,11 @@ other under the interpreter lock. The endpoints we reach over plain HTTP (the em
 backend, DynamoDB Local, ScyllaDB Alternator in a cluster) need none of what that stack is
 for: TLS, proxies, redirects, compression.
 
+Under `greenlets.run` (the API's calls: `Dynamo.call`) the socket is non-blocking and a
+read or write that would block waits on the event loop (`greenlets.wait`), so the call
+needs no thread; anywhere else (the CLI, admin, a thread) it blocks, with the same
+timeouts.
+
 `Transport` takes the place of the client's HTTP session (`URLLib3Session`: botocore builds
 it with no option to choose another, so `install` sets it on the client's endpoint). It
 writes the request botocore serialized and signed to a kept-alive socket and hands back
@@ -21,6 +26,7 @@ and endpoints behind a proxy keep botocore's transport (`for_endpoint` gives Non
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import urllib.request
@@ -36,6 +42,8 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
+
+from graph_api.store import greenlets
 
 CHUNK = 65536
 MAX_HEAD = 65536  # a response's status line and headers; DynamoDB's are well under 1 KB
@@ -53,6 +61,60 @@ class _Body:
 
 class _Closed(Exception):
     """The server closed the connection before a whole response."""
+
+
+class _Awaited:
+    """A non-blocking socket under `greenlets.run`: a read or a write that would block
+    waits on the event loop for the socket to be ready, within the timeout a blocking
+    socket would have."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        self.sock = sock
+        self.timeout = timeout
+
+    def recv(self, size: int) -> bytes:
+        while True:
+            try:
+                return self.sock.recv(size)
+            except BlockingIOError:  # nothing yet
+                self._ready(writing=False)
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view) :]
+            except BlockingIOError:  # the socket's buffer is full
+                self._ready(writing=True)
+
+    def _ready(self, *, writing: bool) -> None:
+        """Wait until the socket can be read (or written); TimeoutError after the timeout."""
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        fd = self.sock.fileno()
+        watch, unwatch = (
+            (loop.add_writer, loop.remove_writer)
+            if writing
+            else (loop.add_reader, loop.remove_reader)
+        )
+        watch(fd, _settle, ready, None)
+        timer = loop.call_later(self.timeout, _settle, ready, TimeoutError())
+        try:
+            greenlets.wait(ready)
+        finally:
+            timer.cancel()
+            unwatch(fd)
+
+
+def _settle(future: asyncio.Future[None], error: Exception | None) -> None:
+    if not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+
+_Socket = socket.socket | _Awaited  # what a request is written to, its response read from
 
 
 class Transport:
@@ -106,11 +168,13 @@ class Transport:
 
     def send(self, request: AWSPreparedRequest) -> AWSResponse:
         message = self._message(request)
-        sock = self._checkout()
+        awaited = greenlets.waiting()
+        sock = self._checkout(awaited)
         keep = False
         try:
-            sock.sendall(message)
-            status, headers, body, keep = self._read_response(sock, request.method)
+            io: _Socket = _Awaited(sock, self.read_timeout) if awaited else sock
+            io.sendall(message)
+            status, headers, body, keep = self._read_response(io, request.method)
         except TimeoutError as error:
             raise ReadTimeoutError(endpoint_url=request.url, error=error) from error
         except Exception as error:  # closed, reset, or not HTTP: as urllib3's ProtocolError
@@ -138,15 +202,30 @@ class Transport:
 
     # -- connections ----------------------------------------------------------------------
 
-    def _checkout(self) -> socket.socket:
+    def _checkout(self, awaited: bool) -> socket.socket:
+        """An idle connection the server has not closed, or a new one: non-blocking when
+        `awaited`, else blocking within the read timeout."""
+        sock = None
         while self._idle:
             try:
-                sock = self._idle.pop()
+                idle = self._idle.pop()
             except IndexError:
                 break
-            if not _dropped(sock):
-                return sock
-            sock.close()
+            if not _dropped(idle):
+                sock = idle
+                break
+            idle.close()
+        if sock is None:
+            # Connecting is rare (connections are kept): a thread spares the loop the lookup.
+            sock = (
+                greenlets.wait(asyncio.get_running_loop().run_in_executor(None, self._connect))
+                if awaited
+                else self._connect()
+            )
+        sock.settimeout(0.0 if awaited else self.read_timeout)
+        return sock
+
+    def _connect(self) -> socket.socket:
         try:
             sock = socket.create_connection(self.address, timeout=self.connect_timeout)
         except TimeoutError as error:
@@ -154,13 +233,12 @@ class Transport:
         except OSError as error:
             raise EndpointConnectionError(endpoint_url=self.endpoint_url, error=error) from error
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(self.read_timeout)
         return sock
 
     # -- responses ------------------------------------------------------------------------
 
     @staticmethod
-    def _read_response(sock: socket.socket, method: str) -> tuple[int, dict[str, str], bytes, bool]:
+    def _read_response(sock: _Socket, method: str) -> tuple[int, dict[str, str], bytes, bool]:
         """Status, headers, body, and whether the connection may be reused."""
         buffer = bytearray()
         while True:
@@ -185,7 +263,7 @@ class Transport:
         return status, headers, bytes(buffer), False
 
 
-def _head(sock: socket.socket, buffer: bytearray) -> tuple[str, int, dict[str, str]]:
+def _head(sock: _Socket, buffer: bytearray) -> tuple[str, int, dict[str, str]]:
     """A response's status line and headers, taken off the front of `buffer`; headers that
     repeat are joined with ", ", as urllib3 joins them."""
     while (end := buffer.find(b"\r\n\r\n")) < 0:
@@ -234,7 +312,7 @@ def _bytes(body: Any) -> bytes:
     return _bytes(body.read())
 
 
-def _receive(sock: socket.socket, buffer: bytearray, *, eof_ok: bool = False) -> bool:
+def _receive(sock: _Socket, buffer: bytearray, *, eof_ok: bool = False) -> bool:
     data = sock.recv(CHUNK)
     if not data:
         if eof_ok:
@@ -244,7 +322,7 @@ def _receive(sock: socket.socket, buffer: bytearray, *, eof_ok: bool = False) ->
     return True
 
 
-def _chunked(sock: socket.socket, buffer: bytearray) -> bytes:
+def _chunked(sock: _Socket, buffer: bytearray) -> bytes:
     body = bytearray()
     while True:
         while (end := buffer.find(b"\r\n")) < 0:
