@@ -88,19 +88,24 @@ def _plan(field: GraphQLField) -> _Plain | None:
         and definition.default_resolver is getattr  # Strawberry's default: we do the same
         and not field.args
     ):
-        attribute = definition.python_name
-        of_type = field.type.of_type if isinstance(field.type, GraphQLNonNull) else field.type
-        if is_leaf_type(of_type):
-            plan = _Plain(attribute, of_type.coerce_output_value, None, None)
-        elif _checked_by_value(of_type):
-            plan = _Plain(attribute, None, of_type, None)
-        elif isinstance(of_type, GraphQLList):
-            item = of_type.of_type
-            inner = item.of_type if isinstance(item, GraphQLNonNull) else item
-            if _checked_by_value(inner):
-                plan = _Plain(attribute, None, inner, item)
+        plan = _completion(field.type, definition.python_name)
     _plans[id(field)] = (field, plan)
     return plan
+
+
+def _completion(type_: GraphQLOutputType, attribute: str = "") -> _Plain | None:
+    """How a value of `type_` completes here: a leaf, an object or a list of objects that
+    Strawberry's `is_type_of` checks by value; None when only graphql-core's path can."""
+    of_type = _nullable(type_)
+    if is_leaf_type(of_type):
+        return _Plain(attribute, of_type.coerce_output_value, None, None)
+    if _checked_by_value(of_type):
+        return _Plain(attribute, None, of_type, None)
+    if isinstance(of_type, GraphQLList):
+        item = of_type.of_type
+        if _checked_by_value(_nullable(item)):
+            return _Plain(attribute, None, _nullable(item), item)
+    return None
 
 
 def _is_known_object(object_type: GraphQLObjectType, value: Any) -> bool:
@@ -180,17 +185,45 @@ _directs: dict[int, tuple[GraphQLField, _Direct | None]] = {}
 _STRAWBERRY_WRAPPERS = ("_resolver", "_async_resolver")  # GraphQLCoreConverter.from_resolver
 
 
-class _Step(NamedTuple):
+class _Step:
     """One field of a selection set, as `execute_fields` runs it."""
 
-    name: str  # the response key
-    field_details_list: Any
-    field_def: GraphQLField | None  # None: not a field of the type, left out of the answer
-    plain: _Plain | None  # None: the field takes `execute_field`
-    # A plain leaf whose values of this exact type are their own serialization (a `str`
-    # for String and ID, a `bool` for Boolean): read and kept as they are.
-    itself: type | None
+    __slots__ = (
+        "completion",
+        "direct",
+        "field_def",
+        "field_details_list",
+        "itself",
+        "name",
+        "plain",
+        "selection",
+    )
 
+    def __init__(
+        self,
+        name: str,
+        field_details_list: Any,
+        field_def: GraphQLField | None,
+        plain: _Plain | None,
+        itself: type | None,
+        direct: _Direct | None,
+    ) -> None:
+        self.name = name  # the response key
+        self.field_details_list = field_details_list
+        self.field_def = field_def  # None: not a field of the type, left out of the answer
+        self.plain = plain  # None: the field takes `execute_field`
+        # A plain leaf whose values of this exact type are their own serialization (a `str`
+        # for String and ID, a `bool` for Boolean): read and kept as they are.
+        self.itself = itself
+        self.direct = direct  # a resolver called directly (`_call`), when not plain
+        # How its value completes here: the plain read's, or for a direct call its type's.
+        self.completion = plain or (_completion(field_def.type) if direct and field_def else None)
+        # An object's (or list's) selection set, once collected without @defer.
+        self.selection: Any = None
+
+
+# What a completed field most often is: never awaitable, told without a call.
+_COMPLETED = frozenset({dict, list, str, int, float, bool, type(None)})
 
 # Built-in scalars whose `coerce_output_value` returns a value of this exact type unchanged.
 _SERIALIZED_AS_ITSELF = ((GraphQLString, str), (GraphQLID, str), (GraphQLBoolean, bool))
@@ -290,7 +323,9 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 name = step.name
                 plain = step.plain
                 field_def = step.field_def
-                if plain is None or field_def is None:
+                if step.direct is not None:
+                    result = self._run_direct(step, parent_type, source_value, path)
+                elif plain is None or field_def is None:
                     result = self.execute_field(
                         parent_type,
                         source_value,
@@ -308,9 +343,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                         result = None
                     else:
                         if type(result) is not step.itself:  # else a leaf's value as it is
-                            result = self._complete_step(step, parent_type, path, result)
+                            field_path = Path(path, name, typename)
+                            result = self._complete_step(step, parent_type, field_path, result)
                 results[name] = result
-                if is_awaitable(result):
+                if type(result) not in _COMPLETED and is_awaitable(result):
                     awaitable_fields.append(name)
         except Exception:
             if awaitable_fields:  # as graphql-core: what other fields started must settle
@@ -326,41 +362,88 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
 
         return gathered()
 
-    def _complete_step(
-        self, step: _Step, parent_type: GraphQLObjectType, path: Path | None, value: Any
+    def _run_direct(
+        self, step: _Step, parent_type: GraphQLObjectType, source: Any, path: Path | None
     ) -> Any:
-        """A plain step's value completed: a known object's selection run in place, anything
-        else as `_complete_read` does."""
-        field_path = Path(path, step.name, parent_type.name)
-        plain = step.plain
+        """A resolver called directly (`_call`), its value completed as a step's is."""
         field_def = step.field_def
-        assert plain is not None and field_def is not None
-        object_type = plain.object_type
-        if (
-            object_type is not None
-            and plain.item_type is None
-            and not is_awaitable(value)
-            and _is_known_object(object_type, value)
-        ):
-            grouped_field_set, new_defer_usages, _ = self.collect_subfields(
+        direct = step.direct
+        assert field_def is not None and direct is not None
+        field_path = Path(path, step.name, parent_type.name)
+        field_details_list = step.field_details_list
+        try:
+            info = self.build_resolve_info(
+                field_def, to_nodes(field_details_list), parent_type, field_path
+            )
+            result = self._call(
+                direct, field_def, field_details_list[0].node, field_details_list, source, info
+            )
+        except Exception as raw_error:
+            self._field_error(raw_error, step, field_path)
+            return None
+        return self._complete_step(step, parent_type, field_path, result, info)
+
+    def _complete_step(
+        self,
+        step: _Step,
+        parent_type: GraphQLObjectType,
+        field_path: Path,
+        value: Any,
+        info: Any = None,
+    ) -> Any:
+        """A step's value completed (`step.completion`): a known object's or list of known
+        objects' selection run in place, anything else as `_complete_read` does."""
+        completion = step.completion
+        field_def = step.field_def
+        assert field_def is not None
+        if completion is None:  # a direct call of a type only graphql-core completes
+            try:
+                return self._complete_resolved(
+                    field_def.type, step.field_details_list, info, field_path, value
+                )
+            except Exception as raw_error:
+                self._field_error(raw_error, step, field_path)
+                return None
+        object_type = completion.object_type
+        if object_type is not None and (selection := self._selection(step, object_type)):
+            try:
+                if completion.item_type is None:
+                    if not is_awaitable(value) and _is_known_object(object_type, value):
+                        result = self.execute_fields(
+                            object_type, value, field_path, selection, None
+                        )
+                        if type(result) is dict:
+                            return result
+                        return self._await_completed(
+                            result, field_def.type, step.field_details_list, field_path
+                        )
+                elif type(value) is list and all(
+                    not is_awaitable(item) and _is_known_object(object_type, item) for item in value
+                ):
+                    return self._complete_objects(
+                        object_type,
+                        completion.item_type,
+                        step.field_details_list,
+                        field_path,
+                        value,
+                        selection,
+                    )
+            except Exception as raw_error:
+                self._field_error(raw_error, step, field_path)
+                return None
+        return self._complete_read(
+            completion, field_def, parent_type, step.field_details_list, field_path, value, info
+        )
+
+    def _selection(self, step: _Step, object_type: GraphQLObjectType) -> Any:
+        """The selection set of a plain object step, collected once; None under @defer."""
+        selection = step.selection
+        if selection is None:
+            selection, new_defer_usages, _ = self.collect_subfields(
                 object_type, step.field_details_list
             )
-            if not new_defer_usages:
-                try:
-                    result = self.execute_fields(
-                        object_type, value, field_path, grouped_field_set, None
-                    )
-                except Exception as raw_error:
-                    self._field_error(raw_error, step, field_path)
-                    return None
-                if type(result) is dict:
-                    return result
-                return self._await_completed(
-                    result, field_def.type, step.field_details_list, field_path
-                )
-        return self._complete_read(
-            plain, field_def, parent_type, step.field_details_list, field_path, value
-        )
+            step.selection = selection = False if new_defer_usages else selection
+        return selection
 
     def _field_error(self, raw_error: Exception, step: _Step, path: Path) -> None:
         """graphql-core's handling of a field's error: recorded for a nullable field (its
@@ -379,7 +462,8 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 assert field_def is not None
                 leaf = _nullable(field_def.type)
                 itself = next((t for scalar, t in _SERIALIZED_AS_ITSELF if leaf is scalar), None)
-            steps.append(_Step(name, field_details_list, field_def, plain, itself))
+            direct = _direct(field_def, self._strawberry) if field_def and not plain else None
+            steps.append(_Step(name, field_details_list, field_def, plain, itself, direct))
         self._steps[id(grouped_field_set)] = (grouped_field_set, steps)
         return steps
 
@@ -434,9 +518,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         field_details_list: Any,
         path: Path,
         result: Any,
+        info: Any = None,
     ) -> Any:
-        """A plain field's value, read from its source, completed: here when it is known,
-        else by graphql-core."""
+        """A field's value (read from its source, or a direct call's `info` given)
+        completed: here when it is known, else by graphql-core."""
         return_type = field_def.type
         try:
             if result is None:
@@ -453,9 +538,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                             completed, return_type, field_details_list, path
                         )
                     return completed
-            info = self.build_resolve_info(
-                field_def, to_nodes(field_details_list), parent_type, path
-            )
+            if info is None:
+                info = self.build_resolve_info(
+                    field_def, to_nodes(field_details_list), parent_type, path
+                )
             return self._complete_resolved(return_type, field_details_list, info, path, result)
         except Exception as raw_error:
             self.handle_field_error(raw_error, return_type, field_details_list, path)
@@ -546,15 +632,21 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         field_details_list: Any,
         path: Path,
         items: list[Any],
+        selection: Any = None,
     ) -> Any:
-        """A list of known objects, each completed as `complete_list_item_value` does."""
+        """A list of known objects, each completed as `complete_list_item_value` does; with
+        the `selection` of their fields when it was collected without @defer."""
         completed: list[Any] = []
         pending: list[int] = []
         try:
             for index, item in enumerate(items):
                 item_path = path.add_key(index, None)
                 try:
-                    value = self._execute_object(object_type, field_details_list, item_path, item)
+                    value = (
+                        self.execute_fields(object_type, item, item_path, selection, None)
+                        if selection
+                        else self._execute_object(object_type, field_details_list, item_path, item)
+                    )
                 except Exception as raw_error:  # raises again when the item is non-null
                     self.handle_field_error(raw_error, item_type, field_details_list, item_path)
                     value = None
