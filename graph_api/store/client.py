@@ -1,8 +1,10 @@
-"""The one place that talks to DynamoDB: a boto3 client, run off the event loop, accounted.
+"""The one place that talks to DynamoDB: a boto3 client, awaited by the event loop, accounted.
 
-boto3 is synchronous, so calls run on a bounded thread pool and the event loop only awaits
-them. Each call names the `Ledger` of the GraphQL request it serves; a botocore hook counts
-every HTTP attempt (retries included) against it.
+boto3 is synchronous. On an endpoint our transport serves (plain HTTP: the embedded backend,
+DynamoDB Local, Alternator) a call runs on the loop's thread in a greenlet, its network
+waits awaited (store/greenlets.py); on any other (AWS, over HTTPS) it runs on a bounded
+thread pool that the loop awaits. Each call names the `Ledger` of the GraphQL request it
+serves; a botocore hook counts every HTTP attempt (retries included) against it.
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ def _snake(operation: str) -> str:
 
 
 class Dynamo:
-    """A shared, thread-safe DynamoDB client with an executor sized for `max_concurrency`."""
+    """A shared, thread-safe DynamoDB client; for endpoints our transport does not serve, an
+    executor sized for `max_concurrency`."""
 
     def __init__(self, settings: Settings) -> None:
         workers = max(4, settings.max_concurrency)
