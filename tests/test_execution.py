@@ -9,8 +9,10 @@ of the same types and extensions on graphql-core's executor alone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import types
+import weakref
 from typing import Any
 
 import pytest
@@ -264,6 +266,23 @@ class Declared:
         raise AttributeError(name)
 
 
+class Forwarding:
+    """A `__getattr__` that is no plain function (a `partialmethod`): still asked value by
+    value."""
+
+    def _forward(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+    __getattr__ = functools.partialmethod(_forward)
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+
+class Box:
+    pass
+
+
 def test_awaitables_are_told_apart_as_graphql_core_tells_them() -> None:
     @types.coroutine
     def generator_coroutine() -> Any:
@@ -276,34 +295,28 @@ def test_awaitables_are_told_apart_as_graphql_core_tells_them() -> None:
         pass
 
     loop = asyncio.new_event_loop()
-    values: list[Any] = [
-        "text",
-        1,
-        None,
-        [],
-        {},
-        Leaf(x=1),
-        Proxy(Leaf(x=1)),
-        Declared(),
-        generator(),
-        coroutine(),
-        generator_coroutine(),
-        loop.create_future(),
-        Proxy(loop.create_future()),
+    box, future = Box(), loop.create_future()
+    # Pairs of one type: the first value seen must not decide for the second.
+    pairs: list[tuple[Any, Any]] = [
+        ("text", 1),
+        ([], {}),
+        (Leaf(x=1), Leaf(x=2)),
+        (Proxy(box), Proxy(future)),
+        (Forwarding(box), Forwarding(future)),
+        (weakref.proxy(box), weakref.proxy(future)),  # C-level forwarding
+        (Declared(), Declared()),
+        (generator(), generator_coroutine()),
+        (coroutine(), loop.create_future()),
     ]
+    values = [value for pair in pairs for value in pair]
     for _ in range(2):  # the second time from what the first taught it
         assert [execution.is_awaitable(v) for v in values] == [
             graphql_is_awaitable(v) for v in values
         ]
-    assert [execution.is_awaitable(v) for v in values][-6:] == [
-        False,
-        False,
-        True,
-        True,
-        True,
-        True,
-    ]
-    values[9].close()
+    told = [execution.is_awaitable(v) for v in values]
+    assert told[6:12] == [False, True] * 3  # each forwarder as what it forwards to
+    assert told[-4:] == [False, True, True, True]
+    values[-2].close()
     loop.close()
 
 
@@ -312,3 +325,43 @@ def test_a_declared_type_is_not_asked_for_await_value_by_value() -> None:
     for _ in range(100):
         assert not execution.is_awaitable(Declared())
     assert Declared.asked <= 1
+
+
+# -- an item's asynchronous error, in a list completed in place ------------------------------
+
+
+@strawberry.type
+class LateItem:
+    n: int
+
+    @strawberry.field
+    async def v(self) -> int:  # non-null: its error nulls the item, which nulls the list
+        if self.n == 1:
+            raise ValueError("bad item")
+        return self.n
+
+
+@strawberry.type
+class Parent:
+    other: str
+    items: list[LateItem] | None  # a plain attribute: completed by the short path
+
+
+@strawberry.type
+class ItemsQuery:
+    @strawberry.field
+    def parent(self) -> Parent | None:
+        return Parent(other="o", items=[LateItem(n=0), LateItem(n=1)])
+
+
+def test_an_items_late_error_nulls_its_list_not_the_parent() -> None:
+    answers = []
+    for context in (None, execution.ExecutionContext):
+        schema = strawberry.Schema(query=ItemsQuery, execution_context_class=context)
+        result = asyncio.run(schema.execute("{ parent { other items { v } } }"))
+        answers.append((result.data, [(e.message, e.path) for e in result.errors or []]))
+    assert answers[0] == answers[1]
+    assert answers[1] == (
+        {"parent": {"other": "o", "items": None}},
+        [("bad item", ["parent", "items", 1, "v"])],
+    )

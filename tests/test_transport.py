@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -471,3 +472,56 @@ def test_greenlets_run_code_as_a_task_runs_it() -> None:
     with pytest.raises(RuntimeError):
         greenlets.wait(outside)
     outside.close()
+
+
+def test_a_connect_the_call_gave_up_on_is_closed(server_with: Any) -> None:
+    """A connection that opens after its call's deadline passed is closed at once."""
+    server = server_with(ok)
+    transport, request = send(server.port)
+    release = threading.Event()
+    opened: list[socket.socket] = []
+    connect = transport._connect
+
+    def slow_connect() -> socket.socket:
+        release.wait(30)
+        opened.append(connect())
+        return opened[-1]
+
+    transport._connect = slow_connect  # type: ignore[method-assign]
+
+    async def cancelled() -> None:
+        async with asyncio.timeout(0.1):
+            await greenlets.run(transport.send, request)
+
+    threading.Timer(0.3, release.set).start()
+    with pytest.raises(TimeoutError):
+        asyncio.run(cancelled())  # returns once the loop's executor has finished the connect
+    assert len(opened) == 1 and opened[0].fileno() == -1
+    assert not transport._idle
+
+
+def test_calls_in_flight_are_bounded_so_connections_are_kept(services: Services) -> None:
+    """Bursts wider than the client's pool wait their turn on the connections it keeps,
+    instead of opening (and then closing) one for every call beyond them."""
+    dynamo = Dynamo(dataclasses.replace(services.settings, max_concurrency=4))
+    assert dynamo.transport is not None
+    connects = 0
+    connect = dynamo.transport._connect
+
+    def counted() -> socket.socket:
+        nonlocal connects
+        connects += 1
+        return connect()
+
+    dynamo.transport._connect = counted  # type: ignore[method-assign]
+    params = {"TableName": services.settings.table}
+
+    async def bursts() -> None:
+        for _ in range(3):
+            await asyncio.gather(*(dynamo.call("DescribeTable", params, None) for _ in range(24)))
+
+    try:
+        asyncio.run(bursts())
+    finally:
+        dynamo.close()
+    assert connects <= 4

@@ -30,7 +30,7 @@ graphql-core's. `tests/test_execution.py` runs documents through both and compar
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from types import FunctionType, GeneratorType
+from types import GeneratorType
 from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from graphql import (
@@ -232,7 +232,9 @@ _SERIALIZED_AS_ITSELF = ((GraphQLString, str), (GraphQLID, str), (GraphQLBoolean
 # Classes whose instances are never awaitable although a `__getattr__` of theirs would be
 # asked for `__await__` (`never_awaitable`), and what is known of each type seen.
 _never_awaitable: tuple[type, ...] = ()
-_by_type: dict[type, bool | None] = {}  # None: ask each value
+# None: ask each value. Builtins (whose lookup is their own C code) are never awaitable.
+_BUILTINS = (type(None), bool, int, float, str, bytes, bytearray, list, tuple, dict, set, frozenset)
+_by_type: dict[type, bool | None] = dict.fromkeys(_BUILTINS, False)
 
 
 def never_awaitable(cls: type[T]) -> type[T]:
@@ -241,7 +243,8 @@ def never_awaitable(cls: type[T]) -> type[T]:
     `__getattr__` for each value) is then answered once for its whole type."""
     global _never_awaitable
     _never_awaitable = (*_never_awaitable, cls)
-    _by_type.clear()
+    for known in [known for known in _by_type if issubclass(known, cls)]:
+        del _by_type[known]  # asked again, now by type
     return cls
 
 
@@ -264,15 +267,17 @@ _UNSEEN = object()
 
 
 def _by_type_decides(cls: type) -> bool:
-    """No attribute lookup written in Python (`__getattr__`, `__getattribute__`) can answer
-    for an instance, and no generator-based coroutine (by its code's flags)."""
-    return issubclass(cls, _never_awaitable) or not (
-        issubclass(cls, GeneratorType)
-        or any(
-            isinstance(vars(base).get(name), FunctionType)
-            for base in cls.__mro__
-            for name in ("__getattr__", "__getattribute__")
-        )
+    """Whether every instance of `cls` answers alike: attribute lookup is `object`'s own,
+    with no `__getattr__` of any kind (a proxy's C-level forwarding, a `partialmethod`
+    would answer for the value it wraps), or the class says so (`never_awaitable`). A
+    generator-based coroutine is told by its code's flags, value by value. An `__await__`
+    set on an instance is not seen: `await` itself ignores it."""
+    if issubclass(cls, _never_awaitable):
+        return True
+    return (
+        cls.__getattribute__ is object.__getattribute__
+        and getattr(cls, "__getattr__", None) is None
+        and not issubclass(cls, GeneratorType)
     )
 
 
@@ -420,13 +425,18 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 elif type(value) is list and all(
                     not is_awaitable(item) and _is_known_object(object_type, item) for item in value
                 ):
-                    return self._complete_objects(
+                    result = self._complete_objects(
                         object_type,
                         completion.item_type,
                         step.field_details_list,
                         field_path,
                         value,
                         selection,
+                    )
+                    if type(result) is list:
+                        return result
+                    return self._await_completed(  # an item's error nulls this field
+                        result, field_def.type, step.field_details_list, field_path
                     )
             except Exception as raw_error:
                 self._field_error(raw_error, step, field_path)

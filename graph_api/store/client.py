@@ -13,6 +13,7 @@ import asyncio
 import contextvars
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -122,6 +123,12 @@ class Dynamo:
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
+        # Calls in flight on our transport, per event loop (a semaphore belongs to one): as
+        # many as the pool would run and the transport keeps connections for.
+        self._in_flight = workers
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -138,9 +145,13 @@ class Dynamo:
     async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
         """One DynamoDB operation, its response awaited: on this thread when our transport
         sends it (its network waits awaited, store/greenlets.py), else on the thread pool."""
-        if self.transport is not None:
-            return await greenlets.run(self.call_sync, operation, params, ledger)
         loop = asyncio.get_running_loop()
+        if self.transport is not None:
+            gate = self._gates.get(loop)
+            if gate is None:
+                gate = self._gates[loop] = asyncio.Semaphore(self._in_flight)
+            async with gate:
+                return await greenlets.run(self.call_sync, operation, params, ledger)
         work: Callable[[], Any] = partial(self.call_sync, operation, params, ledger)
         return await loop.run_in_executor(self._executor, work)
 

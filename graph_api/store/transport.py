@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import select
 import socket
+import threading
 import urllib.request
 from collections import deque
 from collections.abc import Iterator
@@ -216,14 +217,35 @@ class Transport:
                 break
             idle.close()
         if sock is None:
-            # Connecting is rare (connections are kept): a thread spares the loop the lookup.
-            sock = (
-                greenlets.wait(asyncio.get_running_loop().run_in_executor(None, self._connect))
-                if awaited
-                else self._connect()
-            )
+            sock = self._connect_awaited() if awaited else self._connect()
         sock.settimeout(0.0 if awaited else self.read_timeout)
         return sock
+
+    def _connect_awaited(self) -> socket.socket:
+        """`_connect` on a thread (connecting is rare: connections are kept; a thread spares
+        the loop the name lookup). A socket connected for a call that gave up meanwhile (its
+        deadline) is closed, not left to the garbage collector."""
+        lock = threading.Lock()
+        connected: list[socket.socket] = []
+        abandoned = False
+
+        def connect() -> None:
+            sock = self._connect()
+            with lock:
+                if abandoned:
+                    sock.close()
+                else:
+                    connected.append(sock)
+
+        try:
+            greenlets.wait(asyncio.get_running_loop().run_in_executor(None, connect))
+        except BaseException:
+            with lock:
+                abandoned = True
+                for sock in connected:
+                    sock.close()
+            raise
+        return connected[0]
 
     def _connect(self) -> socket.socket:
         try:
