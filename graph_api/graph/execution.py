@@ -329,7 +329,9 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 plain = step.plain
                 field_def = step.field_def
                 if step.direct is not None:
-                    result = self._run_direct(step, parent_type, source_value, path)
+                    result = self._run_direct(
+                        step, parent_type, source_value, Path(path, name, typename)
+                    )
                 elif plain is None or field_def is None:
                     result = self.execute_field(
                         parent_type,
@@ -368,13 +370,12 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         return gathered()
 
     def _run_direct(
-        self, step: _Step, parent_type: GraphQLObjectType, source: Any, path: Path | None
+        self, step: _Step, parent_type: GraphQLObjectType, source: Any, field_path: Path
     ) -> Any:
         """A resolver called directly (`_call`), its value completed as a step's is."""
         field_def = step.field_def
         direct = step.direct
         assert field_def is not None and direct is not None
-        field_path = Path(path, step.name, parent_type.name)
         field_details_list = step.field_details_list
         try:
             info = self.build_resolve_info(
@@ -508,17 +509,9 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return self._complete_read(
                 plan, field_def, parent_type, field_details_list, path, result
             )
-        assert direct is not None
-        return_type = field_def.type
-        try:
-            info = self.build_resolve_info(
-                field_def, to_nodes(field_details_list), parent_type, path
-            )
-            result = self._call(direct, field_def, first, field_details_list, source, info)
-            return self._complete_resolved(return_type, field_details_list, info, path, result)
-        except Exception as raw_error:
-            self.handle_field_error(raw_error, return_type, field_details_list, path)
-            return None
+        # A mutation's root field (executed serially): as a step of its own.
+        step = _Step(str(path.key), field_details_list, field_def, None, None, direct)
+        return self._run_direct(step, parent_type, source, path)
 
     def _complete_read(
         self,
