@@ -8,6 +8,7 @@ import contextvars
 import dataclasses
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from support import free_port
 from graph_api.graph.context import Services
 from graph_api.settings import Settings
 from graph_api.store import greenlets
+from graph_api.store import transport as transport_module
 from graph_api.store.client import Dynamo
 from graph_api.store.transport import Transport
 
@@ -416,6 +418,41 @@ def test_calls_waiting_on_the_network_leave_the_loop_free(server_with: Any) -> N
 
     assert [r.status_code for r in asyncio.run(both())] == [200, 200]
     assert answered[0].endswith(b'{"n": 2}')  # the second was answered first
+
+
+def test_calls_started_together_are_all_sent_before_one_reads_its_answer(
+    server_with: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server answers at once and the first call pauses after sending (as a garbage
+    collection or a busy machine pauses it), so its answer is there when it would read:
+    the second request still goes out before the first call finishes, or the two calls,
+    meant to overlap, would run one after the other."""
+    events: list[str] = []
+    send_whole = transport_module._Awaited.sendall
+
+    def sendall(self: Any, data: bytes) -> None:
+        send_whole(self, data)
+        n = "1" if data.endswith(b'{"n": 1}') else "2"
+        events.append(f"sent {n}")
+        if n == "1":
+            time.sleep(0.2)  # the answer arrives meanwhile
+
+    monkeypatch.setattr(transport_module._Awaited, "sendall", sendall)
+    servers = [server_with(ok), server_with(ok)]  # one connection each at a time
+    first, request_1 = send(servers[0].port, body=b'{"n": 1}')
+    second, request_2 = send(servers[1].port, body=b'{"n": 2}')
+
+    async def call(transport: Transport, request: Any, n: str) -> None:
+        await greenlets.run(transport.send, request)
+        events.append(f"done {n}")
+
+    async def both() -> None:
+        await asyncio.gather(call(first, request_1, "1"), call(second, request_2, "2"))
+
+    asyncio.run(both())  # connected now: the calls below start in their order, no connect
+    events.clear()
+    asyncio.run(both())
+    assert events[:2] == ["sent 1", "sent 2"], events
 
 
 def test_a_cancelled_call_closes_its_connection(server_with: Any) -> None:

@@ -78,7 +78,7 @@ class _Awaited:
             try:
                 return self.sock.recv(size)
             except BlockingIOError:  # nothing yet
-                self._ready(writing=False)
+                self.ready(writing=False)
 
     def sendall(self, data: bytes) -> None:
         view = memoryview(data)
@@ -86,9 +86,9 @@ class _Awaited:
             try:
                 view = view[self.sock.send(view) :]
             except BlockingIOError:  # the socket's buffer is full
-                self._ready(writing=True)
+                self.ready(writing=True)
 
-    def _ready(self, *, writing: bool) -> None:
+    def ready(self, *, writing: bool) -> None:
         """Wait until the socket can be read (or written); TimeoutError after the timeout."""
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
@@ -175,6 +175,12 @@ class Transport:
         try:
             io: _Socket = _Awaited(sock, self.read_timeout) if awaited else sock
             io.sendall(message)
+            if isinstance(io, _Awaited):
+                # Read only once the loop has had its turn: every call started with this one
+                # sends its request first. An answer already there (a loopback server, this
+                # thread paused by a collection) would otherwise finish this call before the
+                # next one is even sent, and calls meant to overlap would run one by one.
+                io.ready(writing=False)
             status, headers, body, keep = self._read_response(io, request.method)
         except TimeoutError as error:
             raise ReadTimeoutError(endpoint_url=request.url, error=error) from error
