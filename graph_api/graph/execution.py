@@ -139,6 +139,7 @@ class _Direct(NamedTuple):
     """How to call a resolver function without Strawberry's generic wrapper."""
 
     field: StrawberryField
+    function: Callable[..., Any]  # the resolver's function (what StrawberryResolver calls)
     arguments: tuple[tuple[str, str], ...]  # (GraphQL name, Python name)
     self_source: bool  # a method: the source is `self`
     source_names: tuple[str, ...]  # `root` / `parent` parameters, given the source
@@ -157,6 +158,7 @@ def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
     if (
         isinstance(definition, StrawberryField)
         and resolver is not None
+        and callable(resolver.wrapped_func)
         # Strawberry's own wrapper (a subscription's `resolve` returns the event instead)
         and getattr(field.resolve, "__name__", "") in _STRAWBERRY_WRAPPERS
         and not definition.extensions  # permissions, field extensions
@@ -166,6 +168,7 @@ def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
         names = strawberry_schema.config.name_converter
         plan = _Direct(
             definition,
+            resolver.wrapped_func,
             tuple((names.from_argument(a), a.python_name) for a in definition.arguments),
             resolver.self_parameter is not None,
             tuple(p.name for p in (resolver.root_parameter, resolver.parent_parameter) if p),
@@ -265,6 +268,10 @@ def is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
 
 _UNSEEN = object()
 
+# A Path made as its NamedTuple's `__new__` does, without that function's call: one per
+# field with a resolver and per list item.
+_path = tuple.__new__
+
 
 def _by_type_decides(cls: type) -> bool:
     """Whether every instance of `cls` answers alike: attribute lookup is `object`'s own,
@@ -330,14 +337,14 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 field_def = step.field_def
                 if step.direct is not None:
                     result = self._run_direct(
-                        step, parent_type, source_value, Path(path, name, typename)
+                        step, parent_type, source_value, _path(Path, (path, name, typename))
                     )
                 elif plain is None or field_def is None:
                     result = self.execute_field(
                         parent_type,
                         source_value,
                         step.field_details_list,
-                        Path(path, name, typename),
+                        _path(Path, (path, name, typename)),
                         None,
                     )
                     if result is Undefined:
@@ -346,11 +353,11 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     try:
                         result = getattr(source_value, plain.attribute)
                     except Exception as raw_error:
-                        self._field_error(raw_error, step, Path(path, name, typename))
+                        self._field_error(raw_error, step, _path(Path, (path, name, typename)))
                         result = None
                     else:
                         if type(result) is not step.itself:  # else a leaf's value as it is
-                            field_path = Path(path, name, typename)
+                            field_path = _path(Path, (path, name, typename))
                             result = self._complete_step(step, parent_type, field_path, result)
                 results[name] = result
                 if type(result) not in _COMPLETED and is_awaitable(result):
@@ -600,9 +607,8 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             kwargs[name] = source
         if direct.info_name is not None:
             kwargs[direct.info_name] = self._info_class(_raw_info=info, _field=direct.field)
-        resolver = direct.field.base_resolver
-        assert resolver is not None
-        return resolver(source, **kwargs) if direct.self_source else resolver(**kwargs)
+        function = direct.function
+        return function(source, **kwargs) if direct.self_source else function(**kwargs)
 
     def _complete_plain(
         self, plan: _Plain, field_details_list: Any, path: Path, result: Any
@@ -643,7 +649,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         pending: list[int] = []
         try:
             for index, item in enumerate(items):
-                item_path = path.add_key(index, None)
+                item_path = _path(Path, (path, index, None))  # path.add_key
                 try:
                     value = (
                         self.execute_fields(object_type, item, item_path, selection, None)

@@ -118,7 +118,7 @@ class NodeBase:
         # Not the dataclass __init__ Strawberry writes, which would want every field's
         # value: the scalar fields stay unset and resolve through __getattr__ when selected.
         node = cls.__new__(cls)
-        node.id = strawberry.ID(id_)
+        node.id = id_  # type: ignore[assignment]  # strawberry.ID is a NewType of str
         node.known = known
         node.loaders = loaders
         return node
@@ -135,15 +135,19 @@ class NodeBase:
 
     @classmethod
     def from_entry(cls, id_: str, entry: Mapping[str, Any], loaders: Loaders) -> Self:
-        """The node as an entry of another node's map sees it (a student's class)."""
-        return cls.of(id_, dict(entry), loaders)
+        """The node as an entry of another node's map sees it (a student's class). Nothing
+        writes to `known` (a load replaces it), so a dict entry is shared, not copied."""
+        return cls.of(id_, entry if type(entry) is dict else dict(entry), loaders)
 
     def __getattr__(self, name: str) -> Any:
         # Called only for attributes not set on the node: its scalar GraphQL fields.
         attribute = type(self).attributes.get(name)
+        if isinstance(attribute, str):
+            known = self.known  # `get`, with its common case inline: a field per call
+            return known[attribute] if attribute in known else self.get(attribute)
         if attribute is None:
             raise AttributeError(name)
-        return self.get(attribute) if isinstance(attribute, str) else attribute(self)
+        return attribute(self)
 
     def map_page(
         self,
@@ -236,8 +240,7 @@ def _partial(info: Info, edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
     nodes: list[NodeBase] = [edge.node for edge in edges if TYPE not in edge.node.known]
     if not nodes:
         return []
-    reads = type(nodes[0]).reads
-    wanted = {reads[f.name] for f in prefetch.selected(info, prefetch.NODES) if f.name in reads}
+    wanted = prefetch.reads(info, type(nodes[0]).reads)
     return [n for n in nodes if not wanted <= n.known.keys()]
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Annotated, Any, Generic, TypeVar
 
 import strawberry
@@ -63,14 +62,29 @@ Before = Annotated[
 
 @dataclass(frozen=True, slots=True)
 class CursorOf:
-    """What the cursors of one page are bound to: the field and the range it walks."""
+    """What the cursors of one page are bound to: the field and the range it walks. An
+    edge's position in the range is worked out only when its cursor is selected."""
 
     cursors: Cursors
     field: str
     rng: Range
 
-    def encode(self, key: Mapping[str, str]) -> str:
-        return self.cursors.encode(self.field, self.rng, key)
+    def encode(self, position: Any) -> str:
+        return self.cursors.encode(self.field, self.rng, self.key(position))
+
+    def key(self, position: Any) -> Mapping[str, str]:
+        """A range's edge: its item, whose key (the range index's names) is its position."""
+        return {name: position[name] for name in key_names(self.rng.index)}
+
+
+class EntryCursorOf(CursorOf):
+    """The cursors of a page of a map carried on its owner (a student's classes)."""
+
+    __slots__ = ()
+
+    def key(self, position: Any) -> Mapping[str, str]:
+        """A map's edge: its entry's id, whose position is its `SK` in the range."""
+        return self.rng.at(position).as_item()
 
 
 def _cursor(root: Edge[Any]) -> str:
@@ -87,13 +101,12 @@ class Edge(Generic[T]):
     )
     node: T = strawberry.field(description="The item.")
     page: strawberry.Private[CursorOf]
-    # The item's key, or how to work it out (a map entry's): only a cursor needs it.
-    key: strawberry.Private[Mapping[str, str] | Callable[[], Mapping[str, str]]]
+    # Where `page` places the edge (a range's item, a map entry's id): only a cursor needs it.
+    position: strawberry.Private[Any]
 
     def encoded(self) -> str:
         """This edge's cursor."""
-        key = self.key() if callable(self.key) else self.key
-        return self.page.encode(key)
+        return self.page.encode(self.position)
 
 
 @strawberry.type(
@@ -268,18 +281,17 @@ def from_map(
             ids = [id_ for id_ in ids if rng.at(id_).sk < start[SK]]
         chosen = ids[-count:]
     context = info.context
-    cursor_of = CursorOf(context.cursors, field, rng)
+    cursor_of = EntryCursorOf(context.cursors, field, rng)
     loaders = context.loaders
     edges = [
-        Edge(node=to_node(id_, entries[id_], loaders), page=cursor_of, key=partial(_at, rng, id_))
+        Edge(node=to_node(id_, entries[id_], loaders), page=cursor_of, position=id_)
         for id_ in chosen
     ]
     total = len(entries)
-    return _page(edges, page.forward, len(ids) > count).counted(lambda: total)
-
-
-def _at(rng: Range, id_: str) -> Mapping[str, str]:
-    return rng.at(id_).as_item()
+    more = len(ids) > count
+    return Connection(
+        edges=edges, page_info=_page_info(edges, page.forward, more), count=lambda: total
+    )
 
 
 async def from_range(
@@ -299,19 +311,18 @@ async def from_range(
     # Backward, the Query reads from the end: its first `count` items, in the list's order.
     chosen = items[:count] if page.forward else items[:count][::-1]
     cursor_of = CursorOf(info.context.cursors, field, rng)
-    names = key_names(rng.index)
-    edges = [
-        Edge(node=to_node(item, loaders), page=cursor_of, key={n: item[n] for n in names})
-        for item in chosen
-    ]
+    edges = [Edge(node=to_node(item, loaders), page=cursor_of, position=item) for item in chosen]
     return _page(edges, page.forward, len(items) > count)
 
 
 def _page(edges: list[Edge[T]], forward: bool, more: bool) -> Page[T]:
-    info = PageInfo(
+    return Page(edges, _page_info(edges, forward, more))
+
+
+def _page_info(edges: list[Edge[T]], forward: bool, more: bool) -> PageInfo:
+    return PageInfo(
         has_next_page=more and forward,
         has_previous_page=more and not forward,
         first=edges[0] if edges else None,
         last=edges[-1] if edges else None,
     )
-    return Page(edges, info)

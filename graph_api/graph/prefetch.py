@@ -16,7 +16,7 @@ the Queries alone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
@@ -74,6 +74,21 @@ def selected(info: Info, under: Sequence[str] = ()) -> list[SelectedField]:
             level = [c for field in level if field.name == name for c in _fields(field.selections)]
         memo[key] = level
     return level
+
+
+def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
+    """The item attributes that the fields selected on this connection's nodes read
+    (`attributes`: the node type's field -> attribute), once per operation for each field of
+    the document, as `selected` is."""
+    key = ("reads", *map(id, info._raw_info.field_nodes))
+    memo = info.context.selections
+    wanted: frozenset[str] | None = memo.get(key)
+    if wanted is None:
+        wanted = frozenset(
+            attributes[field.name] for field in selected(info, NODES) if field.name in attributes
+        )
+        memo[key] = wanted
+    return wanted
 
 
 def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:

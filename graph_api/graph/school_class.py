@@ -20,6 +20,8 @@ def _teacher(root: Class) -> Teacher:
     # The class (and every edge to it) copies the teacher's name: no read for `name`.
     known = root.known
     teacher_known = {"name": known["teacherName"]} if "teacherName" in known else {}
+    if "teacherId" in known:  # a class's item and its copies carry it: no `then` to build
+        return Teacher.of(known["teacherId"], teacher_known, root.loaders)
     return then(  # type: ignore[no-any-return]
         root.get("teacherId"),
         lambda teacher_id: Teacher.of(teacher_id, teacher_known, root.loaders),
