@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 from graph_api import __version__
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
-from graph_api.store import greenlets
+from graph_api.store import greenlets, request_serializer
 from graph_api.store.ledger import Call, Ledger
 from graph_api.store.response_parser import DynamoResponseParserFactory
 from graph_api.store.retry import THROTTLE_CODES, RetryBudget
@@ -113,6 +113,7 @@ class Dynamo:
             kwargs.update(endpoint_url=settings.endpoint_url, **LOCAL_CREDENTIALS)
         self.client = _session().client("dynamodb", **kwargs)
         self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
+        request_serializer.install(self.client)
         # A plain-HTTP endpoint (embedded, DynamoDB Local, Alternator): our lean transport.
         # The endpoint botocore resolved: ours, or AWS_ENDPOINT_URL_DYNAMODB's, or AWS's.
         self.transport = Transport.for_endpoint(

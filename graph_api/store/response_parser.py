@@ -55,7 +55,7 @@ def _may_hold_binary(body: bytes) -> bool:
 _JSON: Any = JSONParser
 
 
-def _is_attribute_map(shape: Shape) -> bool:
+def holds_attribute_values(shape: Shape) -> bool:
     """An attribute value, or a map of them (an item, a key)."""
     if isinstance(shape, MapShape):
         return shape.value.name == "AttributeValue"
@@ -88,7 +88,7 @@ class DynamoJSONParser(JSONParser):
     def _parse_shape(self, shape: Shape, node: Any) -> Any:
         attribute_map = self._attribute_maps.get(shape.name)
         if attribute_map is None:
-            attribute_map = self._attribute_maps[shape.name] = _is_attribute_map(shape)
+            attribute_map = self._attribute_maps[shape.name] = holds_attribute_values(shape)
         if attribute_map:
             return node
         return _JSON._parse_shape(self, shape, node)
