@@ -89,6 +89,10 @@ def command(emulator: Path, port: int, db_path: Path | None) -> list[str]:
         storage = ["-dbPath", str(db_path)]
     return [
         "java",
+        # The serial collector: on two cores the default (G1) and its concurrent threads
+        # took a quarter of the emulator's CPU, which the API and the bench's other
+        # processes share (a 30-key BatchGetItem: 3.3-4.0 ms of its CPU, 2.5-2.7 with it).
+        "-XX:+UseSerialGC",
         f"-Djava.library.path={emulator / 'DynamoDBLocal_lib'}",
         "-jar",
         str(emulator / "DynamoDBLocal.jar"),
