@@ -242,6 +242,80 @@ def test_values_and_types_our_schema_lacks_still_answer_as_graphql_core() -> Non
     assert [path for _, path in errors] == [["a", "name"], ["b", "child"], ["c", "kids", 1]]
 
 
+@strawberry.type
+class AsyncHolder:
+    @strawberry.field
+    async def required(self, x: int) -> Leaf:
+        return Leaf(x=x) if x else None  # type: ignore[return-value]  # null: an error
+
+
+@strawberry.type
+class AsyncQuery:
+    """Async resolvers whose values the short path completes once awaited, and a list
+    argument each call gets a copy of."""
+
+    @strawberry.field
+    async def leaf(self, x: int) -> Leaf | None:
+        if x < 0:
+            raise ValueError("negative")
+        return Leaf(x=x) if x else None
+
+    @strawberry.field
+    async def holder(self) -> AsyncHolder | None:
+        return AsyncHolder()
+
+    @strawberry.field
+    async def leaves(self, xs: list[int]) -> list[Leaf | None] | None:
+        return [Leaf(x=x) if x else None for x in xs]
+
+    @strawberry.field
+    async def strict(self, xs: list[int]) -> list[Leaf] | None:
+        return [Leaf(x=x) if x else None for x in xs]  # type: ignore[misc]  # a null: an error
+
+    @strawberry.field
+    async def wrong(self) -> Leaf | None:
+        return "not a leaf"  # type: ignore[return-value]
+
+    @strawberry.field
+    def popped(self, xs: list[int]) -> int:
+        return xs.pop()  # changes its list: the next call must still get the whole one
+
+
+ASYNC_DOCUMENT = """query($xs: [Int!]!) {
+  a: leaf(x: 1) { x } b: leaf(x: 0) { x } c: leaf(x: -1) { x }
+  d: holder { required(x: 0) { x } } d2: holder { required(x: 2) { x } }
+  e: leaves(xs: $xs) { x } f: strict(xs: $xs) { x } g: strict(xs: [1, 2]) { x }
+  h: wrong { x }
+  i: popped(xs: $xs) j: popped(xs: $xs) k: popped(xs: [7, 8]) l: popped(xs: [7, 8])
+}"""
+
+
+def test_async_resolvers_and_list_arguments_answer_as_graphql_core() -> None:
+    answers = []
+    for context in (None, execution.ExecutionContext):
+        schema = strawberry.Schema(query=AsyncQuery, execution_context_class=context)
+        result = asyncio.run(schema.execute(ASYNC_DOCUMENT, variable_values={"xs": [1, 0, 3]}))
+        answers.append((result.data, sorted((e.message, tuple(e.path)) for e in result.errors)))
+    assert answers[0] == answers[1]
+    data, errors = answers[1]
+    assert data == {
+        "a": {"x": 1},
+        "b": None,
+        "c": None,
+        "d": None,
+        "d2": {"required": {"x": 2}},
+        "e": [{"x": 1}, None, {"x": 3}],
+        "f": None,
+        "g": [{"x": 1}, {"x": 2}],
+        "h": None,
+        "i": 3,
+        "j": 3,
+        "k": 8,
+        "l": 8,
+    }
+    assert {path for _, path in errors} == {("c",), ("d", "required"), ("f", 1), ("h", "x")}
+
+
 # -- the test for awaitables, answered by type where the type decides ------------------------
 
 
