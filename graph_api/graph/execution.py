@@ -18,7 +18,7 @@ An object's fields run as steps planned once per selection set of the request
 (`execute_fields`): a plain leaf whose value is its own serialization (a `str` for String)
 is kept as read, with no call at all. Whether a value is awaitable is answered once per
 type where only the type can decide (`is_awaitable`): graphql-core asks each value for
-`__await__`, which for a node meant an AttributeError raised by its `__getattr__`.
+`__await__`, a failed attribute lookup each time.
 
 Anything else (an extension with a `resolve` hook, field extensions or permissions,
 exception handlers, input objects, enums or lists as arguments, subscriptions, an
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import GeneratorType
-from typing import Any, NamedTuple, TypeGuard, TypeVar
+from typing import Any, NamedTuple, TypeGuard
 
 from graphql import (
     GraphQLBoolean,
@@ -54,8 +54,6 @@ from strawberry.execution import optimized_is_awaitable
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.base import StrawberryOptional
 from strawberry.types.field import StrawberryField
-
-T = TypeVar("T")
 
 # Strawberry marks the resolver it gives a field declared without one (`getattr`).
 _DEFAULT_RESOLVER_MARK = "_is_default"
@@ -232,23 +230,10 @@ _COMPLETED = frozenset({dict, list, str, int, float, bool, type(None)})
 _SERIALIZED_AS_ITSELF = ((GraphQLString, str), (GraphQLID, str), (GraphQLBoolean, bool))
 
 
-# Classes whose instances are never awaitable although a `__getattr__` of theirs would be
-# asked for `__await__` (`never_awaitable`), and what is known of each type seen.
-_never_awaitable: tuple[type, ...] = ()
-# None: ask each value. Builtins (whose lookup is their own C code) are never awaitable.
+# What is known of each type seen; None: ask each value. Builtins (whose lookup is their own
+# C code) are never awaitable.
 _BUILTINS = (type(None), bool, int, float, str, bytes, bytearray, list, tuple, dict, set, frozenset)
 _by_type: dict[type, bool | None] = dict.fromkeys(_BUILTINS, False)
-
-
-def never_awaitable(cls: type[T]) -> type[T]:
-    """Declare that `cls`'s `__getattr__` never answers `__await__`: graphql-core's test for
-    awaitables (`hasattr(value, "__await__")`, an AttributeError raised by that
-    `__getattr__` for each value) is then answered once for its whole type."""
-    global _never_awaitable
-    _never_awaitable = (*_never_awaitable, cls)
-    for known in [known for known in _by_type if issubclass(known, cls)]:
-        del _by_type[known]  # asked again, now by type
-    return cls
 
 
 def is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
@@ -256,7 +241,7 @@ def is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
 
     A value is awaitable for `await` by its type alone; graphql-core also asks the instance
     for `__await__`, which only a `__getattr__` could answer differently: a type with none
-    (or one declared `never_awaitable`) is asked once.
+    is asked once.
     """
     known = _by_type.get(type(value), _UNSEEN)
     if known is _UNSEEN:
@@ -276,13 +261,11 @@ _path = tuple.__new__
 def _by_type_decides(cls: type) -> bool:
     """Whether every instance of `cls` answers alike: attribute lookup is `object`'s own,
     with no `__getattr__` of any kind (a proxy's C-level forwarding, a `partialmethod`
-    would answer for the value it wraps), or the class says so (`never_awaitable`). A
-    generator-based coroutine is told by its code's flags, value by value. An `__await__`
-    set on an instance is not seen: `await` itself ignores it."""
-    if issubclass(cls, _never_awaitable):
-        return True
+    would answer for the value it wraps). A generator-based coroutine is told by its code's
+    flags, value by value. An `__await__` set on an instance is not seen: `await` itself
+    ignores it."""
     return (
-        cls.__getattribute__ is object.__getattribute__
+        getattr(cls, "__getattribute__", None) is object.__getattribute__
         and getattr(cls, "__getattr__", None) is None
         and not issubclass(cls, GeneratorType)
     )

@@ -20,7 +20,7 @@ import strawberry
 from strawberry.utils.str_converters import to_camel_case
 
 from graph_api.errors import BadUserInput, NotFound
-from graph_api.graph import execution, paging, prefetch
+from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.model import keys
 from graph_api.model.items import TYPE, Relation
@@ -92,19 +92,18 @@ class Node:
         return strawberry.ID(global_id(self.kind, self.id))  # type: ignore[attr-defined]
 
 
-@execution.never_awaitable  # its __getattr__ answers GraphQL fields only
 class NodeBase:
     """A node: its id, what is known of it, and the request's loaders to read the rest.
 
     Its fields that need neither arguments nor `Info` (`attributes`: Python name → the item
     attribute, or a function of the node) are declared without a resolver, so Strawberry
-    reads them with `getattr`, far cheaper than a resolver call; `__getattr__` answers them
-    from `known`, or with an awaitable that loads the node.
+    reads them with `getattr`, far cheaper than a resolver call: `@node_fields` makes each
+    a property that answers from `known`, or with an awaitable that loads the node.
     """
 
     kind: ClassVar[Kind]
     # Strawberry's is_type_of asks every object it completes for a `strawberry.cast` type:
-    # answered here (never cast), not by `__getattr__` raising AttributeError each time.
+    # answered here (never cast), not by a failed lookup each time.
     __as_strawberry_type__: ClassVar[None] = None
     attributes: ClassVar[Attributes] = {}
     # GraphQL field -> the item attribute it reads (what `with_items` looks for in copies).
@@ -116,7 +115,7 @@ class NodeBase:
     @classmethod
     def of(cls, id_: str, known: dict[str, Any], loaders: Loaders) -> Self:
         # Not the dataclass __init__ Strawberry writes, which would want every field's
-        # value: the scalar fields stay unset and resolve through __getattr__ when selected.
+        # value: the scalar fields stay unset and read `known` through their properties.
         node = cls.__new__(cls)
         node.id = id_  # type: ignore[assignment]  # strawberry.ID is a NewType of str
         node.known = known
@@ -138,16 +137,6 @@ class NodeBase:
         """The node as an entry of another node's map sees it (a student's class). Nothing
         writes to `known` (a load replaces it), so a dict entry is shared, not copied."""
         return cls.of(id_, entry if type(entry) is dict else dict(entry), loaders)
-
-    def __getattr__(self, name: str) -> Any:
-        # Called only for attributes not set on the node: its scalar GraphQL fields.
-        attribute = type(self).attributes.get(name)
-        if isinstance(attribute, str):
-            known = self.known  # `get`, with its common case inline: a field per call
-            return known[attribute] if attribute in known else self.get(attribute)
-        if attribute is None:
-            raise AttributeError(name)
-        return attribute(self)
 
     def map_page(
         self,
@@ -210,6 +199,28 @@ class NodeBase:
         if item is None:
             raise NotFound(f"{self.kind.lower()} {self.id} does not exist", id=self.id)
         return item.get(name)
+
+
+N = TypeVar("N", bound=type[NodeBase])
+
+
+def node_fields(cls: N) -> N:
+    """Give a node type its `attributes` as properties: reading one (graphql-core's
+    `getattr`) answers from `known`, or is an awaitable of the attribute that loads the
+    node's item (`get`). Applied over `@strawberry.type`, whose dataclass would take a
+    property declared in the class body for a field's default value."""
+    for name, attribute in cls.attributes.items():
+        read = _reader(attribute) if isinstance(attribute, str) else attribute
+        setattr(cls, name, property(read))
+    return cls
+
+
+def _reader(attribute: str) -> Callable[[NodeBase], Any]:
+    def read(node: NodeBase) -> Any:
+        known = node.known  # `get`, with its common case inline: a field a call
+        return known[attribute] if attribute in known else node.get(attribute)
+
+    return read
 
 
 def with_items(info: Info, connection: Any) -> Any:

@@ -8,7 +8,15 @@ import strawberry
 
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of, then
+from graph_api.graph.nodes import (
+    ID_DESCRIPTION,
+    Attributes,
+    Node,
+    NodeBase,
+    node_fields,
+    reads_of,
+    then,
+)
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
@@ -28,6 +36,7 @@ def _teacher(root: Class) -> Teacher:
     )
 
 
+@node_fields
 @strawberry.type(
     description="A class: a subject taught by one teacher, with its roster of students. Read"
     " by id it is one BatchGetItem per level (100 nodes a call, shared with every node read"
@@ -47,7 +56,7 @@ class Class(NodeBase, Node):
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
-    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    # Fields without a resolver: `attributes` says how their properties (`node_fields`) read.
     subject: str = strawberry.field(
         description="What the class teaches (1-200 characters); copied on students' and"
         " teachers' class entries."

@@ -8,13 +8,14 @@ import strawberry
 
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of
+from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, node_fields, reads_of
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.model import items
 from graph_api.model.keys import Kind
 
 
+@node_fields
 @strawberry.type(
     description="A sport, with its members. Read by id it is one BatchGetItem per level (100"
     " nodes a call, shared with every node read there). Reached through a student's sports"
@@ -33,7 +34,7 @@ class Sport(NodeBase, Node):
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
-    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    # Fields without a resolver: `attributes` says how their properties (`node_fields`) read.
     name: str = strawberry.field(
         description="The sport's name (1-200 characters); copied on its members' entries."
     )

@@ -10,7 +10,15 @@ from graph_api.graph import paging
 from graph_api.graph.access import require_personal_data_reader
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of, then
+from graph_api.graph.nodes import (
+    ID_DESCRIPTION,
+    Attributes,
+    Node,
+    NodeBase,
+    node_fields,
+    reads_of,
+    then,
+)
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP
@@ -30,6 +38,7 @@ def _email(root: Student, info: Info) -> str | None:
     return root.get("email")  # type: ignore[no-any-return]
 
 
+@node_fields
 @strawberry.type(
     description="A student. Its item carries its home, classes and sports: read by id it is"
     " one BatchGetItem per level (100 students a call, shared with every node read there),"
@@ -46,7 +55,7 @@ class Student(NodeBase, Node):
     reads = reads_of(attributes, home=items.HOME, classes=ENROLMENT.field, sports=MEMBERSHIP.field)
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
-    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    # Fields without a resolver: `attributes` says how their properties (`node_fields`) read.
     name: str = strawberry.field(
         description="The student's name (1-200 characters); copied on rosters, so free there."
     )

@@ -9,7 +9,15 @@ import strawberry
 
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, reads_of, with_items
+from graph_api.graph.nodes import (
+    ID_DESCRIPTION,
+    Attributes,
+    Node,
+    NodeBase,
+    node_fields,
+    reads_of,
+    with_items,
+)
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.model.items import TEACHING
 from graph_api.model.keys import Kind
@@ -18,6 +26,7 @@ if TYPE_CHECKING:
     from graph_api.graph.school_class import Class
 
 
+@node_fields
 @strawberry.type(
     description="A teacher. Its item carries the classes it teaches: read by id it is one"
     " BatchGetItem per level (100 nodes a call, shared with every node read there), and"
@@ -31,7 +40,7 @@ class Teacher(NodeBase, Node):
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 
-    # Fields without a resolver: `attributes` says how NodeBase.__getattr__ answers them.
+    # Fields without a resolver: `attributes` says how their properties (`node_fields`) read.
     name: str = strawberry.field(
         description="The teacher's name (1-200 characters); copied on its classes, so free"
         " under `Class.teacher`."
