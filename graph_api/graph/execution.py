@@ -190,13 +190,13 @@ class _Step:
     """One field of a selection set, as `execute_fields` runs it."""
 
     __slots__ = (
+        "attribute",
         "completion",
         "direct",
         "field_def",
         "field_details_list",
         "itself",
         "name",
-        "plain",
         "selection",
     )
 
@@ -212,7 +212,8 @@ class _Step:
         self.name = name  # the response key
         self.field_details_list = field_details_list
         self.field_def = field_def  # None: not a field of the type, left out of the answer
-        self.plain = plain  # None: the field takes `execute_field`
+        # What a plain field reads; None: a direct call (`direct`), else `execute_field`.
+        self.attribute = plain.attribute if plain and field_def else None
         # A plain leaf whose values of this exact type are their own serialization (a `str`
         # for String and ID, a `bool` for Boolean): read and kept as they are.
         self.itself = itself
@@ -316,13 +317,22 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         try:
             for step in steps:
                 name = step.name
-                plain = step.plain
-                field_def = step.field_def
-                if step.direct is not None:
+                attribute = step.attribute
+                if attribute is not None:  # a plain field: most of them
+                    try:
+                        result = getattr(source_value, attribute)
+                    except Exception as raw_error:
+                        self._field_error(raw_error, step, _path(Path, (path, name, typename)))
+                        result = None
+                    else:
+                        if type(result) is not step.itself:  # else a leaf's value as it is
+                            field_path = _path(Path, (path, name, typename))
+                            result = self._complete_step(step, parent_type, field_path, result)
+                elif step.direct is not None:
                     result = self._run_direct(
                         step, parent_type, source_value, _path(Path, (path, name, typename))
                     )
-                elif plain is None or field_def is None:
+                else:
                     result = self.execute_field(
                         parent_type,
                         source_value,
@@ -332,16 +342,6 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     )
                     if result is Undefined:
                         continue
-                else:
-                    try:
-                        result = getattr(source_value, plain.attribute)
-                    except Exception as raw_error:
-                        self._field_error(raw_error, step, _path(Path, (path, name, typename)))
-                        result = None
-                    else:
-                        if type(result) is not step.itself:  # else a leaf's value as it is
-                            field_path = _path(Path, (path, name, typename))
-                            result = self._complete_step(step, parent_type, field_path, result)
                 results[name] = result
                 if type(result) not in _COMPLETED and is_awaitable(result):
                     awaitable_fields.append(name)
