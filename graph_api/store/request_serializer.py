@@ -11,8 +11,10 @@ the walk, 45 µs (nearly all of it `json.dumps`).
 an attribute value, a map of them or a list of such maps as given, so the body is the same
 `json.dumps` of an equal dict: the same bytes. A binary value (`B`, `BS`: bytes that
 botocore writes as base64) is not JSON as given; a request holding one is serialized by
-botocore's walk, whole. tests/test_request_serializer.py compares the two on every
-operation we send.
+botocore's walk, whole. What is taken as given is not checked either: a value it would
+refuse (an unknown tag) or convert (a `B` given as text) goes out as it is; the codec writes
+neither, and keys read back from DynamoDB hold bytes where they hold binary.
+tests/test_request_serializer.py compares the two on every operation we send.
 
 botocore has no component for its serializer (as it has `response_parser_factory` for its
 parser): `install` sets the client's, when it is botocore's plain `JSONSerializer` (without
