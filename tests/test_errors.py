@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import botocore.exceptions
@@ -119,13 +120,23 @@ def client_error(code: str, operation: str) -> botocore.exceptions.ClientError:
     return botocore.exceptions.ClientError({"Error": {"Code": code, "Message": "inner"}}, operation)
 
 
-def fail_operation(
-    monkeypatch: pytest.MonkeyPatch, services: Services, method: str, error: Exception
-) -> None:
-    def raise_(**_: Any) -> Any:
-        raise error
+@pytest.fixture
+def fail_operation(services: Services) -> Iterator[Callable[[str, Exception], None]]:
+    """`fail(operation, error)`: every call of the operation raises `error` where botocore's
+    `before-send` event is emitted, on boto3's path and on the direct one alike."""
+    events = services.dynamo.client.meta.events
+    registered: list[tuple[str, Callable[..., Any]]] = []
 
-    monkeypatch.setattr(services.dynamo.client, method, raise_)
+    def fail(operation: str, error: Exception) -> None:
+        def raise_(**_: Any) -> Any:
+            raise error
+
+        events.register(f"before-send.dynamodb.{operation}", raise_)
+        registered.append((f"before-send.dynamodb.{operation}", raise_))
+
+    yield fail
+    for event, handler in registered:
+        events.unregister(event, handler)
 
 
 SIBLINGS = (
@@ -139,10 +150,10 @@ def test_throttled_query_is_unavailable_on_its_field_only(
     gql: Gql,
     services: Services,
     demo_items: list[Any],
-    monkeypatch: pytest.MonkeyPatch,
+    fail_operation: Callable[[str, Exception], None],
     code: str,
 ) -> None:
-    fail_operation(monkeypatch, services, "query", client_error(code, "Query"))
+    fail_operation("Query", client_error(code, "Query"))
     result = gql(SIBLINGS)
     name = next(i["name"] for i in demo_items if i["type"] == "student" and i["id"] == "stu-0001")
     assert result.data == {"a": None, "b": {"name": name}}
@@ -154,20 +165,20 @@ def test_throttled_query_is_unavailable_on_its_field_only(
 
 
 def test_unreachable_dynamodb_is_unavailable(
-    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+    gql: Gql, services: Services, fail_operation: Callable[[str, Exception], None]
 ) -> None:
     error = botocore.exceptions.EndpointConnectionError(endpoint_url="http://nowhere")
-    fail_operation(monkeypatch, services, "query", error)
+    fail_operation("Query", error)
     result = gql(SIBLINGS)
     assert result.codes == ["UNAVAILABLE"]
     assert result.data["b"] is not None
 
 
 def test_throttled_batch_get_is_unavailable_while_a_query_sibling_answers(
-    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+    gql: Gql, services: Services, fail_operation: Callable[[str, Exception], None]
 ) -> None:
     error = client_error("ProvisionedThroughputExceededException", "BatchGetItem")
-    fail_operation(monkeypatch, services, "batch_get_item", error)
+    fail_operation("BatchGetItem", error)
     result = gql('{ student(id: "stu-0001") { id } sports(first: 2) { edges { cursor } } }')
     assert result.data["student"] is None
     assert len(result.data["sports"]["edges"]) == 2
@@ -176,9 +187,9 @@ def test_throttled_batch_get_is_unavailable_while_a_query_sibling_answers(
 
 
 def test_other_dynamodb_error_is_masked_as_internal(
-    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+    gql: Gql, services: Services, fail_operation: Callable[[str, Exception], None]
 ) -> None:
-    fail_operation(monkeypatch, services, "query", client_error("ValidationException", "Query"))
+    fail_operation("Query", client_error("ValidationException", "Query"))
     result = gql(SIBLINGS)
     assert result.codes == ["INTERNAL_SERVER_ERROR"]
     assert "inner" not in json.dumps(result.errors)
@@ -186,11 +197,11 @@ def test_other_dynamodb_error_is_masked_as_internal(
 
 
 def test_throttled_root_connection_nulls_only_itself(
-    gql: Gql, services: Services, monkeypatch: pytest.MonkeyPatch
+    gql: Gql, services: Services, fail_operation: Callable[[str, Exception], None]
 ) -> None:
     # Connections are nullable (issue 14): the failed one is null, its siblings answer.
     error = client_error("ProvisionedThroughputExceededException", "Query")
-    fail_operation(monkeypatch, services, "query", error)
+    fail_operation("Query", error)
     result = gql('{ student(id: "stu-0001") { id } teachers(first: 1) { edges { cursor } } }')
     assert result.codes == ["UNAVAILABLE"]
     assert result.errors[0]["path"] == ["teachers"]

@@ -28,6 +28,7 @@ from graph_api import __version__
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
 from graph_api.store import greenlets, request_serializer
+from graph_api.store.direct import DirectCalls
 from graph_api.store.ledger import Call, Ledger
 from graph_api.store.response_parser import DynamoResponseParserFactory
 from graph_api.store.retry import THROTTLE_CODES, RetryBudget
@@ -121,6 +122,8 @@ class Dynamo:
         )
         if self.transport is not None:
             self.transport.install(self.client)
+        # On that transport, reads skip botocore's per-call pipeline (store/direct.py).
+        self.direct = DirectCalls.for_client(self.client, self.transport, USER_AGENT)
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
@@ -159,12 +162,14 @@ class Dynamo:
     def call_sync(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
         if operation in _DATA_OPERATIONS:
             params = {"ReturnConsumedCapacity": "TOTAL", **params}
-        method = getattr(self.client, _snake(operation))
         token = _active_ledger.set(ledger)
         started = time.perf_counter()
         response: Any = None
         try:
-            response = method(**params)
+            if self.direct is not None:
+                response = self.direct.call(operation, params)
+            if response is None:  # not a direct call: boto3's own path
+                response = getattr(self.client, _snake(operation))(**params)
             return response
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code", "")

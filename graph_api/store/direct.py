@@ -1,0 +1,189 @@
+"""The API's reads sent straight to our transport: botocore's events, parser and errors,
+without its per-call request pipeline.
+
+A Query through `client.query(...)` costs about 335 µs of client CPU on this machine, for a
+request whose shape never changes: POST `/`, a JSON body, five headers. Most of that is
+botocore's generic pipeline run anew on every call: endpoint rules evaluated, the request
+built twice through `email.message`-based header maps, signed by the same route, event
+hooks for retries, user agents and checksums that a one-attempt DynamoDB read never uses.
+A GraphQL request sends up to a handful of reads (Q3 of `make bench`: seven), one after the
+other on the event loop's thread.
+
+`DirectCalls.call` sends `GetItem`, `BatchGetItem` and `Query` on an endpoint our transport
+serves (plain HTTP: the embedded backend, DynamoDB Local, Alternator) with what the client
+already has: its credentials (refreshed as botocore refreshes them), region, user agent and
+response parser (`response_parser.py`). It keeps what callers and tools observe of a call:
+
+- the events `before-parameter-build`, `before-call`, `before-send`, `before-parse` and
+  `after-call` of the operation, with botocore's arguments, so handlers still count
+  attempts, answer a request instead of the network (moto's stubs, the fault tests), time
+  calls or edit what was parsed;
+- the parsed response, `ResponseMetadata` included, and on an HTTP error botocore's own
+  `ClientError` subclass with the same fields (`client.exceptions.from_code`).
+
+It signs with `signing.Signer` (botocore's SigV4, checked against it in tests). Writes, and
+every operation on other endpoints, keep boto3's full path: they are rarer, and some rely on
+botocore's hooks (a transaction's idempotency token when none is given). A request that is
+not plain JSON (a binary attribute) is left to boto3 too: `call` returns None before
+anything is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
+from botocore.hooks import first_non_none_response
+from botocore.model import OperationModel
+
+from graph_api.store.signing import Signer, timestamp
+from graph_api.store.transport import Transport
+
+OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query"})
+SERVICE_ID = "dynamodb"  # in event names: botocore's hyphenized service id
+
+
+class DirectCalls:
+    """`GetItem`, `BatchGetItem` and `Query` of one boto3 client, sent through `transport`."""
+
+    def __init__(self, client: Any, transport: Transport, user_agent: str) -> None:
+        meta = client.meta
+        self.client = client
+        self.transport = transport
+        self._events = meta.events
+        self._service = meta.service_model
+        self._credentials = client._request_signer._credentials  # botocore's, refreshable
+        self._parser = client._endpoint._response_parser_factory.create_parser("json")
+        self._endpoint = client._endpoint
+        self._signer = Signer(meta.region_name, self._service.signing_name)
+        self._url = transport.endpoint_url.rstrip("/") + "/"
+        metadata = self._service.metadata
+        self._target = metadata["targetPrefix"]
+        self._content_type = f"application/x-amz-json-{metadata['jsonVersion']}"
+        self._user_agent = user_agent
+        self._models: dict[str, OperationModel] = {}
+
+    @classmethod
+    def for_client(
+        cls, client: Any, transport: Transport | None, user_agent: str
+    ) -> DirectCalls | None:
+        """Direct calls for `client`, when our transport serves its endpoint at `/` and it
+        signs with credentials; None otherwise (boto3 sends everything)."""
+        if transport is None or client._request_signer._credentials is None:
+            return None
+        if urlsplit(transport.endpoint_url).path not in ("", "/"):
+            return None
+        return cls(client, transport, user_agent)
+
+    def _model(self, operation: str) -> OperationModel:
+        model = self._models.get(operation)
+        if model is None:
+            model = self._models[operation] = self._service.operation_model(operation)
+        return model
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The operation's parsed response, as `client.<operation>(**params)` returns it;
+        None, with nothing sent, when this path does not send it (the caller uses boto3)."""
+        if operation not in OPERATIONS:
+            return None
+        try:
+            body = orjson.dumps(params)
+        except TypeError:  # bytes (a binary attribute): botocore writes them as base64
+            return None
+        model = self._model(operation)
+        events = self._events
+        context: dict[str, Any] = {"client_region": self.client.meta.region_name}
+        events.emit(
+            f"before-parameter-build.{SERVICE_ID}.{operation}",
+            params=params,
+            model=model,
+            context=context,
+        )
+        headers = {
+            "X-Amz-Target": f"{self._target}.{operation}",
+            "Content-Type": self._content_type,
+            "User-Agent": self._user_agent,
+        }
+        request_dict = {
+            "url_path": "/",
+            "query_string": "",
+            "method": "POST",
+            "headers": headers,
+            "body": body,
+            "url": self._url,
+            "context": context,
+        }
+        _, answered = events.emit_until_response(
+            f"before-call.{SERVICE_ID}.{operation}",
+            model=model,
+            params=request_dict,
+            request_signer=self.client._request_signer,
+            context=context,
+        )
+        if answered is not None:  # a handler answered for the network (a stub)
+            http, parsed = answered
+        else:
+            http, parsed = self._send(operation, model, request_dict, context)
+        events.emit(
+            f"after-call.{SERVICE_ID}.{operation}",
+            http_response=http,
+            parsed=parsed,
+            model=model,
+            context=context,
+        )
+        if http.status_code >= 300:
+            code = parsed.get("Error", {}).get("Code")
+            raise self.client.exceptions.from_code(code)(parsed, operation)
+        return parsed  # type: ignore[no-any-return]
+
+    def _send(
+        self,
+        operation: str,
+        model: OperationModel,
+        request_dict: dict[str, Any],
+        context: dict[str, Any],
+    ) -> tuple[AWSResponse, dict[str, Any]]:
+        body: bytes = request_dict["body"]
+        credentials = self._credentials.get_frozen_credentials()
+        # A before-call handler may have added some. botocore prepares requests with a
+        # HeadersDict too (its stubs say HTTPHeaders).
+        headers: Any = HeadersDict(request_dict["headers"])
+        headers["X-Amz-Date"] = amz_date = timestamp()
+        if credentials.token:
+            headers["X-Amz-Security-Token"] = credentials.token
+        headers["Authorization"] = self._signer.authorization(
+            [*headers.items(), ("Host", self.transport.host)],
+            body,
+            access_key=credentials.access_key,
+            secret_key=credentials.secret_key,
+            amz_date=amz_date,
+        )
+        headers["Content-Length"] = str(len(body))
+        request = AWSPreparedRequest("POST", self._url, headers, body, False, context)
+        events = self._events
+        responses = events.emit(f"before-send.{SERVICE_ID}.{operation}", request=request)
+        http = first_non_none_response(responses)
+        if http is None:
+            http = self.transport.send(request)
+        response_dict = {
+            "headers": http.headers,
+            "status_code": http.status_code,
+            "body": http.content,
+            "context": {"operation_name": operation},
+        }
+        customized: dict[str, Any] = {}
+        events.emit(
+            f"before-parse.{SERVICE_ID}.{operation}",
+            operation_model=model,
+            response_dict=response_dict,
+            customized_response_dict=customized,
+        )
+        parsed: dict[str, Any] = self._parser.parse(response_dict, model.output_shape)
+        parsed.update(customized)
+        if "ResponseMetadata" in parsed:  # one attempt, as botocore's endpoint records it
+            parsed["ResponseMetadata"]["RetryAttempts"] = 0
+        if http.status_code >= 300:  # modeled error fields, as botocore's endpoint adds them
+            self._endpoint._add_modeled_error_fields(response_dict, parsed, model, self._parser)
+        return http, parsed
