@@ -9,10 +9,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import orjson
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from support import free_port
@@ -20,7 +22,9 @@ from support import free_port
 from graph_api.graph.context import Services
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
+from graph_api.store.direct import DirectCalls
 from graph_api.store.signing import Signer
+from graph_api.store.transport import Transport
 
 # -- the signature ---------------------------------------------------------------------------
 
@@ -198,17 +202,50 @@ def test_a_read_goes_out_signed_as_botocore_would_sign_it(
 # -- to the caller ---------------------------------------------------------------------------
 
 
+class Pipeline:
+    """Counts the calls that went through botocore's request pipeline (its signer runs on
+    `request-created`, which the direct path does not emit) on a client."""
+
+    def __init__(self, dynamo: Dynamo) -> None:
+        self.calls = 0
+        self.events = dynamo.client.meta.events
+        self.events.register("request-created.dynamodb", self._count)
+
+    def _count(self, **_: Any) -> None:
+        self.calls += 1
+
+    def close(self) -> None:
+        self.events.unregister("request-created.dynamodb", self._count)
+
+
+def outcome(dynamo: Dynamo, operation: str, params: dict[str, Any]) -> tuple[Any, ...]:
+    """What a call gave: its answer or its error, but the request's own id and headers
+    (dates, lengths); a BatchGetItem's items in key order (DynamoDB answers unordered)."""
+    try:
+        answer = dynamo.call_sync(operation, params, None)
+    except ClientError as error:
+        response = {**error.response, "ResponseMetadata": dict(error.response["ResponseMetadata"])}
+        del response["ResponseMetadata"]["RequestId"], response["ResponseMetadata"]["HTTPHeaders"]
+        return ("error", type(error).__name__, str(error), response)
+    metadata = answer["ResponseMetadata"]
+    del metadata["RequestId"], metadata["HTTPHeaders"]
+    for items in answer.get("Responses", {}).values():
+        items.sort(key=lambda item: item["PK"]["S"])
+    return ("answer", answer)
+
+
 def test_answers_and_errors_are_boto3s(services: Services, demo_items: list[Any]) -> None:
     """The same calls through the direct path and through boto3's own: equal answers (but
-    the request id), equal errors."""
+    the request id), equal errors, and only boto3's went through botocore's pipeline."""
     ours = services.dynamo
     assert ours.direct is not None
     boto3_only = Dynamo(services.settings)
     boto3_only.direct = None
+    pipelines = Pipeline(ours), Pipeline(boto3_only)
     table = services.settings.table
     students = [i for i in demo_items if i["type"] == "student"]
     first = students[0]
-    key = {"PK": {"S": first["PK"]}, "SK": {"S": first["SK"]}}
+    key = keys_of(first)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("GetItem", {"TableName": table, "Key": key, "ConsistentRead": True}),
         ("GetItem", {"TableName": table, "Key": {"PK": {"S": "nobody"}, "SK": {"S": "x"}}}),
@@ -222,56 +259,69 @@ def test_answers_and_errors_are_boto3s(services: Services, demo_items: list[Any]
                 "Limit": 2,  # a page that says where the next one starts
             },
         ),
-        (
-            "BatchGetItem",
-            {
-                "RequestItems": {
-                    table: {
-                        "Keys": [{"PK": {"S": s["PK"]}, "SK": {"S": s["SK"]}} for s in students]
-                    }
-                }
-            },
-        ),
+        ("BatchGetItem", {"RequestItems": {table: {"Keys": [keys_of(s) for s in students]}}}),
+        ("GetItem", {"TableName": "no-such-table", "Key": key}),
+        ("Query", {"TableName": table, "KeyConditionExpression": "PK = :missing"}),
+        # A binary value: written as base64 by botocore's serializer on both paths.
+        ("GetItem", {"TableName": table, "Key": {"PK": {"B": b"\x00\xff"}, "SK": {"S": "x"}}}),
     ]
     try:
-        for operation, params in calls:
-            a = ours.call_sync(operation, params, None)
-            b = boto3_only.call_sync(operation, params, None)
-            for answer in (a, b):
-                metadata = answer.pop("ResponseMetadata")
-                assert metadata["HTTPStatusCode"] == 200 and metadata["RetryAttempts"] == 0
-            if operation == "BatchGetItem":  # unordered, as DynamoDB answers it
-                for answer in (a, b):
-                    answer["Responses"][table].sort(key=lambda item: item["PK"]["S"])
-            assert a == b, operation
-        assert "LastEvaluatedKey" in a or operation != "Query"
-
-        errors = []
-        for dynamo in (ours, boto3_only):
-            for operation, params in [
-                ("GetItem", {"TableName": "no-such-table", "Key": key}),
-                ("Query", {"TableName": table, "KeyConditionExpression": "PK = :missing"}),
-            ]:
-                with pytest.raises(ClientError) as caught:
-                    dynamo.call_sync(operation, params, None)
-                error = caught.value
-                errors.append((type(error).__name__, error.operation_name, error.response["Error"]))
-        assert errors[:2] == errors[2:]
-        assert [e[2]["Code"] for e in errors[:2]] == [
-            "ResourceNotFoundException",
-            "ValidationException",
+        outcomes = [
+            (outcome(ours, operation, params), outcome(boto3_only, operation, params))
+            for operation, params in calls
         ]
+        for (a, b), (operation, _) in zip(outcomes, calls, strict=True):
+            assert a == b, operation
+        answers = [a[1] for a, _ in outcomes[:4]]
+        assert answers[0]["Item"]["PK"] == key["PK"] and "Item" not in answers[1]
+        assert len(answers[2]["Items"]) == 2 and "LastEvaluatedKey" in answers[2]
+        assert len(answers[3]["Responses"][table]) == len(students)
+        assert {**answers[0]["ResponseMetadata"]} == {
+            "HTTPStatusCode": 200,
+            "RetryAttempts": 0,
+            "MaxAttemptsReached": True,
+        }
+        refused = [a for a, _ in outcomes[4:6]]
+        assert [r[1] for r in refused] == ["ResourceNotFoundException", "ClientError"]
+        assert refused[1][3]["Error"]["Code"] == "ValidationException"
+        assert "(reached max retries: 0)" in refused[0][2]
+        assert pipelines[0].calls == 0
+        assert pipelines[1].calls == len(calls)
     finally:
+        for pipeline in pipelines:
+            pipeline.close()
         boto3_only.close()
 
 
-def test_writes_and_binary_values_take_boto3s_path(services: Services) -> None:
-    """Only plain-JSON reads go direct: anything else is left to boto3, with nothing sent."""
+def keys_of(item: dict[str, Any]) -> dict[str, Any]:
+    return {"PK": {"S": item["PK"]}, "SK": {"S": item["SK"]}}
+
+
+def test_handlers_still_edit_a_direct_call(services: Services) -> None:
+    """A `before-parameter-build` handler's edit is what is sent, as on boto3's path."""
+    events = services.dynamo.client.meta.events
+
+    def one_only(params: dict[str, Any], **_: Any) -> None:
+        params["Limit"] = 1
+
+    params = {
+        "TableName": services.settings.table,
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": "CLASS#cls-001"}},
+    }
+    assert services.dynamo.call_sync("Query", params, None)["Count"] > 1
+    events.register("before-parameter-build.dynamodb.Query", one_only)
+    try:
+        assert services.dynamo.call_sync("Query", params, None)["Count"] == 1
+    finally:
+        events.unregister("before-parameter-build.dynamodb.Query", one_only)
+
+
+def test_writes_take_boto3s_path(services: Services) -> None:
+    """Only reads go direct: anything else is left to boto3, with nothing sent."""
     direct = services.dynamo.direct
     assert direct is not None
-    table = services.settings.table
-    binary = {"TableName": table, "Key": {"PK": {"B": b"\x00\x01"}, "SK": {"S": "x"}}}
-    write = {"TableName": table, "Item": {"PK": {"S": "x"}, "SK": {"S": "x"}}}
+    write = {"TableName": services.settings.table, "Item": {"PK": {"S": "x"}, "SK": {"S": "x"}}}
     sent: list[str] = []
 
     def count(**_: Any) -> None:
@@ -280,8 +330,31 @@ def test_writes_and_binary_values_take_boto3s_path(services: Services) -> None:
     events = services.dynamo.client.meta.events
     events.register("before-send.dynamodb", count)
     try:
-        assert direct.call("GetItem", binary) is None
         assert direct.call("PutItem", write) is None
+        assert direct.call("TransactWriteItems", {"TransactItems": []}) is None
     finally:
         events.unregister("before-send.dynamodb", count)
     assert sent == []
+
+
+@pytest.mark.parametrize(("attempts", "direct"), [(1, True), (3, False)])
+def test_only_a_client_that_makes_one_attempt_goes_direct(
+    endpoint: str, attempts: int, direct: bool
+) -> None:
+    """Direct calls make one attempt: a client configured for botocore's retries keeps
+    botocore's path, retries included."""
+    client = boto3.session.Session().client(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="eu-west-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+        config=Config(retries={"mode": "standard", "total_max_attempts": attempts}),
+    )
+    transport = Transport.for_endpoint(endpoint, 1, 1, 1)
+    try:
+        assert (DirectCalls.for_client(client, transport, "ua") is not None) is direct
+    finally:
+        client.close()
+        if transport is not None:
+            transport.close()

@@ -82,8 +82,11 @@ def test_tls_and_proxied_endpoints_keep_botocores_transport(
 
 def test_answers_and_errors_are_botocores(services: Services, demo_items: list[Any]) -> None:
     """Every kind of call the API makes, through both transports: the same parsed answers,
-    the same errors."""
-    ours = services.dynamo
+    the same errors. Both clients send reads through botocore's pipeline too (the API's
+    own reads skip it: tests/test_direct.py compares those with this path)."""
+    ours = Dynamo(services.settings)
+    ours.direct = None
+    assert ours.transport is not None
     plain = Dynamo(services.settings)
     assert plain.transport is not None
     plain.transport.close()
@@ -136,6 +139,7 @@ def test_answers_and_errors_are_botocores(services: Services, demo_items: list[A
         assert errors[0][0]["Code"] == "ResourceNotFoundException"
     finally:
         plain.close()
+        ours.close()
 
 
 # -- on a server that misbehaves -------------------------------------------------------------

@@ -14,18 +14,22 @@ serves (plain HTTP: the embedded backend, DynamoDB Local, Alternator) with what 
 already has: its credentials (refreshed as botocore refreshes them), region, user agent and
 response parser (`response_parser.py`). It keeps what callers and tools observe of a call:
 
-- the events `before-parameter-build`, `before-call`, `before-send`, `before-parse` and
-  `after-call` of the operation, with botocore's arguments, so handlers still count
-  attempts, answer a request instead of the network (moto's stubs, the fault tests), time
-  calls or edit what was parsed;
-- the parsed response, `ResponseMetadata` included, and on an HTTP error botocore's own
-  `ClientError` subclass with the same fields (`client.exceptions.from_code`).
+- the events `provide-client-params`, `before-parameter-build`, `before-call`,
+  `before-send`, `before-parse` and `after-call` of the operation, with botocore's
+  arguments, so handlers still edit parameters, count attempts, answer a request instead of
+  the network (moto's stubs, the fault tests), time calls or edit what was parsed;
+- the parsed response, `ResponseMetadata` included (one attempt: `RetryAttempts` 0,
+  `MaxAttemptsReached`), and on an HTTP error botocore's own `ClientError` subclass with the
+  same fields (`client.exceptions.from_code`).
 
-It signs with `signing.Signer` (botocore's SigV4, checked against it in tests). Writes, and
-every operation on other endpoints, keep boto3's full path: they are rarer, and some rely on
-botocore's hooks (a transaction's idempotency token when none is given). A request that is
-not plain JSON (a binary attribute) is left to boto3 too: `call` returns None before
-anything is sent.
+What it leaves out: the `request-created` handlers (botocore's signer, which `signing.Signer`
+replaces, checked against it in tests; the `amz-sdk-invocation-id` and `amz-sdk-request`
+headers, which DynamoDB does not read), `choose-signer` and `before-sign` (nothing of ours
+or of botocore's chooses another signer for DynamoDB), `needs-retry` (the client makes one
+attempt: `for_client` insists) and `response-received`. Header values reach `before-send`
+handlers as text, not bytes. Writes, and every operation on other endpoints, keep boto3's
+whole path: they are rarer, and some rely on botocore's hooks (a transaction's idempotency
+token when none is given).
 """
 
 from __future__ import annotations
@@ -69,10 +73,13 @@ class DirectCalls:
     def for_client(
         cls, client: Any, transport: Transport | None, user_agent: str
     ) -> DirectCalls | None:
-        """Direct calls for `client`, when our transport serves its endpoint at `/` and it
-        signs with credentials; None otherwise (boto3 sends everything)."""
+        """Direct calls for `client`, when our transport serves its endpoint at `/`, it
+        signs with credentials and makes one attempt a call (`client._config`: our retry
+        policy is store/retry.py's); None otherwise (boto3 sends everything)."""
         if transport is None or client._request_signer._credentials is None:
             return None
+        if client.meta.config.retries.get("total_max_attempts") != 1:
+            return None  # botocore would retry: leave it the calls
         if urlsplit(transport.endpoint_url).path not in ("", "/"):
             return None
         return cls(client, transport, user_agent)
@@ -85,22 +92,30 @@ class DirectCalls:
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """The operation's parsed response, as `client.<operation>(**params)` returns it;
-        None, with nothing sent, when this path does not send it (the caller uses boto3)."""
+        None, with nothing sent, for an operation this path does not send."""
         if operation not in OPERATIONS:
-            return None
-        try:
-            body = orjson.dumps(params)
-        except TypeError:  # bytes (a binary attribute): botocore writes them as base64
             return None
         model = self._model(operation)
         events = self._events
         context: dict[str, Any] = {"client_region": self.client.meta.region_name}
+        # As botocore's `_emit_api_params`: a handler may replace or edit the parameters.
+        given = events.emit_until_response(
+            f"provide-client-params.{SERVICE_ID}.{operation}",
+            params=params,
+            model=model,
+            context=context,
+        )[1]
+        params = params if given is None else given
         events.emit(
             f"before-parameter-build.{SERVICE_ID}.{operation}",
             params=params,
             model=model,
             context=context,
         )
+        try:
+            body = orjson.dumps(params)
+        except TypeError:  # bytes (a binary attribute): botocore writes them as base64
+            body = self.client._serializer.serialize_to_request(params, model)["body"]
         headers = {
             "X-Amz-Target": f"{self._target}.{operation}",
             "Content-Type": self._content_type,
@@ -182,8 +197,8 @@ class DirectCalls:
         )
         parsed: dict[str, Any] = self._parser.parse(response_dict, model.output_shape)
         parsed.update(customized)
-        if "ResponseMetadata" in parsed:  # one attempt, as botocore's endpoint records it
-            parsed["ResponseMetadata"]["RetryAttempts"] = 0
+        if "ResponseMetadata" in parsed:  # one attempt, as botocore's retry handler says
+            parsed["ResponseMetadata"].update(RetryAttempts=0, MaxAttemptsReached=True)
         if http.status_code >= 300:  # modeled error fields, as botocore's endpoint adds them
             self._endpoint._add_modeled_error_fields(response_dict, parsed, model, self._parser)
         return http, parsed
