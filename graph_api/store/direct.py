@@ -79,7 +79,7 @@ class DirectCalls:
         if transport is None or client._request_signer._credentials is None:
             return None
         if client.meta.config.retries.get("total_max_attempts") != 1:
-            return None  # botocore would retry: leave it the calls
+            return None  # botocore would retry them: its own path keeps the calls
         if urlsplit(transport.endpoint_url).path not in ("", "/"):
             return None
         return cls(client, transport, user_agent)
