@@ -353,7 +353,7 @@ def test_only_a_client_that_makes_one_attempt_goes_direct(
     )
     transport = Transport.for_endpoint(endpoint, 1, 1, 1)
     try:
-        assert (DirectCalls.for_client(client, transport, "ua") is not None) is direct
+        assert (DirectCalls.for_client(client, transport) is not None) is direct
     finally:
         client.close()
         if transport is not None:

@@ -34,7 +34,7 @@ token when none is given).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
@@ -47,12 +47,28 @@ from graph_api.store.transport import Transport
 
 OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query"})
 SERVICE_ID = "dynamodb"  # in event names: botocore's hyphenized service id
+_EVENTS = (
+    "provide-client-params",
+    "before-parameter-build",
+    "before-call",
+    "before-send",
+    "before-parse",
+    "after-call",
+)
+
+
+class _Operation(NamedTuple):
+    """What every call of one operation shares, worked out on its first call."""
+
+    model: OperationModel
+    target: str  # X-Amz-Target
+    events: dict[str, str]  # botocore's event kind -> its name for this operation
 
 
 class DirectCalls:
     """`GetItem`, `BatchGetItem` and `Query` of one boto3 client, sent through `transport`."""
 
-    def __init__(self, client: Any, transport: Transport, user_agent: str) -> None:
+    def __init__(self, client: Any, transport: Transport) -> None:
         meta = client.meta
         self.client = client
         self.transport = transport
@@ -64,15 +80,13 @@ class DirectCalls:
         self._signer = Signer(meta.region_name, self._service.signing_name)
         self._url = transport.endpoint_url.rstrip("/") + "/"
         metadata = self._service.metadata
-        self._target = metadata["targetPrefix"]
+        self._target_prefix = metadata["targetPrefix"]
         self._content_type = f"application/x-amz-json-{metadata['jsonVersion']}"
-        self._user_agent = user_agent
-        self._models: dict[str, OperationModel] = {}
+        self._user_agent = meta.config.user_agent  # the one the client was given, built once
+        self._operations: dict[str, _Operation] = {}
 
     @classmethod
-    def for_client(
-        cls, client: Any, transport: Transport | None, user_agent: str
-    ) -> DirectCalls | None:
+    def for_client(cls, client: Any, transport: Transport | None) -> DirectCalls | None:
         """Direct calls for `client`, when our transport serves its endpoint at `/`, it
         signs with credentials and makes one attempt a call (`client._config`: our retry
         policy is store/retry.py's); None otherwise (boto3 sends everything)."""
@@ -82,32 +96,36 @@ class DirectCalls:
             return None  # botocore would retry them: its own path keeps the calls
         if urlsplit(transport.endpoint_url).path not in ("", "/"):
             return None
-        return cls(client, transport, user_agent)
+        return cls(client, transport)
 
-    def _model(self, operation: str) -> OperationModel:
-        model = self._models.get(operation)
-        if model is None:
-            model = self._models[operation] = self._service.operation_model(operation)
-        return model
+    def _operation(self, name: str) -> _Operation:
+        known = self._operations.get(name)
+        if known is None:
+            known = self._operations[name] = _Operation(
+                self._service.operation_model(name),
+                f"{self._target_prefix}.{name}",
+                {kind: f"{kind}.{SERVICE_ID}.{name}" for kind in _EVENTS},
+            )
+        return known
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """The operation's parsed response, as `client.<operation>(**params)` returns it;
         None, with nothing sent, for an operation this path does not send."""
         if operation not in OPERATIONS:
             return None
-        model = self._model(operation)
+        model, target, names = self._operation(operation)
         events = self._events
         context: dict[str, Any] = {"client_region": self.client.meta.region_name}
         # As botocore's `_emit_api_params`: a handler may replace or edit the parameters.
         given = events.emit_until_response(
-            f"provide-client-params.{SERVICE_ID}.{operation}",
+            names["provide-client-params"],
             params=params,
             model=model,
             context=context,
         )[1]
         params = params if given is None else given
         events.emit(
-            f"before-parameter-build.{SERVICE_ID}.{operation}",
+            names["before-parameter-build"],
             params=params,
             model=model,
             context=context,
@@ -117,7 +135,7 @@ class DirectCalls:
         except TypeError:  # bytes (a binary attribute): botocore writes them as base64
             body = self.client._serializer.serialize_to_request(params, model)["body"]
         headers = {
-            "X-Amz-Target": f"{self._target}.{operation}",
+            "X-Amz-Target": target,
             "Content-Type": self._content_type,
             "User-Agent": self._user_agent,
         }
@@ -131,7 +149,7 @@ class DirectCalls:
             "context": context,
         }
         _, answered = events.emit_until_response(
-            f"before-call.{SERVICE_ID}.{operation}",
+            names["before-call"],
             model=model,
             params=request_dict,
             request_signer=self.client._request_signer,
@@ -140,9 +158,9 @@ class DirectCalls:
         if answered is not None:  # a handler answered for the network (a stub)
             http, parsed = answered
         else:
-            http, parsed = self._send(operation, model, request_dict, context)
+            http, parsed = self._send(model, names, request_dict, context)
         events.emit(
-            f"after-call.{SERVICE_ID}.{operation}",
+            names["after-call"],
             http_response=http,
             parsed=parsed,
             model=model,
@@ -155,8 +173,8 @@ class DirectCalls:
 
     def _send(
         self,
-        operation: str,
         model: OperationModel,
+        names: dict[str, str],
         request_dict: dict[str, Any],
         context: dict[str, Any],
     ) -> tuple[AWSResponse, dict[str, Any]]:
@@ -178,7 +196,7 @@ class DirectCalls:
         headers["Content-Length"] = str(len(body))
         request = AWSPreparedRequest("POST", self._url, headers, body, False, context)
         events = self._events
-        responses = events.emit(f"before-send.{SERVICE_ID}.{operation}", request=request)
+        responses = events.emit(names["before-send"], request=request)
         http = first_non_none_response(responses)
         if http is None:
             http = self.transport.send(request)
@@ -186,11 +204,11 @@ class DirectCalls:
             "headers": http.headers,
             "status_code": http.status_code,
             "body": http.content,
-            "context": {"operation_name": operation},
+            "context": {"operation_name": model.name},
         }
         customized: dict[str, Any] = {}
         events.emit(
-            f"before-parse.{SERVICE_ID}.{operation}",
+            names["before-parse"],
             operation_model=model,
             response_dict=response_dict,
             customized_response_dict=customized,

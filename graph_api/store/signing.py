@@ -25,9 +25,9 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 _UNSIGNED = frozenset(SIGNED_HEADERS_BLACKLIST)
 
 
-def timestamp(now: datetime | None = None) -> str:
-    """`X-Amz-Date`: the time in UTC as SigV4 writes it (botocore's `SIGV4_TIMESTAMP`)."""
-    return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+def timestamp() -> str:
+    """`X-Amz-Date`: now, in UTC, as SigV4 writes it (botocore's `SIGV4_TIMESTAMP`)."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 class Signer:
@@ -56,10 +56,9 @@ class Signer:
         access_key: str,
         secret_key: str,
         amz_date: str,
-        path: str = "/",
     ) -> str:
-        """The `Authorization` header of a POST to `path` with these headers (`Host` and
-        `X-Amz-Date` among them) and this body."""
+        """The `Authorization` header of a POST to the endpoint's `/` with these headers
+        (`Host` and `X-Amz-Date` among them) and this body."""
         signed: dict[str, list[str]] = {}
         for name, value in headers:
             lower = name.lower()
@@ -71,7 +70,7 @@ class Signer:
         canonical = "\n".join(
             (
                 "POST",
-                path,
+                "/",
                 "",  # no query string
                 canonical_headers,
                 signed_headers,
