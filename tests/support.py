@@ -1230,3 +1230,112 @@ def running_redis(folder: Path) -> Iterator[RedisServer]:
         if server.process is not None and server.process.poll() is None:
             server.resume()
         server.kill()
+
+
+# -- faults injected into a client's calls, through botocore's events ----------------------------
+
+
+@dataclasses.dataclass
+class Faults:
+    """Injects faults into one client's calls; every injection is undone after the test."""
+
+    dynamo: Dynamo
+    sent: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    _handlers: list[tuple[str, Callable[..., Any]]] = dataclasses.field(default_factory=list)
+
+    def _register(self, event: str, handler: Callable[..., Any]) -> None:
+        self.dynamo.client.meta.events.register(event, handler)
+        self._handlers.append((event, handler))
+
+    def fail(self, operation: str | None, times: int | None, make: Callable[[], Any]) -> None:
+        """The next `times` attempts of `operation` (every operation, if None; every attempt,
+        if `times` is None) fail with `make()`."""
+        left = [times]
+
+        def handler(request: Any, **_: Any) -> Any:
+            self.sent.append(json.loads(request.body or b"{}"))
+            if left[0] is not None:
+                if left[0] <= 0:
+                    return None
+                left[0] -= 1
+            result = make()
+            if isinstance(result, Exception):
+                raise result
+            return result
+
+        self._register("before-send.dynamodb" + (f".{operation}" if operation else ""), handler)
+
+    def edit(self, operation: str, times: int, change: Callable[[dict[str, Any]], None]) -> None:
+        left = [times]
+
+        def handler(parsed: dict[str, Any], **_: Any) -> None:
+            if left[0] > 0 and "Error" not in parsed:
+                left[0] -= 1
+                change(parsed)
+
+        self._register(f"after-call.dynamodb.{operation}", handler)
+
+    def undo(self) -> None:
+        for event, handler in self._handlers:
+            self.dynamo.client.meta.events.unregister(event, handler)
+
+
+# -- an HTTP server that misbehaves as a test asks --------------------------------------------
+
+
+Reply = Callable[[socket.socket, bytes], bool]  # answers one request; False: close after
+
+
+class HTTPServer:
+    """A one-thread HTTP server on a free loopback port that records each request (head and
+    body, as sent) and answers it with `reply`."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.port = free_port()
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.connections = 0
+        self.closed = 0
+        self.requests: list[bytes] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                while True:
+                    request = read_request(conn)
+                    if request is None:
+                        break
+                    self.requests.append(request)
+                    if not self.reply(conn, request):
+                        break
+            self.closed += 1
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def read_request(conn: socket.socket) -> bytes | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(
+        next(
+            line.split(b":")[1]
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body

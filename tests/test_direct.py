@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
-from support import free_port
+from support import HTTPServer
 
 from graph_api.graph.context import Services
 from graph_api.settings import Settings
@@ -110,47 +109,27 @@ def test_a_new_day_or_new_credentials_sign_with_a_new_key(monkeypatch: pytest.Mo
 # -- on the wire -----------------------------------------------------------------------------
 
 
-class OneAnswer:
-    """An HTTP server that records each request and answers it with `answer`."""
+ANSWER = b'{"Count":0,"Items":[],"ScannedCount":0}'
 
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
-        self.port = free_port()
-        self.listener = socket.create_server(("127.0.0.1", self.port))
-        self.requests: list[tuple[dict[str, str], bytes]] = []
-        threading.Thread(target=self._serve, daemon=True).start()
 
-    def _serve(self) -> None:
-        try:
-            conn, _ = self.listener.accept()
-        except OSError:
-            return
-        with conn:
-            data = b""
-            while True:
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, data = data.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")[1:]
-                headers = {k.strip(): v.strip() for k, _, v in (x.partition(":") for x in lines)}
-                length = int(headers["Content-Length"])
-                while len(data) < length:
-                    data += conn.recv(65536)
-                body, data = data[:length], data[length:]
-                self.requests.append((headers, body))
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\n"
-                    b"x-amzn-RequestId: r1\r\nContent-Length: %d\r\n\r\n%s"
-                    % (len(self.answer), self.answer)
-                )
+def answer_empty(conn: socket.socket, _: bytes) -> bool:
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\n"
+        b"x-amzn-RequestId: r1\r\nContent-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER)
+    )
+    return True
+
+
+def received(raw: bytes) -> tuple[dict[str, str], bytes]:
+    """A recorded request's headers and body."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines)}, body
 
 
 @pytest.fixture
-def recorded() -> Iterator[tuple[OneAnswer, Dynamo]]:
-    server = OneAnswer(b'{"Count":0,"Items":[],"ScannedCount":0}')
+def recorded() -> Iterator[tuple[HTTPServer, Dynamo]]:
+    server = HTTPServer(answer_empty)
     dynamo = Dynamo(
         Settings(
             backend="remote",
@@ -161,11 +140,11 @@ def recorded() -> Iterator[tuple[OneAnswer, Dynamo]]:
     )
     yield server, dynamo
     dynamo.close()
-    server.listener.close()
+    server.close()
 
 
 def test_a_read_goes_out_signed_as_botocore_would_sign_it(
-    recorded: tuple[OneAnswer, Dynamo], monkeypatch: pytest.MonkeyPatch
+    recorded: tuple[HTTPServer, Dynamo], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server that checks signatures (AWS) would accept the request: signing what arrived
     with botocore, at the request's own X-Amz-Date, gives the Authorization it carries."""
@@ -179,7 +158,8 @@ def test_a_read_goes_out_signed_as_botocore_would_sign_it(
     }
     answer = dynamo.call_sync("Query", params, None)
     assert answer["Items"] == [] and answer["ResponseMetadata"]["RequestId"] == "r1"
-    [(headers, body)] = server.requests
+    [raw] = server.requests
+    headers, body = received(raw)
     assert headers["X-Amz-Target"] == "DynamoDB_20120810.Query"
     assert headers["Content-Type"] == "application/x-amz-json-1.0"
     assert orjson.loads(body) == {**params, "ReturnConsumedCapacity": "TOTAL"}

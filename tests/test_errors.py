@@ -9,6 +9,7 @@ import botocore.exceptions
 import pytest
 from starlette.testclient import TestClient
 from support import (
+    Faults,
     Gql,
     create_class,
     create_sport,
@@ -124,19 +125,9 @@ def client_error(code: str, operation: str) -> botocore.exceptions.ClientError:
 def fail_operation(services: Services) -> Iterator[Callable[[str, Exception], None]]:
     """`fail(operation, error)`: every call of the operation raises `error` where botocore's
     `before-send` event is emitted, on boto3's path and on the direct one alike."""
-    events = services.dynamo.client.meta.events
-    registered: list[tuple[str, Callable[..., Any]]] = []
-
-    def fail(operation: str, error: Exception) -> None:
-        def raise_(**_: Any) -> Any:
-            raise error
-
-        events.register(f"before-send.dynamodb.{operation}", raise_)
-        registered.append((f"before-send.dynamodb.{operation}", raise_))
-
-    yield fail
-    for event, handler in registered:
-        events.unregister(event, handler)
+    faults = Faults(services.dynamo)
+    yield lambda operation, error: faults.fail(operation, None, lambda: error)
+    faults.undo()
 
 
 SIBLINGS = (

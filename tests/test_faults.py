@@ -22,14 +22,13 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
-from support import Result, execute, make_settings, scan
+from support import Faults, Result, execute, make_settings, scan
 
 from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
 from graph_api.ops import demo
 from graph_api.ops.check import check_table
 from graph_api.store import admin, retry
-from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.transactions import Stale
 from graph_api.writes import memberships
@@ -51,51 +50,6 @@ def error_response(code: str, message: str = "injected", **extra: Any) -> AWSRes
         {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
     )
     return AWSResponse("http://injected", 400, {"Content-Type": JSON}, _Body(body.encode()))
-
-
-@dataclasses.dataclass
-class Faults:
-    """Injects faults into one client's calls; every injection is undone after the test."""
-
-    dynamo: Dynamo
-    sent: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    _handlers: list[tuple[str, Callable[..., Any]]] = dataclasses.field(default_factory=list)
-
-    def _register(self, event: str, handler: Callable[..., Any]) -> None:
-        self.dynamo.client.meta.events.register(event, handler)
-        self._handlers.append((event, handler))
-
-    def fail(self, operation: str | None, times: int | None, make: Callable[[], Any]) -> None:
-        """The next `times` attempts of `operation` (every operation, if None; every attempt,
-        if `times` is None) fail with `make()`."""
-        left = [times]
-
-        def handler(request: Any, **_: Any) -> Any:
-            self.sent.append(json.loads(request.body or b"{}"))
-            if left[0] is not None:
-                if left[0] <= 0:
-                    return None
-                left[0] -= 1
-            result = make()
-            if isinstance(result, Exception):
-                raise result
-            return result
-
-        self._register("before-send.dynamodb" + (f".{operation}" if operation else ""), handler)
-
-    def edit(self, operation: str, times: int, change: Callable[[dict[str, Any]], None]) -> None:
-        left = [times]
-
-        def handler(parsed: dict[str, Any], **_: Any) -> None:
-            if left[0] > 0 and "Error" not in parsed:
-                left[0] -= 1
-                change(parsed)
-
-        self._register(f"after-call.dynamodb.{operation}", handler)
-
-    def undo(self) -> None:
-        for event, handler in self._handlers:
-            self.dynamo.client.meta.events.unregister(event, handler)
 
 
 def throttle() -> AWSResponse:

@@ -21,7 +21,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.httpsession import URLLib3Session
-from support import free_port
+from support import HTTPServer, Reply, free_port
 
 from graph_api.graph.context import Services
 from graph_api.settings import Settings
@@ -144,63 +144,6 @@ def test_answers_and_errors_are_botocores(services: Services, demo_items: list[A
 
 # -- on a server that misbehaves -------------------------------------------------------------
 
-Reply = Callable[[socket.socket, bytes], bool]  # answers one request; False: close after
-
-
-class Server:
-    """A one-thread HTTP server that answers each request with `reply`."""
-
-    def __init__(self, reply: Reply) -> None:
-        self.reply = reply
-        self.port = free_port()
-        self.listener = socket.create_server(("127.0.0.1", self.port))
-        self.connections = 0
-        self.closed = 0
-        self.requests: list[bytes] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                while True:
-                    request = _read_request(conn)
-                    if request is None:
-                        break
-                    self.requests.append(request)
-                    if not self.reply(conn, request):
-                        break
-            self.closed += 1
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def _read_request(conn: socket.socket) -> bytes | None:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(
-        next(
-            line.split(b":")[1]
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length")
-        )
-    )
-    while len(body) < length:
-        body += conn.recv(65536)
-    return head + b"\r\n\r\n" + body
-
-
 Send = Callable[[Transport, Any], Any]
 
 
@@ -214,11 +157,11 @@ def sending(request: pytest.FixtureRequest) -> Send:
 
 
 @pytest.fixture
-def server_with() -> Iterator[Callable[[Reply], Server]]:
-    servers: list[Server] = []
+def server_with() -> Iterator[Callable[[Reply], HTTPServer]]:
+    servers: list[HTTPServer] = []
 
-    def start(reply: Reply) -> Server:
-        servers.append(Server(reply))
+    def start(reply: Reply) -> HTTPServer:
+        servers.append(HTTPServer(reply))
         return servers[-1]
 
     yield start
