@@ -21,7 +21,7 @@ from graphql.pyutils import is_awaitable as graphql_is_awaitable
 from support import seed
 from test_request_counts import Shapes, render, targets
 
-from graph_api.graph import execution
+from graph_api.graph import execution, runners
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.graph.school_class import Class
@@ -422,3 +422,43 @@ def test_an_items_late_error_nulls_its_list_not_the_parent() -> None:
         {"parent": {"other": "o", "items": None}},
         [("bad item", ["parent", "items", 1, "v"])],
     )
+
+
+def test_a_shape_switched_by_variables_answers_alike_each_time(
+    services: Services, demo_items: list[Item]
+) -> None:
+    """One document whose @include and @skip depend on its variables: each request's
+    selection sets differ, and each gets the function written for its own shape."""
+    student = targets(demo_items)["students"][0]
+    query = """query($id: ID!, $more: Boolean!) {
+      student(id: $id) {
+        class: name def: id @include(if: $more) __typename
+        classes @skip(if: $more) { edges { node { subject } } }
+        sports @include(if: $more) { edges { node { name } } }
+      }
+    }"""
+    for more in (True, False, True):
+        fast, reference = both(services, query, {"id": student, "more": more})
+        assert fast == reference
+        answer = fast[0]["student"]
+        assert ("def" in answer, "sports" in answer, "classes" in answer) == (more, more, not more)
+        assert answer["class"] and answer["__typename"] == "Student"
+
+
+def test_a_shape_is_written_once_and_the_written_ones_are_bounded(
+    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    five = targets(demo_items)
+    query, variables = peer_queries.Q1, {"ids": five["students"]}
+    first = both(services, query, variables)
+    written = dict(runners._factories)
+    assert both(services, query, variables) == first
+    assert runners._factories == written  # the second request wrote nothing new
+
+    monkeypatch.setattr(runners, "MAX_FACTORIES", 3)
+    for n in range(1, 8):  # seven shapes: aliases a0 .. a(n-1)
+        aliases = " ".join(f"a{i}: name" for i in range(n))
+        query = f"query($id: ID!) {{ student(id: $id) {{ {aliases} }} }}"
+        fast, reference = both(services, query, {"id": five["students"][0]})
+        assert fast == reference and len(fast[0]["student"]) == n
+        assert len(runners._factories) <= 3

@@ -14,11 +14,12 @@ most of its execution time.
   `Info`, the arguments by their Python names) without the wrapper's generic argument
   conversion, which for such arguments returns what it is given.
 
-An object's fields run as steps planned once per selection set of the request
-(`execute_fields`): a plain leaf whose value is its own serialization (a `str` for String)
-is kept as read, with no call at all. Whether a value is awaitable is answered once per
-type where only the type can decide (`is_awaitable`): graphql-core asks each value for
-`__await__`, a failed attribute lookup each time.
+An object's fields run as steps planned once per selection set of the request, by a
+function written for that selection set (`graph.runners`): a plain leaf whose value is its
+own serialization (a `str` for String) is kept as read, with no call at all, and a plain
+object calls its own selection set's function. Whether a value is awaitable is answered
+once per type where only the type can decide (`graph.awaitables`). Several awaitable fields
+of an object are gathered as graphql-core gathers them; one alone is awaited in place.
 
 Anything else (an extension with a `resolve` hook, field extensions or permissions,
 exception handlers, input objects, enums or lists as arguments, subscriptions, an
@@ -29,8 +30,7 @@ graphql-core's. `tests/test_execution.py` runs documents through both and compar
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from types import GeneratorType
+from collections.abc import Callable
 from typing import Any, NamedTuple, TypeGuard
 
 from graphql import (
@@ -50,10 +50,12 @@ from graphql.execution.executor import to_nodes
 from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, gather_with_cancel
 from strawberry import ID as strawberry_ID
-from strawberry.execution import optimized_is_awaitable
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.base import StrawberryOptional
 from strawberry.types.field import StrawberryField
+
+from graph_api.graph import runners
+from graph_api.graph.awaitables import is_awaitable
 
 # Strawberry marks the resolver it gives a field declared without one (`getattr`).
 _DEFAULT_RESOLVER_MARK = "_is_default"
@@ -224,52 +226,11 @@ class _Step:
         self.selection: Any = None
 
 
-# What a completed field most often is: never awaitable, told without a call.
-_COMPLETED = frozenset({dict, list, str, int, float, bool, type(None)})
-
 # Built-in scalars whose `coerce_output_value` returns a value of this exact type unchanged.
 _SERIALIZED_AS_ITSELF = ((GraphQLString, str), (GraphQLID, str), (GraphQLBoolean, bool))
 
-
-# What is known of each type seen; None: ask each value. Builtins (whose lookup is their own
-# C code) are never awaitable.
-_BUILTINS = (type(None), bool, int, float, str, bytes, bytearray, list, tuple, dict, set, frozenset)
-_by_type: dict[type, bool | None] = dict.fromkeys(_BUILTINS, False)
-
-
-def is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
-    """Strawberry's `optimized_is_awaitable`, answered by type where the type decides.
-
-    A value is awaitable for `await` by its type alone; graphql-core also asks the instance
-    for `__await__`, which only a `__getattr__` could answer differently: a type with none
-    is asked once.
-    """
-    known = _by_type.get(type(value), _UNSEEN)
-    if known is _UNSEEN:
-        known = _by_type[type(value)] = (
-            optimized_is_awaitable(value) if _by_type_decides(type(value)) else None
-        )
-    return optimized_is_awaitable(value) if known is None else known  # type: ignore[return-value]
-
-
-_UNSEEN = object()
-
-# A Path made as its NamedTuple's `__new__` does, without that function's call: one per
-# field with a resolver and per list item.
+# A Path made without its NamedTuple's `__new__` call (`awaitables.path`, inlined).
 _path = tuple.__new__
-
-
-def _by_type_decides(cls: type) -> bool:
-    """Whether every instance of `cls` answers alike: attribute lookup is `object`'s own,
-    with no `__getattr__` of any kind (a proxy's C-level forwarding, a `partialmethod`
-    would answer for the value it wraps). A generator-based coroutine is told by its code's
-    flags, value by value. An `__await__` set on an instance is not seen: `await` itself
-    ignores it."""
-    return (
-        getattr(cls, "__getattribute__", None) is object.__getattribute__
-        and getattr(cls, "__getattr__", None) is None
-        and not issubclass(cls, GeneratorType)
-    )
 
 
 class _Slow(Exception):
@@ -290,9 +251,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         self.is_awaitable = is_awaitable
         # Arguments of direct calls (`_call`), by field node: built-in scalars only.
         self._arguments: dict[tuple[int, int, int], dict[str, Any]] = {}
-        # The steps of each selection set: graphql-core collects a selection set once per
-        # type and field nodes, so its identity stands for them (the set kept alive).
-        self._steps: dict[int, tuple[Any, list[_Step]]] = {}
+        # The function of each selection set (`graph.runners`): graphql-core collects a
+        # selection set once per type and field nodes, so its identity stands for them (the
+        # set kept alive).
+        self._runs: dict[int, tuple[Any, runners.Run]] = {}
 
     def execute_fields(
         self,
@@ -302,60 +264,83 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         grouped_field_set: Any,
         position_context: Any,
     ) -> Any:
-        """graphql-core's `execute_fields` over steps planned once per selection set: a
-        plain leaf is read and kept in place, a plain object completed without
-        `execute_field`'s lookups; any other field takes `execute_field`."""
+        """graphql-core's `execute_fields`, by the function written for the selection set
+        (`graph.runners`): a plain leaf read and kept in place, a plain object completed by
+        its own selection's function; any other field through `execute_field`."""
         if position_context is not None or not self._plain:  # @defer: graphql-core's own
             return super().execute_fields(
                 parent_type, source_value, path, grouped_field_set, position_context
             )
-        known = self._steps.get(id(grouped_field_set))
-        steps = known[1] if known is not None else self._plan_steps(parent_type, grouped_field_set)
-        results: dict[str, Any] = {}
-        awaitable_fields: list[str] = []
-        typename = parent_type.name
-        try:
-            for step in steps:
-                name = step.name
-                attribute = step.attribute
-                if attribute is not None:  # a plain field: most of them
-                    try:
-                        result = getattr(source_value, attribute)
-                    except Exception as raw_error:
-                        self._field_error(raw_error, step, _path(Path, (path, name, typename)))
-                        result = None
-                    else:
-                        if type(result) is not step.itself:  # else a leaf's value as it is
-                            field_path = _path(Path, (path, name, typename))
-                            result = self._complete_step(step, parent_type, field_path, result)
-                elif step.direct is not None:
-                    result = self._run_direct(
-                        step, parent_type, source_value, _path(Path, (path, name, typename))
-                    )
-                else:
-                    result = self.execute_field(
-                        parent_type,
-                        source_value,
-                        step.field_details_list,
-                        _path(Path, (path, name, typename)),
-                        None,
-                    )
-                    if result is Undefined:
-                        continue
-                results[name] = result
-                if type(result) not in _COMPLETED and is_awaitable(result):
-                    awaitable_fields.append(name)
-        except Exception:
-            if awaitable_fields:  # as graphql-core: what other fields started must settle
-                self.settle_in_background([results[field] for field in awaitable_fields])
-            raise
-        if not awaitable_fields:
-            return results
+        known = self._runs.get(id(grouped_field_set))
+        run = known[1] if known is not None else self._run_of(parent_type, grouped_field_set)
+        return run(source_value, path)
+
+    def _run_of(self, parent_type: GraphQLObjectType, grouped_field_set: Any) -> runners.Run:
+        """The selection set's function, and those of the object fields under it: planned
+        once a request, its source compiled once a shape."""
+        steps = self._plan_steps(parent_type, grouped_field_set)
+        kinds = []
+        functions: list[Any] = []
+        for step in steps:
+            complete = self._completion_of(step, parent_type)
+            if step.attribute is not None:
+                kinds.append(runners.ITSELF if step.itself else runners.READ)
+                functions.append(complete)
+            elif step.direct is not None:
+                kinds.append(runners.DIRECT)
+                functions.append(runners.direct_call(self, step, parent_type, complete))
+            elif step.field_def is not None:
+                kinds.append(runners.FIELD)
+                functions.append(None)
+            # else: not a field of the type, left out of the answer (`execute_field`'s Undefined)
+        kept = [step for step in steps if step.field_def is not None]
+        run = runners.make_run(self, parent_type, kept, kinds, functions)
+        self._runs[id(grouped_field_set)] = (grouped_field_set, run)
+        return run
+
+    def _completion_of(self, step: _Step, parent_type: GraphQLObjectType) -> runners.Complete:
+        """How the step's value completes: by its object type's selection function when it is
+        a plain object or list of objects, else by `_complete_step`."""
+        completion = step.completion
+        object_type = completion.object_type if completion else None
+        if completion is None or object_type is None:
+            return runners.generic(self, step, parent_type)
+        selection = self._selection(step, object_type)
+        if not selection:  # @defer below: graphql-core's own
+            return runners.generic(self, step, parent_type)
+        run = self._runs.get(id(selection))
+        child = run[1] if run is not None else self._run_of(object_type, selection)
+        if completion.item_type is None:
+            return runners.one_object(self, step, parent_type, child)
+        return runners.object_list(self, step, parent_type, child)
+
+    def _gather_fields(self, results: dict[str, Any], pending: list[str]) -> Any:
+        """The fields' dict once its awaitable values are awaited (`gather_with_cancel`);
+        one alone is awaited in place, without a task of its own."""
 
         async def gathered() -> dict[str, Any]:
-            values = await gather_with_cancel(*(results[field] for field in awaitable_fields))
-            results.update(zip(awaitable_fields, values, strict=True))
+            if len(pending) == 1:
+                field = pending[0]
+                results[field] = await results[field]
+                return results
+            values = await gather_with_cancel(*(results[field] for field in pending))
+            results.update(zip(pending, values, strict=True))
             return results
+
+        return gathered()
+
+    def _gather_items(self, completed: list[Any], pending: list[int]) -> Any:
+        """The list once its awaitable items are awaited, as `_gather_fields`."""
+
+        async def gathered() -> list[Any]:
+            if len(pending) == 1:
+                index = pending[0]
+                completed[index] = await completed[index]
+                return completed
+            values = await gather_with_cancel(*(completed[index] for index in pending))
+            for index, value in zip(pending, values, strict=True):
+                completed[index] = value
+            return completed
 
         return gathered()
 
@@ -465,7 +450,6 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 itself = next((t for scalar, t in _SERIALIZED_AS_ITSELF if leaf is scalar), None)
             direct = _direct(field_def, self._strawberry) if field_def and not plain else None
             steps.append(_Step(name, field_details_list, field_def, plain, itself, direct))
-        self._steps[id(grouped_field_set)] = (grouped_field_set, steps)
         return steps
 
     def execute_field(
@@ -653,14 +637,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             raise
         if not pending:
             return completed
-
-        async def gathered() -> list[Any]:
-            values = await gather_with_cancel(*(completed[index] for index in pending))
-            for index, value in zip(pending, values, strict=True):
-                completed[index] = value
-            return completed
-
-        return gathered()
+        return self._gather_items(completed, pending)
 
     def _execute_object(
         self, object_type: GraphQLObjectType, field_details_list: Any, path: Path, source: Any

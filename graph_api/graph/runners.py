@@ -1,0 +1,304 @@
+"""A selection set's fields run by a Python function written for it.
+
+`ExecutionContext.execute_fields` plans each selection set of a request once (its `_Step`s).
+Looping over those steps for every object still costs a dozen lookups a field, and every
+object a chain of calls (`_complete_step`, `_selection`, `execute_fields`, the plan's
+lookup). Here the loop is written out as source, one block per field, and compiled: a leaf
+is an attribute read and a type test, an object field calls its selection set's own
+function directly. The source depends only on the kinds of the steps, their response names
+and the attributes they read, so it is compiled once per shape of selection set and shared
+by every request (`_factories`); each request binds its own steps and closures to it.
+
+Everything that is not the known case (an error, an awaitable, null, a value of another
+type) goes to `ExecutionContext`'s methods for the step, which end in graphql-core's own
+completion: what is generated here only ever runs the cases they would run the same way.
+"""
+
+from __future__ import annotations
+
+import keyword
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from graphql import GraphQLObjectType, Undefined
+from graphql.execution.executor import to_nodes
+from graphql.pyutils import Path
+
+from graph_api.graph.awaitables import COMPLETED, is_awaitable
+
+if TYPE_CHECKING:
+    from graph_api.graph.execution import ExecutionContext, _Step
+
+# What a step's function is: `(value, path, info)` -> the completed value for a plain read
+# or a completion; `(source, path)` -> the field's value for a direct resolver call.
+Complete = Callable[[Any, Path, Any], Any]
+Run = Callable[[Any, Path | None], Any]
+
+# What a field of each step kind does, as source (`{i}`: its index, `{name}`: the response
+# key's literal, `{read}`: the attribute read from `source`).
+_ITSELF = """
+        try:
+            v = {read}
+        except Exception as error:
+            field_error(error, s{i}, new(Path, (path, {name}, T)))
+            v = None
+        else:
+            if type(v) is not x{i}:
+                v = complete_step(s{i}, parent_type, new(Path, (path, {name}, T)), v)
+                if type(v) not in COMPLETED and is_awaitable(v):
+                    pending.append({name})
+        results[{name}] = v"""
+
+_READ = """
+        try:
+            v = {read}
+        except Exception as error:
+            field_error(error, s{i}, new(Path, (path, {name}, T)))
+            v = None
+        else:
+            v = f{i}(v, new(Path, (path, {name}, T)), None)
+        results[{name}] = v
+        if type(v) not in COMPLETED and is_awaitable(v):
+            pending.append({name})"""
+
+_DIRECT = """
+        v = results[{name}] = f{i}(source, new(Path, (path, {name}, T)))
+        if type(v) not in COMPLETED and is_awaitable(v):
+            pending.append({name})"""
+
+_FIELD = """
+        v = execute_field(
+            parent_type, source, s{i}.field_details_list, new(Path, (path, {name}, T)), None
+        )
+        if v is not Undefined:
+            results[{name}] = v
+            if type(v) not in COMPLETED and is_awaitable(v):
+                pending.append({name})"""
+
+_MAKE = """
+def make(ex, parent_type, steps, functions):
+    T = parent_type.name
+    field_error = ex._field_error
+    complete_step = ex._complete_step
+    execute_field = ex.execute_field
+    settle = ex.settle_in_background
+    gather_fields = ex._gather_fields
+{bind}
+    def run(source, path):
+        results = {{}}
+        pending = []
+        try:{body}
+        except Exception:
+            if pending:  # as graphql-core: what other fields started must settle
+                settle([results[name] for name in pending])
+            raise
+        if not pending:
+            return results
+        return gather_fields(results, pending)
+
+    return run
+"""
+
+# The kinds of step (what `ExecutionContext` tells `make_run`).
+ITSELF, READ, DIRECT, FIELD = "itself", "read", "direct", "field"
+_TEMPLATES = {ITSELF: _ITSELF, READ: _READ, DIRECT: _DIRECT, FIELD: _FIELD}
+
+Factory = Callable[["ExecutionContext", GraphQLObjectType, Sequence[Any], Sequence[Any]], Run]
+
+# A selection set's shape: each step's kind, response name and attribute read.
+Shape = tuple[tuple[str, str, str | None], ...]
+
+# By shape: each compiled once. Bounded, as the documents are.
+_factories: dict[Shape, Factory] = {}
+MAX_FACTORIES = 1024
+
+
+def make_run(
+    ex: ExecutionContext,
+    parent_type: GraphQLObjectType,
+    steps: Sequence[_Step],
+    kinds: Sequence[str],
+    functions: Sequence[Any],
+) -> Run:
+    """The function that runs `steps` over a source object: `execute_fields` for them."""
+    shape = tuple(zip(kinds, (s.name for s in steps), (s.attribute for s in steps), strict=True))
+    factory = _factories.get(shape)
+    if factory is None:
+        namespace: dict[str, Any] = {}
+        source = _source(shape)
+        exec(compile(source, f"<selection {len(_factories)}>", "exec"), _GLOBALS, namespace)
+        factory = namespace["make"]
+        if len(_factories) >= MAX_FACTORIES:
+            _factories.clear()
+        _factories[shape] = factory
+    return factory(ex, parent_type, steps, functions)
+
+
+def _source(shape: Shape) -> str:
+    bind = []
+    body = []
+    for i, (kind, name, attribute) in enumerate(shape):
+        bind.append(f"    s{i} = steps[{i}]\n    f{i} = functions[{i}]")
+        if kind == ITSELF:
+            bind.append(f"    x{i} = s{i}.itself")
+        read = _read(attribute) if kind in (ITSELF, READ) else ""
+        block = _TEMPLATES[kind].format(i=i, name=repr(name), read=read)
+        body.append(textwrap.indent(block, "    "))  # inside `run`'s `try`
+    return _MAKE.format(bind="\n".join(bind), body="".join(body) or "\n            pass")
+
+
+def _read(attribute: str | None) -> str:
+    assert attribute is not None
+    if attribute.isidentifier() and not keyword.iskeyword(attribute):
+        return f"source.{attribute}"
+    return f"getattr(source, {attribute!r})"
+
+
+# What the generated source refers to besides its factory's arguments.
+_GLOBALS: dict[str, Any] = {
+    "Path": Path,
+    "new": tuple.__new__,  # a Path made without its NamedTuple's `__new__` call
+    "COMPLETED": COMPLETED,
+    "is_awaitable": is_awaitable,
+    "Undefined": Undefined,
+}
+
+
+def generic(ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType) -> Complete:
+    """A value completed by `_complete_step`, with every case it knows."""
+    complete_step = ex._complete_step
+
+    def complete(value: Any, path: Path, info: Any) -> Any:
+        return complete_step(step, parent_type, path, value, info)
+
+    return complete
+
+
+def one_object(
+    ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, run: Run
+) -> Complete:
+    """An object completed by its selection's `run` when Strawberry's `is_type_of` knows it;
+    anything else by `_complete_step`."""
+    assert step.completion is not None and step.field_def is not None
+    known = _known(step.completion.object_type)
+    complete_step = ex._complete_step
+    field_error = ex._field_error
+    await_completed = ex._await_completed
+    return_type = step.field_def.type
+    details = step.field_details_list
+
+    def complete(value: Any, path: Path, info: Any) -> Any:
+        if is_awaitable(value) or not known(value):
+            return complete_step(step, parent_type, path, value, info)
+        try:
+            result = run(value, path)
+        except Exception as error:
+            field_error(error, step, path)
+            return None
+        if type(result) is dict:
+            return result
+        return await_completed(result, return_type, details, path)
+
+    return complete
+
+
+def object_list(
+    ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, run: Run
+) -> Complete:
+    """A list of objects Strawberry's `is_type_of` knows, each completed by the selection's
+    `run` as `_complete_objects` does; any other value by `_complete_step`."""
+    completion = step.completion
+    assert completion is not None and step.field_def is not None
+    known = _known(completion.object_type)
+    item_type = completion.item_type
+    assert item_type is not None
+    complete_step = ex._complete_step
+    field_error = ex._field_error
+    handle_field_error = ex.handle_field_error
+    await_completed = ex._await_completed
+    settle = ex.settle_in_background
+    gather_items = ex._gather_items
+    return_type = step.field_def.type
+    details = step.field_details_list
+
+    def items(values: list[Any], path: Path) -> Any:
+        completed: list[Any] = []
+        pending: list[int] = []
+        try:
+            for index, item in enumerate(values):
+                item_path = new(Path, (path, index, None))
+                try:
+                    value = run(item, item_path)
+                except Exception as error:  # raises again when the item is non-null
+                    handle_field_error(error, item_type, details, item_path)
+                    value = None
+                if type(value) is not dict and is_awaitable(value):
+                    value = await_completed(value, item_type, details, item_path)
+                    pending.append(index)
+                completed.append(value)
+        except Exception:
+            if pending:  # as graphql-core: what other items started must settle
+                settle([completed[i] for i in pending])
+            raise
+        if not pending:
+            return completed
+        return gather_items(completed, pending)
+
+    def complete(value: Any, path: Path, info: Any) -> Any:
+        if type(value) is not list:
+            return complete_step(step, parent_type, path, value, info)
+        for item in value:
+            if is_awaitable(item) or not known(item):
+                return complete_step(step, parent_type, path, value, info)
+        try:
+            result = items(value, path)
+        except Exception as error:
+            field_error(error, step, path)
+            return None
+        if type(result) is list:
+            return result
+        return await_completed(result, return_type, details, path)  # an item's error nulls it
+
+    return complete
+
+
+def direct_call(
+    ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, complete: Complete
+) -> Run:
+    """The step's resolver called as `_run_direct` calls it, its value given to `complete`."""
+    field_def = step.field_def
+    direct = step.direct
+    assert field_def is not None and direct is not None
+    details = step.field_details_list
+    nodes = to_nodes(details)
+    node = details[0].node
+    build_resolve_info = ex.build_resolve_info
+    call = ex._call
+    field_error = ex._field_error
+
+    def run(source: Any, path: Path | None) -> Any:
+        assert path is not None
+        try:
+            info = build_resolve_info(field_def, nodes, parent_type, path)
+            result = call(direct, field_def, node, details, source, info)
+        except Exception as error:
+            field_error(error, step, path)
+            return None
+        return complete(result, path, info)
+
+    return run
+
+
+def _known(object_type: GraphQLObjectType | None) -> Callable[[Any], bool]:
+    """`_is_known_object` for one type, its `is_type_of` looked up once."""
+    assert object_type is not None
+    is_type_of: Callable[[Any, Any], Any] | None = object_type.is_type_of
+    if is_type_of is None:
+        return lambda value: (
+            value is not None and value is not Undefined and not isinstance(value, Exception)
+        )
+    return lambda value: bool(is_type_of(value, None))
+
+
+new = tuple.__new__  # a Path made without its NamedTuple's `__new__` call
