@@ -152,10 +152,16 @@ class NodeBase:
         now when the item is known, after one batched load when it is not; with `whole`,
         its nodes get their items first when their selection needs them (`with_items`)."""
         rng = keys.entries(relation.owner, self.id, relation.target)
-        connection = then(
-            self.get(relation.field),
-            lambda entries: paging.from_map(info, field, rng, page, entries or {}, to_node),
-        )
+        known = self.known
+        if relation.field in known:  # the item is read (`get`'s common case, no `then`)
+            connection = paging.from_map(
+                info, field, rng, page, known[relation.field] or {}, to_node
+            )
+        else:
+            connection = then(
+                self.get(relation.field),
+                lambda entries: paging.from_map(info, field, rng, page, entries or {}, to_node),
+            )
         return with_items(info, connection) if whole else connection
 
     async def roster_page(
@@ -252,6 +258,8 @@ def _partial(info: Info, edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
     if not nodes:
         return []
     wanted = prefetch.reads(info, type(nodes[0]).reads)
+    if not wanted:  # the selection reads only what every node has (its id)
+        return []
     return [n for n in nodes if not wanted <= n.known.keys()]
 
 

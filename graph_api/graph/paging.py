@@ -270,16 +270,14 @@ def from_map(
     cursors look and check like the cursors of a range read from the table.
     """
     ids = sorted(entries)  # the order of their positions: one prefix, then the id
-    start = _start(info, field, rng, page)
     count = page.count
-    if page.forward:
-        if start:
+    start = _start(info, field, rng, page)
+    if start:
+        if page.forward:
             ids = [id_ for id_ in ids if rng.at(id_).sk > start[SK]]
-        chosen = ids[:count]
-    else:
-        if start:
+        else:
             ids = [id_ for id_ in ids if rng.at(id_).sk < start[SK]]
-        chosen = ids[-count:]
+    chosen = ids if len(ids) <= count else ids[:count] if page.forward else ids[-count:]
     context = info.context
     cursor_of = EntryCursorOf(context.cursors, field, rng)
     loaders = context.loaders
