@@ -571,7 +571,11 @@ def _on_sigterm(signum: int, _frame: FrameType | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100, help="timed requests a query a side")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed requests first")
+    # Both sides run on JITs (DynamoDB Local's JVM, PostGraphile's V8): after 10 requests
+    # a query's latency was still falling (Q3 4.8 -> 3.1 ms, its peer's 1.3 -> 1.2 ms).
+    parser.add_argument(
+        "--warmup", type=int, default=300, help="untimed requests a query a side first"
+    )
     parser.add_argument("--block", type=int, default=10, help="requests a side before switching")
     parser.add_argument("--workers", type=int, default=4, help="connections that seed")
     parser.add_argument("--no-peer", action="store_true", help="measure our side only")
