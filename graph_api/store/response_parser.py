@@ -47,8 +47,9 @@ _BINARY_TAG = re.compile(rb'"BS?"\s*:')
 
 
 def _may_hold_binary(body: bytes) -> bool:
-    # Substring tests first: a regex search over every '"' of 30 KB costs more.
-    return (b'"B"' in body or b'"BS"' in body) and _BINARY_TAG.search(body) is not None
+    # The regex alone: a 29 KB BatchGetItem took 13 µs, `b'"B"' in body` (whose last byte,
+    # '"', is everywhere in JSON) 18 µs for each of the two substrings it replaced.
+    return _BINARY_TAG.search(body) is not None
 
 
 # botocore's private methods that we extend (botocore-stubs declares only the public API).
