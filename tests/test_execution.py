@@ -462,3 +462,32 @@ def test_a_shape_is_written_once_and_the_written_ones_are_bounded(
         fast, reference = both(services, query, {"id": five["students"][0]})
         assert fast == reference and len(fast[0]["student"]) == n
         assert len(runners._factories) <= 3
+
+
+def test_work_tracked_after_its_execution_is_gone_still_settles() -> None:
+    """`info.async_helpers.track` holds its execution context weakly: called once the
+    context is freed, it settles the awaitables itself (their errors observed, none left
+    never awaited), as the context would have."""
+    settled: list[str] = []
+
+    class Gone:
+        pass
+
+    context = Gone()
+    track = execution._Track(weakref.ref(context))  # type: ignore[arg-type]
+    del context
+
+    async def work(name: str, fail: bool) -> None:
+        await asyncio.sleep(0)
+        settled.append(name)
+        if fail:
+            raise ValueError(name)
+
+    async def run() -> None:
+        track([work("a", False), 1, work("b", True)])
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    asyncio.run(run())
+    assert sorted(settled) == ["a", "b"]
+    assert not execution._settling  # nothing kept once settled

@@ -46,14 +46,23 @@ class Loaders:
     def __init__(self, table: Table, *, naive: bool = False) -> None:
         self.table = table
         self.naive = naive
-        self.consistent = False
+        self._reads = reads = _Reads(table)
         cache, batch = (False, 1) if naive else (True, None)
         self.item: DataLoader[Key, Item | None] = DataLoader(
-            self._get_one if naive else self._get_items, cache=cache, max_batch_size=batch
+            reads.get_one if naive else reads.get_items, cache=cache, max_batch_size=batch
         )
         self.page: DataLoader[PageRequest, list[Item]] = DataLoader(
-            self._query_pages, cache=cache, max_batch_size=batch
+            reads.query_pages, cache=cache, max_batch_size=batch
         )
+
+    @property
+    def consistent(self) -> bool:
+        """Whether the base table is read strongly consistent (`after_write`)."""
+        return self._reads.consistent
+
+    @consistent.setter
+    def consistent(self, value: bool) -> None:
+        self._reads.consistent = value
 
     def after_write(self) -> None:
         """Forget what this request read and read the base table strongly from now on.
@@ -65,14 +74,24 @@ class Loaders:
         for loader in (self.item, self.page):
             loader.clear_all()
 
-    async def _get_items(self, keys: list[Key]) -> list[Item | None]:
+
+class _Reads:
+    """The loaders' batch functions, on an object of their own: a DataLoader holding a
+    method of `Loaders` would make each request's loaders a reference cycle, whose items
+    only the garbage collector frees, not the request's end."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.consistent = False
+
+    async def get_items(self, keys: list[Key]) -> list[Item | None]:
         found = await self.table.get_many(keys, consistent=self.consistent)
         return [found.get(key) for key in keys]
 
-    async def _get_one(self, keys: list[Key]) -> list[Item | None]:
+    async def get_one(self, keys: list[Key]) -> list[Item | None]:
         return [await self.table.get(key, consistent=self.consistent) for key in keys]
 
-    async def _query_pages(
+    async def query_pages(
         self, requests: list[PageRequest]
     ) -> Sequence[list[Item] | BaseException]:
         # Requests that differ only in size share one Query of the largest size.
