@@ -40,9 +40,19 @@ def test_keys_are_never_built_from_invalid_ids() -> None:
         lambda: keys.roster(Kind.CLASS, "x" * 65, Kind.STUDENT),
         lambda: keys.home_location("a/b", "A", "B", "C"),
         lambda: keys.entries(Kind.STUDENT, "s", Kind.CLASS).at("c#d"),
+        lambda: keys.node(Kind.STUDENT, ["a"]),  # type: ignore[arg-type]  # unhashable
+        lambda: keys.node(Kind.STUDENT, 7),  # type: ignore[arg-type]
     ):
         with pytest.raises(BadUserInput):
             build()
+
+
+def test_an_id_refused_once_is_refused_again() -> None:
+    """References are cached (`keys._ref`): a refusal is not, and a valid id still builds."""
+    for _ in range(2):
+        with pytest.raises(BadUserInput):
+            keys.node(Kind.STUDENT, "a#b")
+        assert keys.node(Kind.STUDENT, "a-b") == keys.Key("STUDENT#a-b", "STUDENT#a-b")
 
 
 # -- through the schema: a node's id, a list of ids -----------------------------------------

@@ -111,6 +111,15 @@ class NodeBase:
     id: strawberry.ID
     known: dict[str, Any]
     loaders: Loaders
+    # Each node type by its kind: a relation's targets are built without importing their
+    # module in every call (the node modules import each other).
+    by_kind: ClassVar[dict[Kind, type[NodeBase]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if kind is not None:
+            NodeBase.by_kind[kind] = cls
 
     @classmethod
     def of(cls, id_: str, known: dict[str, Any], loaders: Loaders) -> Self:
@@ -144,23 +153,25 @@ class NodeBase:
         field: str,
         relation: Relation,
         page: paging.Window,
-        to_node: Callable[[str, Mapping[str, Any], Loaders], T],
+        to_node: Callable[[str, Mapping[str, Any], Loaders], T] | None = None,
         *,
         whole: bool = True,
     ) -> Any:
         """A page of a relation carried on this node's item as a map (a student's classes):
         now when the item is known, after one batched load when it is not; with `whole`,
-        its nodes get their items first when their selection needs them (`with_items`)."""
+        its nodes get their items first when their selection needs them (`with_items`).
+        Its nodes are the target kind's `from_entry`, unless `to_node` says otherwise."""
+        build: Callable[[str, Mapping[str, Any], Loaders], Any] = (
+            to_node if to_node is not None else NodeBase.by_kind[relation.target].from_entry
+        )
         rng = keys.entries(relation.owner, self.id, relation.target)
         known = self.known
         if relation.field in known:  # the item is read (`get`'s common case, no `then`)
-            connection = paging.from_map(
-                info, field, rng, page, known[relation.field] or {}, to_node
-            )
+            connection = paging.from_map(info, field, rng, page, known[relation.field] or {}, build)
         else:
             connection = then(
                 self.get(relation.field),
-                lambda entries: paging.from_map(info, field, rng, page, entries or {}, to_node),
+                lambda entries: paging.from_map(info, field, rng, page, entries or {}, build),
             )
         return with_items(info, connection) if whole else connection
 

@@ -208,6 +208,8 @@ def check_first(first: int | None) -> int:
 
 def window(first: int | None, after: str | None, last: int | None, before: str | None) -> Window:
     """The page asked for; BAD_USER_INPUT when the arguments mix the two directions."""
+    if first is None and after is None and last is None and before is None:
+        return _FIRST_PAGE  # most fields: no arguments at all
     if first is not None and last is not None:
         raise BadUserInput(
             "first and last cannot be combined: page forward with first (and after) or"
@@ -228,6 +230,9 @@ def window(first: int | None, after: str | None, last: int | None, before: str |
             )
         return Window(_check_count(last, "last"), False, before)
     return Window(check_first(first), True, after)
+
+
+_FIRST_PAGE = Window(DEFAULT_FIRST, True, None)
 
 
 def _start(info: Info, field: str, rng: Range, page: Window) -> dict[str, str] | None:

@@ -85,12 +85,8 @@ class Student(NodeBase, Node):
         last: Last = None,
         before: Before = None,
     ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]] | None:
-        from graph_api.graph.school_class import Class
-
         page = paging.window(first, after, last, before)
-        return self.map_page(  # type: ignore[no-any-return]
-            info, "Student.classes", ENROLMENT, page, Class.from_entry
-        )
+        return self.map_page(info, "Student.classes", ENROLMENT, page)  # type: ignore[no-any-return]
 
     @strawberry.field(
         description="The sports the student plays, ordered by id; from the student item itself"
@@ -104,9 +100,5 @@ class Student(NodeBase, Node):
         last: Last = None,
         before: Before = None,
     ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]] | None:
-        from graph_api.graph.sport import Sport
-
         page = paging.window(first, after, last, before)
-        return self.map_page(  # type: ignore[no-any-return]
-            info, "Student.sports", MEMBERSHIP, page, Sport.from_entry
-        )
+        return self.map_page(info, "Student.sports", MEMBERSHIP, page)  # type: ignore[no-any-return]

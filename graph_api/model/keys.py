@@ -11,6 +11,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from graph_api.errors import BadUserInput
 
@@ -95,6 +96,15 @@ def check_id(value: str, field: str = "id") -> str:
 
 
 def _ref(kind: Kind, id_: str) -> str:
+    if type(id_) is str:  # hashable: the cache can hold it
+        return _checked_ref(kind, id_)
+    return f"{kind}{SEP}{check_id(id_)}"  # raises BAD_USER_INPUT
+
+
+@lru_cache(maxsize=4096)
+def _checked_ref(kind: Kind, id_: str) -> str:
+    # Cached: a page of 30 students builds each student's reference for each of its maps.
+    # An invalid id raises, and a raise is never cached.
     return f"{kind}{SEP}{check_id(id_)}"
 
 
