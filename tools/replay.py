@@ -25,6 +25,7 @@ from typing import Any
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.graph.tokens import AuthResult
+from graph_api.http.hosting import tune_collector
 from graph_api.model import keys
 from graph_api.model.items import LOCATION_KEYS, TYPE
 from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Key, Range
@@ -226,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON lines")
     args = parser.parse_args(argv)
     harness = Harness()
+    tune_collector()  # as `graph-api serve` does once its services are built
     chosen = [r for r in replays(harness.targets) if not args.query or r.name in args.query]
 
     async def run_all() -> list[dict[str, Any]]:
