@@ -447,7 +447,7 @@ def run_phase(
         raise RuntimeError("the API runs no stream reader")
     want = expected(writes, subs, school)
     total = sum(len(v) for v in want.values())
-    if not _caught_up(reader):
+    if not caught_up(reader):
         raise RuntimeError(
             "the stream reader is not reading the table's stream, or never catches up (an "
             "endpoint in AWS_ENDPOINT_URL_DYNAMODB wants AWS_ENDPOINT_URL_DYNAMODB_STREAMS too)"
@@ -584,7 +584,7 @@ def _score(
     }
 
 
-def _caught_up(reader: StreamReader, quiet: float = 1.0, seconds: float = 60.0) -> bool:
+def caught_up(reader: StreamReader, quiet: float = 1.0, seconds: float = 60.0) -> bool:
     """Reading, and nothing published for `quiet` s: what was written before a phase (the
     seeding, a run before) is not heard during it."""
     deadline = time.monotonic() + seconds
