@@ -12,7 +12,6 @@ from collections.abc import Awaitable
 from types import GeneratorType
 from typing import Any, TypeGuard
 
-from graphql.pyutils import Path
 from strawberry.execution import optimized_is_awaitable
 
 # What a completed field most often is: never awaitable, told without a call.
@@ -51,9 +50,3 @@ def _by_type_decides(cls: type) -> bool:
         and getattr(cls, "__getattr__", None) is None
         and not issubclass(cls, GeneratorType)
     )
-
-
-def path(prev: Path | None, key: str | int, typename: str | None) -> Path:
-    """A Path made as its NamedTuple's `__new__` does, without that function's call: one per
-    field with a resolver and per list item."""
-    return tuple.__new__(Path, (prev, key, typename))

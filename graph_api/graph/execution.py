@@ -232,7 +232,7 @@ class _Step:
 # Built-in scalars whose `coerce_output_value` returns a value of this exact type unchanged.
 _SERIALIZED_AS_ITSELF = ((GraphQLString, str), (GraphQLID, str), (GraphQLBoolean, bool))
 
-# A Path made without its NamedTuple's `__new__` call (`awaitables.path`, inlined).
+# A Path made as its NamedTuple's `__new__` does, without that function's call.
 _path = tuple.__new__
 
 
@@ -424,8 +424,8 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         value: Any,
         info: Any = None,
     ) -> Any:
-        """A step's value completed (`step.completion`): a known object's or list of known
-        objects' selection run in place, anything else as `_complete_read` does."""
+        """A step's value completed where the selection functions' short paths do not apply
+        (`graph.runners`): here when it is known (`_complete_read`), else by graphql-core."""
         completion = step.completion
         field_def = step.field_def
         assert field_def is not None
@@ -434,38 +434,6 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 return self._complete_resolved(
                     field_def.type, step.field_details_list, info, field_path, value
                 )
-            except Exception as raw_error:
-                self._field_error(raw_error, step, field_path)
-                return None
-        object_type = completion.object_type
-        if object_type is not None and (selection := self._selection(step, object_type)):
-            try:
-                if completion.item_type is None:
-                    if not is_awaitable(value) and _is_known_object(object_type, value):
-                        result = self.execute_fields(
-                            object_type, value, field_path, selection, None
-                        )
-                        if type(result) is dict:
-                            return result
-                        return self._await_completed(
-                            result, field_def.type, step.field_details_list, field_path
-                        )
-                elif type(value) is list and all(
-                    not is_awaitable(item) and _is_known_object(object_type, item) for item in value
-                ):
-                    result = self._complete_objects(
-                        object_type,
-                        completion.item_type,
-                        step.field_details_list,
-                        field_path,
-                        value,
-                        selection,
-                    )
-                    if type(result) is list:
-                        return result
-                    return self._await_completed(  # an item's error nulls this field
-                        result, field_def.type, step.field_details_list, field_path
-                    )
             except Exception as raw_error:
                 self._field_error(raw_error, step, field_path)
                 return None
@@ -651,34 +619,37 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             is_awaitable(item) or not _is_known_object(object_type, item) for item in items
         ):
             raise _Slow
-        return self._complete_objects(object_type, plan.item_type, field_details_list, path, items)
+        return self._complete_objects(
+            lambda item, item_path: self._execute_object(
+                object_type, field_details_list, item_path, item
+            ),
+            plan.item_type,
+            field_details_list,
+            path,
+            items,
+        )
 
     def _complete_objects(
         self,
-        object_type: GraphQLObjectType,
+        run: Callable[[Any, Path], Any],
         item_type: GraphQLOutputType,
         field_details_list: Any,
         path: Path,
         items: list[Any],
-        selection: Any = None,
     ) -> Any:
-        """A list of known objects, each completed as `complete_list_item_value` does; with
-        the `selection` of their fields when it was collected without @defer."""
+        """A list of known objects, each completed by `run(item, its path)` as graphql-core's
+        `complete_list_item_value` completes it."""
         completed: list[Any] = []
         pending: list[int] = []
         try:
             for index, item in enumerate(items):
                 item_path = _path(Path, (path, index, None))  # path.add_key
                 try:
-                    value = (
-                        self.execute_fields(object_type, item, item_path, selection, None)
-                        if selection
-                        else self._execute_object(object_type, field_details_list, item_path, item)
-                    )
+                    value = run(item, item_path)
                 except Exception as raw_error:  # raises again when the item is non-null
                     self.handle_field_error(raw_error, item_type, field_details_list, item_path)
                     value = None
-                if self.is_awaitable(value):
+                if type(value) is not dict and is_awaitable(value):
                     value = self._await_completed(value, item_type, field_details_list, item_path)
                     pending.append(index)
                 completed.append(value)

@@ -37,30 +37,33 @@ Run = Callable[[Any, Path | None], Any]
 
 # What a field of each step kind does, as source (`{i}`: its index, `{name}`: the response
 # key's literal, `{read}`: the attribute read from `source`).
-_ITSELF = """
+# A plain field's read: an error nulls the field (or raises, for a non-null one).
+_TRY_READ = """
         try:
             v = {read}
         except Exception as error:
             field_error(error, s{i}, new(Path, (path, {name}, T)))
             v = None
-        else:
+        else:"""
+
+_ITSELF = (
+    _TRY_READ
+    + """
             if type(v) is not x{i}:
                 v = complete_step(s{i}, parent_type, new(Path, (path, {name}, T)), v)
                 if type(v) not in COMPLETED and is_awaitable(v):
                     pending.append({name})
         results[{name}] = v"""
+)
 
-_READ = """
-        try:
-            v = {read}
-        except Exception as error:
-            field_error(error, s{i}, new(Path, (path, {name}, T)))
-            v = None
-        else:
+_READ = (
+    _TRY_READ
+    + """
             v = f{i}(v, new(Path, (path, {name}, T)), None)
         results[{name}] = v
         if type(v) not in COMPLETED and is_awaitable(v):
             pending.append({name})"""
+)
 
 _DIRECT = """
         v = results[{name}] = f{i}(source, new(Path, (path, {name}, T)))
@@ -207,43 +210,18 @@ def object_list(
     ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, run: Run
 ) -> Complete:
     """A list of objects Strawberry's `is_type_of` knows, each completed by the selection's
-    `run` as `_complete_objects` does; any other value by `_complete_step`."""
+    `run` (`_complete_objects`); any other value by `_complete_step`."""
     completion = step.completion
     assert completion is not None and step.field_def is not None
     known = _known(completion.object_type)
     item_type = completion.item_type
     assert item_type is not None
     complete_step = ex._complete_step
+    complete_objects = ex._complete_objects
     field_error = ex._field_error
-    handle_field_error = ex.handle_field_error
     await_completed = ex._await_completed
-    settle = ex.settle_in_background
-    gather_items = ex._gather_items
     return_type = step.field_def.type
     details = step.field_details_list
-
-    def items(values: list[Any], path: Path) -> Any:
-        completed: list[Any] = []
-        pending: list[int] = []
-        try:
-            for index, item in enumerate(values):
-                item_path = new(Path, (path, index, None))
-                try:
-                    value = run(item, item_path)
-                except Exception as error:  # raises again when the item is non-null
-                    handle_field_error(error, item_type, details, item_path)
-                    value = None
-                if type(value) is not dict and is_awaitable(value):
-                    value = await_completed(value, item_type, details, item_path)
-                    pending.append(index)
-                completed.append(value)
-        except Exception:
-            if pending:  # as graphql-core: what other items started must settle
-                settle([completed[i] for i in pending])
-            raise
-        if not pending:
-            return completed
-        return gather_items(completed, pending)
 
     def complete(value: Any, path: Path, info: Any) -> Any:
         if type(value) is not list:
@@ -252,7 +230,7 @@ def object_list(
             if is_awaitable(item) or not known(item):
                 return complete_step(step, parent_type, path, value, info)
         try:
-            result = items(value, path)
+            result = complete_objects(run, item_type, details, path, value)
         except Exception as error:
             field_error(error, step, path)
             return None
@@ -299,6 +277,3 @@ def _known(object_type: GraphQLObjectType | None) -> Callable[[Any], bool]:
             value is not None and value is not Undefined and not isinstance(value, Exception)
         )
     return lambda value: bool(is_type_of(value, None))
-
-
-new = tuple.__new__  # a Path made without its NamedTuple's `__new__` call
