@@ -36,7 +36,10 @@ Complete = Callable[[Any, Path, Any], Any]
 Run = Callable[[Any, Path | None], Any]
 
 # What a field of each step kind does, as source (`{i}`: its index, `{name}`: the response
-# key's literal, `{read}`: the attribute read from `source`).
+# key's literal, `{read}`: the attribute read from `source`). Only names enter the source:
+# a response key is a GraphQL name (`[_A-Za-z][_0-9A-Za-z]*`, the parser enforces it) written
+# as a string literal, an attribute a Python name of our own types.
+
 # A plain field's read: an error nulls the field (or raises, for a non-null one).
 _TRY_READ = """
         try:
