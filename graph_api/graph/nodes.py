@@ -119,7 +119,9 @@ class NodeBase:
         super().__init_subclass__(**kwargs)
         kind = cls.__dict__.get("kind")
         if kind is not None:
-            NodeBase.by_kind[kind] = cls
+            known = NodeBase.by_kind.setdefault(kind, cls)
+            if known is not cls:  # a relation's targets would be built as one of them
+                raise TypeError(f"{kind} has two node types: {known.__name__}, {cls.__name__}")
 
     @classmethod
     def of(cls, id_: str, known: dict[str, Any], loaders: Loaders) -> Self:
