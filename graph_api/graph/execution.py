@@ -111,12 +111,17 @@ def _completion(type_: GraphQLOutputType, attribute: str = "") -> _Plain | None:
     return None
 
 
-def _is_known_object(object_type: GraphQLObjectType, value: Any) -> bool:
-    """`value` completes as `object_type` (Strawberry's own `is_type_of`, which reads only
-    the value: `_checked_by_value`); None, an exception or Undefined do not."""
+def known_object(object_type: GraphQLObjectType) -> Callable[[Any], bool]:
+    """Whether a value completes as `object_type` (Strawberry's own `is_type_of`, which reads
+    only the value: `_checked_by_value`); None, an exception or Undefined do not. The type's
+    `is_type_of` is looked up once, for the selection functions that ask it of each object."""
     is_type_of: Callable[[Any, Any], Any] | None = object_type.is_type_of
-    if is_type_of is not None:
-        return bool(is_type_of(value, None))
+    if is_type_of is None:
+        return _present
+    return lambda value: bool(is_type_of(value, None))
+
+
+def _present(value: Any) -> bool:
     return value is not None and value is not Undefined and not isinstance(value, Exception)
 
 
@@ -323,12 +328,15 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         kinds = []
         functions: list[Any] = []
         for step in steps:
-            complete = self._completion_of(step, parent_type)
-            if step.attribute is not None:
-                kinds.append(runners.ITSELF if step.itself else runners.READ)
-                functions.append(complete)
+            if step.attribute is not None and step.itself:
+                kinds.append(runners.ITSELF)  # completed, when it must be, by `_complete_step`
+                functions.append(None)
+            elif step.attribute is not None:
+                kinds.append(runners.READ)
+                functions.append(self._completion_of(step, parent_type))
             elif step.direct is not None:
                 kinds.append(runners.DIRECT)
+                complete = self._completion_of(step, parent_type)
                 functions.append(runners.direct_call(self, step, parent_type, complete))
             elif step.field_def is not None:
                 kinds.append(runners.FIELD)
@@ -351,9 +359,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return runners.generic(self, step, parent_type)
         run = self._runs.get(id(selection))
         child = run[1] if run is not None else self._run_of(object_type, selection)
+        known = known_object(object_type)
         if completion.item_type is None:
-            return runners.one_object(self, step, parent_type, child)
-        return runners.object_list(self, step, parent_type, child)
+            return runners.one_object(self, step, parent_type, child, known)
+        return runners.object_list(self, step, parent_type, child, known)
 
     def build_response(self, data: Any) -> Any:
         """graphql-core's response, once the operation's fields are done. The selection
@@ -366,55 +375,23 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         self._arguments.clear()
         return super().build_response(data)
 
-    def _gather_fields(self, results: dict[str, Any], pending: list[str]) -> Any:
-        """The fields' dict once its awaitable values are awaited (`gather_with_cancel`);
+    @staticmethod
+    def _settled(container: Any, pending: list[Any]) -> Any:
+        """`container` (an object's fields, a list's items) once its awaitable values at
+        `pending` (keys, indexes) are awaited, as graphql-core's `gather_with_cancel` does;
         one alone is awaited in place, without a task of its own."""
 
-        async def gathered() -> dict[str, Any]:
+        async def settled() -> Any:
             if len(pending) == 1:
-                field = pending[0]
-                results[field] = await results[field]
-                return results
-            values = await gather_with_cancel(*(results[field] for field in pending))
-            results.update(zip(pending, values, strict=True))
-            return results
+                key = pending[0]
+                container[key] = await container[key]
+                return container
+            values = await gather_with_cancel(*(container[key] for key in pending))
+            for key, value in zip(pending, values, strict=True):
+                container[key] = value
+            return container
 
-        return gathered()
-
-    def _gather_items(self, completed: list[Any], pending: list[int]) -> Any:
-        """The list once its awaitable items are awaited, as `_gather_fields`."""
-
-        async def gathered() -> list[Any]:
-            if len(pending) == 1:
-                index = pending[0]
-                completed[index] = await completed[index]
-                return completed
-            values = await gather_with_cancel(*(completed[index] for index in pending))
-            for index, value in zip(pending, values, strict=True):
-                completed[index] = value
-            return completed
-
-        return gathered()
-
-    def _run_direct(
-        self, step: _Step, parent_type: GraphQLObjectType, source: Any, field_path: Path
-    ) -> Any:
-        """A resolver called directly (`_call`), its value completed as a step's is."""
-        field_def = step.field_def
-        direct = step.direct
-        assert field_def is not None and direct is not None
-        field_details_list = step.field_details_list
-        try:
-            info = self.build_resolve_info(
-                field_def, to_nodes(field_details_list), parent_type, field_path
-            )
-            result = self._call(
-                direct, field_def, field_details_list[0].node, field_details_list, source, info
-            )
-        except Exception as raw_error:
-            self._field_error(raw_error, step, field_path)
-            return None
-        return self._complete_step(step, parent_type, field_path, result, info)
+        return settled()
 
     def _complete_step(
         self,
@@ -503,9 +480,11 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return self._complete_read(
                 plan, field_def, parent_type, field_details_list, path, result
             )
-        # A mutation's root field (executed serially): as a step of its own.
+        # A mutation's root field (executed serially): a step of its own, called as the
+        # selection functions call a resolver.
         step = _Step(str(path.key), field_details_list, field_def, None, None, direct)
-        return self._run_direct(step, parent_type, source, path)
+        complete = runners.generic(self, step, parent_type)
+        return runners.direct_call(self, step, parent_type, complete)(source, path)
 
     def _complete_read(
         self,
@@ -610,14 +589,13 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return value
         object_type = plan.object_type
         assert object_type is not None
+        known = known_object(object_type)
         if plan.item_type is None:
-            if not _is_known_object(object_type, result):
+            if not known(result):
                 raise _Slow
             return self._execute_object(object_type, field_details_list, path, result)
         items = result if isinstance(result, list) else None
-        if items is None or any(
-            is_awaitable(item) or not _is_known_object(object_type, item) for item in items
-        ):
+        if items is None or any(is_awaitable(item) or not known(item) for item in items):
             raise _Slow
         return self._complete_objects(
             lambda item, item_path: self._execute_object(
@@ -660,7 +638,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             raise
         if not pending:
             return completed
-        return self._gather_items(completed, pending)
+        return self._settled(completed, pending)
 
     def _execute_object(
         self, object_type: GraphQLObjectType, field_details_list: Any, path: Path, source: Any

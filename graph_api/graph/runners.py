@@ -89,7 +89,7 @@ def make(ex, parent_type, steps, functions):
     complete_step = ex._complete_step
     execute_field = ex.execute_field
     settle = ex.settle_in_background
-    gather_fields = ex._gather_fields
+    settled = ex._settled
 {bind}
     def run(source, path):
         results = {{}}
@@ -101,7 +101,7 @@ def make(ex, parent_type, steps, functions):
             raise
         if not pending:
             return results
-        return gather_fields(results, pending)
+        return settled(results, pending)
 
     return run
 """
@@ -182,12 +182,15 @@ def generic(ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType) -
 
 
 def one_object(
-    ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, run: Run
+    ex: ExecutionContext,
+    step: _Step,
+    parent_type: GraphQLObjectType,
+    run: Run,
+    known: Callable[[Any], bool],
 ) -> Complete:
     """An object completed by its selection's `run` when Strawberry's `is_type_of` knows it;
     anything else by `_complete_step`."""
-    assert step.completion is not None and step.field_def is not None
-    known = _known(step.completion.object_type)
+    assert step.field_def is not None
     complete_step = ex._complete_step
     field_error = ex._field_error
     await_completed = ex._await_completed
@@ -210,13 +213,16 @@ def one_object(
 
 
 def object_list(
-    ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, run: Run
+    ex: ExecutionContext,
+    step: _Step,
+    parent_type: GraphQLObjectType,
+    run: Run,
+    known: Callable[[Any], bool],
 ) -> Complete:
     """A list of objects Strawberry's `is_type_of` knows, each completed by the selection's
     `run` (`_complete_objects`); any other value by `_complete_step`."""
     completion = step.completion
     assert completion is not None and step.field_def is not None
-    known = _known(completion.object_type)
     item_type = completion.item_type
     assert item_type is not None
     complete_step = ex._complete_step
@@ -247,7 +253,8 @@ def object_list(
 def direct_call(
     ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, complete: Complete
 ) -> Run:
-    """The step's resolver called as `_run_direct` calls it, its value given to `complete`."""
+    """The step's resolver called directly (`ExecutionContext._call`), with the resolve info
+    built once a call, its value given to `complete`."""
     field_def = step.field_def
     direct = step.direct
     assert field_def is not None and direct is not None
@@ -269,14 +276,3 @@ def direct_call(
         return complete(result, path, info)
 
     return run
-
-
-def _known(object_type: GraphQLObjectType | None) -> Callable[[Any], bool]:
-    """`_is_known_object` for one type, its `is_type_of` looked up once."""
-    assert object_type is not None
-    is_type_of: Callable[[Any, Any], Any] | None = object_type.is_type_of
-    if is_type_of is None:
-        return lambda value: (
-            value is not None and value is not Undefined and not isinstance(value, Exception)
-        )
-    return lambda value: bool(is_type_of(value, None))
