@@ -64,8 +64,7 @@ class Teacher(NodeBase, Node):
         last: Last = None,
         before: Before = None,
     ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]] | None:
-        from graph_api.graph.school_class import Class
-
+        new_class = NodeBase.by_kind[Kind.CLASS].from_entry
         page = paging.window(first, after, last, before)
         # Entries copy the subject; the class's teacher is this teacher, by definition.
         name = self.known.get("name")
@@ -76,7 +75,7 @@ class Teacher(NodeBase, Node):
             "Teacher.classes",
             TEACHING,
             page,
-            lambda id_, entry, loaders: Class.from_entry(id_, {**entry, **ours}, loaders),
+            lambda id_, entry, loaders: new_class(id_, {**entry, **ours}, loaders),
             whole=first is None,
         )
         if first is None:

@@ -44,7 +44,6 @@ def start_key(key: dict[str, str] | None) -> StartKey | None:
 
 class Loaders:
     def __init__(self, table: Table, *, naive: bool = False) -> None:
-        self.table = table
         self.naive = naive
         self._reads = reads = _Reads(table)
         cache, batch = (False, 1) if naive else (True, None)
