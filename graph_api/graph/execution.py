@@ -359,10 +359,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return runners.generic(self, step, parent_type)
         run = self._runs.get(id(selection))
         child = run[1] if run is not None else self._run_of(object_type, selection)
-        known = known_object(object_type)
-        if completion.item_type is None:
-            return runners.one_object(self, step, parent_type, child, known)
-        return runners.object_list(self, step, parent_type, child, known)
+        return runners.objects(self, step, parent_type, child, known_object(object_type))
 
     def build_response(self, data: Any) -> Any:
         """graphql-core's response, once the operation's fields are done. The selection

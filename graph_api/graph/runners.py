@@ -181,50 +181,21 @@ def generic(ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType) -
     return complete
 
 
-def one_object(
+def objects(
     ex: ExecutionContext,
     step: _Step,
     parent_type: GraphQLObjectType,
     run: Run,
     known: Callable[[Any], bool],
 ) -> Complete:
-    """An object completed by its selection's `run` when Strawberry's `is_type_of` knows it;
-    anything else by `_complete_step`."""
-    assert step.field_def is not None
-    complete_step = ex._complete_step
-    field_error = ex._field_error
-    await_completed = ex._await_completed
-    return_type = step.field_def.type
-    details = step.field_details_list
-
-    def complete(value: Any, path: Path, info: Any) -> Any:
-        if is_awaitable(value) or not known(value):
-            return complete_step(step, parent_type, path, value, info)
-        try:
-            result = run(value, path)
-        except Exception as error:
-            field_error(error, step, path)
-            return None
-        if type(result) is dict:
-            return result
-        return await_completed(result, return_type, details, path)
-
-    return complete
-
-
-def object_list(
-    ex: ExecutionContext,
-    step: _Step,
-    parent_type: GraphQLObjectType,
-    run: Run,
-    known: Callable[[Any], bool],
-) -> Complete:
-    """A list of objects Strawberry's `is_type_of` knows, each completed by the selection's
-    `run` (`_complete_objects`); any other value by `_complete_step`."""
+    """An object, or each object of a list, that Strawberry's `is_type_of` knows, completed
+    by its selection's `run` (a list through `_complete_objects`); anything else by
+    `_complete_step`."""
     completion = step.completion
     assert completion is not None and step.field_def is not None
-    item_type = completion.item_type
-    assert item_type is not None
+    item_type: Any = completion.item_type  # a list's item type (its errors name it)
+    many = item_type is not None
+    done = list if many else dict  # the completed value when nothing was left to await
     complete_step = ex._complete_step
     complete_objects = ex._complete_objects
     field_error = ex._field_error
@@ -233,17 +204,22 @@ def object_list(
     details = step.field_details_list
 
     def complete(value: Any, path: Path, info: Any) -> Any:
-        if type(value) is not list:
-            return complete_step(step, parent_type, path, value, info)
-        for item in value:
-            if is_awaitable(item) or not known(item):
+        if many:
+            if type(value) is not list:
                 return complete_step(step, parent_type, path, value, info)
+            for item in value:
+                if is_awaitable(item) or not known(item):
+                    return complete_step(step, parent_type, path, value, info)
+        elif is_awaitable(value) or not known(value):
+            return complete_step(step, parent_type, path, value, info)
         try:
-            result = complete_objects(run, item_type, details, path, value)
+            result = (
+                complete_objects(run, item_type, details, path, value) if many else run(value, path)
+            )
         except Exception as error:
             field_error(error, step, path)
             return None
-        if type(result) is list:
+        if type(result) is done:
             return result
         return await_completed(result, return_type, details, path)  # an item's error nulls it
 
