@@ -207,7 +207,6 @@ class _Step:
         "field_details_list",
         "itself",
         "name",
-        "selection",
     )
 
     def __init__(
@@ -230,8 +229,6 @@ class _Step:
         self.direct = direct  # a resolver called directly (`_call`), when not plain
         # How its value completes here: the plain read's, or for a direct call its type's.
         self.completion = plain or (_completion(field_def.type) if direct and field_def else None)
-        # An object's (or list's) selection set, once collected without @defer.
-        self.selection: Any = None
 
 
 # Built-in scalars whose `coerce_output_value` returns a value of this exact type unchanged.
@@ -354,8 +351,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         object_type = completion.object_type if completion else None
         if completion is None or object_type is None:
             return runners.generic(self, step, parent_type)
-        selection = self._selection(step, object_type)
-        if not selection:  # @defer below: graphql-core's own
+        selection, new_defer_usages, _ = self.collect_subfields(
+            object_type, step.field_details_list
+        )
+        if new_defer_usages:  # @defer below: graphql-core's own
             return runners.generic(self, step, parent_type)
         run = self._runs.get(id(selection))
         child = run[1] if run is not None else self._run_of(object_type, selection)
@@ -414,16 +413,6 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         return self._complete_read(
             completion, field_def, parent_type, step.field_details_list, field_path, value, info
         )
-
-    def _selection(self, step: _Step, object_type: GraphQLObjectType) -> Any:
-        """The selection set of a plain object step, collected once; None under @defer."""
-        selection = step.selection
-        if selection is None:
-            selection, new_defer_usages, _ = self.collect_subfields(
-                object_type, step.field_details_list
-            )
-            step.selection = selection = False if new_defer_usages else selection
-        return selection
 
     def _field_error(self, raw_error: Exception, step: _Step, path: Path) -> None:
         """graphql-core's handling of a field's error: recorded for a nullable field (its

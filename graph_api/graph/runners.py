@@ -2,12 +2,12 @@
 
 `ExecutionContext.execute_fields` plans each selection set of a request once (its `_Step`s).
 Looping over those steps for every object still costs a dozen lookups a field, and every
-object a chain of calls (`_complete_step`, `_selection`, `execute_fields`, the plan's
-lookup). Here the loop is written out as source, one block per field, and compiled: a leaf
-is an attribute read and a type test, an object field calls its selection set's own
-function directly. The source depends only on the kinds of the steps, their response names
-and the attributes they read, so it is compiled once per shape of selection set and shared
-by every request (`_factories`); each request binds its own steps and closures to it.
+object a chain of calls to complete it and to look its plan up again. Here the loop is
+written out as source, one block per field, and compiled: a leaf is an attribute read and a
+type test, an object field calls its selection set's own function directly. The source
+depends only on the kinds of the steps, their response names and the attributes they read,
+so it is compiled once per shape of selection set and shared by every request
+(`_factories`); each request binds its own steps and closures to it.
 
 Everything that is not the known case (an error, an awaitable, null, a value of another
 type) goes to `ExecutionContext`'s methods for the step, which end in graphql-core's own
