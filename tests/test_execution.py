@@ -21,7 +21,7 @@ from graphql.pyutils import is_awaitable as graphql_is_awaitable
 from support import seed
 from test_request_counts import Shapes, render, targets
 
-from graph_api.graph import execution, runners
+from graph_api.graph import execution, known, runners
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.graph.school_class import Class
@@ -381,6 +381,43 @@ def test_awaitables_are_told_apart_as_graphql_core_tells_them() -> None:
     assert told[6:12] == [False, True] * 3  # each forwarder as what it forwards to
     assert told[-4:] == [False, True, True, True]
     values[-2].close()
+    loop.close()
+
+
+@strawberry.interface
+class Named:
+    name: str
+
+
+@strawberry.type
+class Pet(Named):
+    """Strawberry's own `is_type_of` (it implements an interface), which reads a cast."""
+
+
+@strawberry.type
+class PetQuery:
+    pet: Pet | None
+
+
+def test_known_objects_keep_a_class_only_when_no_instance_can_change_the_answer() -> None:
+    pet_type = strawberry.Schema(query=PetQuery)._schema.type_map["Pet"]
+    pets = known.KnownObjects(pet_type)  # type: ignore[arg-type]
+    loop = asyncio.new_event_loop()
+    # A type of its own: one instance could be cast to another type, so each one is asked.
+    assert pets(Pet(name="a")) and not pets.types
+    assert not pets(strawberry.cast(Leaf, Pet(name="b")))
+    assert not pets(Proxy(loop.create_future())) and not pets("not a pet") and not pets.types
+    # Our node types are Uncast: their class decides, and a cast of one node is refused.
+    node = Class.of("c1", {}, None)  # type: ignore[arg-type]
+    classes = known.KnownObjects(build_schema()._schema.type_map["Class"])  # type: ignore[arg-type]
+    assert classes(node) and classes.types == {Class}
+    assert not classes(Leaf(x=1)) and not classes(None)
+    with pytest.raises(AttributeError):
+        strawberry.cast(Class, node)
+    # A type without `is_type_of` (no interface) takes any object: its class decides.
+    leaf_type = strawberry.Schema(query=ToyQuery)._schema.type_map["Leaf"]
+    leaves = known.KnownObjects(leaf_type)  # type: ignore[arg-type]
+    assert leaves(Leaf(x=1)) and leaves.types == {Leaf}
     loop.close()
 
 

@@ -39,6 +39,15 @@ def is_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
     return optimized_is_awaitable(value) if known is None else known  # type: ignore[return-value]
 
 
+def by_type(cls: type) -> bool | None:
+    """Whether every instance of `cls` is awaitable (True) or none is (False); None when
+    only an instance can tell."""
+    known = _by_type.get(cls, _UNSEEN)
+    if known is _UNSEEN:
+        return None  # not seen yet: `is_awaitable` learns it from a value
+    return known  # type: ignore[return-value]
+
+
 def _by_type_decides(cls: type) -> bool:
     """Whether every instance of `cls` answers alike: attribute lookup is `object`'s own,
     with no `__getattr__` of any kind (a proxy's C-level forwarding, a `partialmethod`

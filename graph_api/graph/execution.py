@@ -17,13 +17,15 @@ most of its execution time.
 An object's fields run as steps planned once per selection set of the request, by a
 function written for that selection set (`graph.runners`): a plain leaf whose value is its
 own serialization (a `str` for String) is kept as read, with no call at all, and a plain
-object calls its own selection set's function. Whether a value is awaitable is answered
-once per type where only the type can decide (`graph.awaitables`). Several awaitable fields
-of an object are gathered as graphql-core gathers them; one alone is awaited in place.
+object calls its own selection set's function. Whether a value is awaitable, and whether
+it is of its field's object type, are answered once per class where only the class can
+decide (`graph.awaitables`, `graph.known`). Several awaitable fields of an object are
+gathered as graphql-core gathers them; one alone is awaited in place. An object field whose
+value is awaitable is completed the same way once awaited.
 
 Anything else (an extension with a `resolve` hook, field extensions or permissions,
-exception handlers, input objects, enums or lists as arguments, subscriptions, an
-awaitable, null, an error, a value of the wrong type) takes graphql-core's and Strawberry's
+exception handlers, input objects, enums or lists as arguments, subscriptions, an abort
+signal, an awaitable leaf, null, an error, a value of the wrong type) takes graphql-core's and Strawberry's
 own path, with any value already read, so errors, null propagation and paths are
 graphql-core's. `tests/test_execution.py` runs documents through both and compares.
 """
@@ -59,6 +61,7 @@ from strawberry.types.field import StrawberryField
 
 from graph_api.graph import runners
 from graph_api.graph.awaitables import is_awaitable
+from graph_api.graph.known import known_objects
 
 # Strawberry marks the resolver it gives a field declared without one (`getattr`).
 _DEFAULT_RESOLVER_MARK = "_is_default"
@@ -109,20 +112,6 @@ def _completion(type_: GraphQLOutputType, attribute: str = "") -> _Plain | None:
         if _checked_by_value(_nullable(item)):
             return _Plain(attribute, None, _nullable(item), item)
     return None
-
-
-def known_object(object_type: GraphQLObjectType) -> Callable[[Any], bool]:
-    """Whether a value completes as `object_type` (Strawberry's own `is_type_of`, which reads
-    only the value: `_checked_by_value`); None, an exception or Undefined do not. The type's
-    `is_type_of` is looked up once, for the selection functions that ask it of each object."""
-    is_type_of: Callable[[Any, Any], Any] | None = object_type.is_type_of
-    if is_type_of is None:
-        return _present
-    return lambda value: bool(is_type_of(value, None))
-
-
-def _present(value: Any) -> bool:
-    return value is not None and value is not Undefined and not isinstance(value, Exception)
 
 
 def _nullable(type_: Any) -> Any:
@@ -358,7 +347,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return runners.generic(self, step, parent_type)
         run = self._runs.get(id(selection))
         child = run[1] if run is not None else self._run_of(object_type, selection)
-        return runners.objects(self, step, parent_type, child, known_object(object_type))
+        return runners.objects(self, step, parent_type, child, known_objects(object_type))
 
     def build_response(self, data: Any) -> Any:
         """graphql-core's response, once the operation's fields are done. The selection
@@ -575,13 +564,13 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return value
         object_type = plan.object_type
         assert object_type is not None
-        known = known_object(object_type)
+        known = known_objects(object_type)
         if plan.item_type is None:
             if not known(result):
                 raise _Slow
             return self._execute_object(object_type, field_details_list, path, result)
         items = result if isinstance(result, list) else None
-        if items is None or any(is_awaitable(item) or not known(item) for item in items):
+        if items is None or not all(map(known, items)):
             raise _Slow
         return self._complete_objects(
             lambda item, item_path: self._execute_object(

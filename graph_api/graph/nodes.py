@@ -22,6 +22,7 @@ from strawberry.utils.str_converters import to_camel_case
 from graph_api.errors import BadUserInput, NotFound
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
+from graph_api.graph.known import Uncast
 from graph_api.model import keys
 from graph_api.model.items import TYPE, Relation
 from graph_api.model.keys import Kind
@@ -92,7 +93,7 @@ class Node:
         return strawberry.ID(global_id(self.kind, self.id))  # type: ignore[attr-defined]
 
 
-class NodeBase:
+class NodeBase(Uncast):
     """A node: its id, what is known of it, and the request's loaders to read the rest.
 
     Its fields that need neither arguments nor `Info` (`attributes`: Python name → the item
@@ -102,9 +103,6 @@ class NodeBase:
     """
 
     kind: ClassVar[Kind]
-    # Strawberry's is_type_of asks every object it completes for a `strawberry.cast` type:
-    # answered here (never cast), not by a failed lookup each time.
-    __as_strawberry_type__: ClassVar[None] = None
     attributes: ClassVar[Attributes] = {}
     # GraphQL field -> the item attribute it reads (what `with_items` looks for in copies).
     reads: ClassVar[Mapping[str, str]] = {}

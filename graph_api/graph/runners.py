@@ -26,6 +26,7 @@ from graphql.execution.executor import to_nodes
 from graphql.pyutils import Path
 
 from graph_api.graph.awaitables import COMPLETED, is_awaitable
+from graph_api.graph.known import KnownObjects
 
 if TYPE_CHECKING:
     from graph_api.graph.execution import ExecutionContext, _Step
@@ -186,11 +187,11 @@ def objects(
     step: _Step,
     parent_type: GraphQLObjectType,
     run: Run,
-    known: Callable[[Any], bool],
+    known: KnownObjects,
 ) -> Complete:
-    """An object, or each object of a list, that Strawberry's `is_type_of` knows, completed
-    by its selection's `run` (a list through `_complete_objects`); anything else by
-    `_complete_step`."""
+    """An object, or each object of a list, that `known` admits, completed by its selection's
+    `run` (a list through `_complete_objects`); an awaitable, once awaited, the same way;
+    anything else by `_complete_step`."""
     completion = step.completion
     assert completion is not None and step.field_def is not None
     item_type: Any = completion.item_type  # a list's item type (its errors name it)
@@ -202,16 +203,15 @@ def objects(
     await_completed = ex._await_completed
     return_type = step.field_def.type
     details = step.field_details_list
+    types = known.types  # the classes whose objects it admits: most objects are told here
+    admits = known.admits
+    # graphql-core races an awaited value with the abort signal: then its path awaits it.
+    awaits = ex.abort_signal is None
 
-    def complete(value: Any, path: Path, info: Any) -> Any:
-        if many:
-            if type(value) is not list:
-                return complete_step(step, parent_type, path, value, info)
-            for item in value:
-                if is_awaitable(item) or not known(item):
-                    return complete_step(step, parent_type, path, value, info)
-        elif is_awaitable(value) or not known(value):
-            return complete_step(step, parent_type, path, value, info)
+    # Three functions, none of which refers back to another: a closure that did would be a
+    # reference cycle left to the garbage collector, for every step of every request.
+    def finish(value: Any, path: Path) -> Any:
+        """A value `known` admits, completed by its selection's function."""
         try:
             result = (
                 complete_objects(run, item_type, details, path, value) if many else run(value, path)
@@ -222,6 +222,40 @@ def objects(
         if type(result) is done:
             return result
         return await_completed(result, return_type, details, path)  # an item's error nulls it
+
+    async def resolved(awaitable: Any, path: Path, info: Any) -> Any:
+        """graphql-core's `complete_awaitable_value`, by `finish` when it can."""
+        try:
+            value = await awaitable
+        except Exception as error:
+            field_error(error, step, path)
+            return None
+        admitted = (
+            type(value) is list and all(type(i) in types or admits(i) for i in value)
+            if many
+            else type(value) in types or admits(value)
+        )
+        completed = (
+            finish(value, path) if admitted else complete_step(step, parent_type, path, value, info)
+        )
+        if type(completed) in COMPLETED or not is_awaitable(completed):
+            return completed
+        return await completed
+
+    def complete(value: Any, path: Path, info: Any) -> Any:
+        if many:
+            if type(value) is not list:
+                if awaits and is_awaitable(value):
+                    return resolved(value, path, info)
+                return complete_step(step, parent_type, path, value, info)
+            for item in value:
+                if type(item) not in types and not admits(item):
+                    return complete_step(step, parent_type, path, value, info)
+        elif type(value) not in types and not admits(value):
+            if awaits and is_awaitable(value):
+                return resolved(value, path, info)
+            return complete_step(step, parent_type, path, value, info)
+        return finish(value, path)
 
     return complete
 
