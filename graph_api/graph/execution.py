@@ -25,9 +25,9 @@ value is awaitable is completed the same way once awaited.
 
 Anything else (an extension with a `resolve` hook, field extensions or permissions,
 exception handlers, input objects, enums or lists as arguments, subscriptions, an abort
-signal, an awaitable leaf, null, an error, a value of the wrong type) takes graphql-core's and Strawberry's
-own path, with any value already read, so errors, null propagation and paths are
-graphql-core's. `tests/test_execution.py` runs documents through both and compares.
+signal, an awaitable leaf, null, an error, a value of the wrong type) takes graphql-core's
+and Strawberry's own path, with any value already read, so errors, null propagation and
+paths are graphql-core's. `tests/test_execution.py` runs documents through both and compares.
 """
 
 from __future__ import annotations
