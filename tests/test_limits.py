@@ -11,10 +11,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from graphql import OperationDefinitionNode, parse
+from graphql.execution.values import get_variable_values
 from starlette.testclient import TestClient
 from support import codes, make_settings, post
 
 from graph_api.graph.context import Services
+from graph_api.graph.cost import _as_given
+from graph_api.graph.schema import build_schema
 from graph_api.http.app import create_app
 from graph_api.http.middleware import BodySizeLimit
 from graph_api.settings import Settings, SettingsError
@@ -498,3 +502,37 @@ def test_streamed_body_under_the_limit_reaches_the_app_whole() -> None:
     seen, sent = run_body_limit([b"a" * 30, b"b" * 30, b"c" * 40], [])
     assert seen == [b"a" * 30 + b"b" * 30 + b"c" * 40]
     assert sent[0]["status"] == 200
+
+
+# -- the cost's variables: taken as given only where coercing them would change nothing ----
+
+VARIABLE_CASES = [
+    ("$ids: [ID!]!", {"ids": ["s0001", "s0002"]}, True),
+    (
+        "$id: ID!, $first: Int, $yes: Boolean, $name: String!",
+        {"id": "a", "first": 5, "yes": False, "name": "n"},
+        True,
+    ),
+    ("$ids: [ID!]!", {"ids": "s0001"}, False),  # one id: coerced to a list of one
+    ("$ids: [ID!]!", {"ids": [1, "s0002"]}, False),  # an int id: coerced to "1"
+    ("$first: Int", {"first": True}, False),  # refused by coercion
+    ("$first: Int", {"first": 2**31}, False),  # out of Int's range: refused
+    ("$first: Int = 3", {}, False),  # its default applies
+    ("$first: Int", {"first": None}, False),
+    ("$x: Float", {"x": 1}, False),  # coerced to 1.0
+]
+
+
+@pytest.mark.parametrize(("definitions", "variables", "as_given"), VARIABLE_CASES)
+def test_the_cost_takes_variables_as_given_only_where_coercion_changes_nothing(
+    definitions: str, variables: dict[str, Any], as_given: bool
+) -> None:
+    schema = build_schema()._schema
+    operation = parse(f"query({definitions}) {{ __typename }}").definitions[0]
+    assert isinstance(operation, OperationDefinitionNode)
+    defined = operation.variable_definitions
+    taken = _as_given(schema, defined, variables)
+    assert (taken is not None) == as_given
+    coerced = get_variable_values(schema, defined, variables)
+    if taken is not None:
+        assert not isinstance(coerced, list) and taken == coerced.coerced

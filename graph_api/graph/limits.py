@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import orjson
 from graphql import (
     ASTValidationRule,
     DocumentNode,
@@ -156,6 +157,12 @@ def variable_errors(variables: object) -> list[GraphQLError]:
     """Every string among the variables (and every key of an input object) must be valid
     Unicode, with no lone surrogate: such a string can be neither stored nor compared,
     whichever field it is for."""
+    try:  # the common case, told at once: orjson refuses a lone surrogate (and odd values)
+        orjson.dumps(variables)
+    except TypeError:  # orjson.JSONEncodeError: the walk below finds where, if it is that
+        pass
+    else:
+        return []
     pending: list[tuple[object, tuple[str | int, ...]]] = [(variables, ())]
     while pending:
         value, path = pending.pop()
