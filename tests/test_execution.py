@@ -23,6 +23,7 @@ from test_request_counts import Shapes, render, targets
 
 from graph_api.graph import execution, known, runners
 from graph_api.graph.context import Context, Services
+from graph_api.graph.prepared import prepared_by
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.graph.school_class import Class
 from graph_api.model import items
@@ -419,6 +420,57 @@ def test_known_objects_keep_a_class_only_when_no_instance_can_change_the_answer(
     leaves = known.KnownObjects(leaf_type)  # type: ignore[arg-type]
     assert leaves(Leaf(x=1)) and leaves.types == {Leaf}
     loop.close()
+
+
+# -- a resolver in two steps (graph/prepared.py) --------------------------------------------
+
+PREPARED: list[int] = []
+
+
+def _scaled(info: strawberry.Info, factor: int) -> Any:
+    PREPARED.append(factor)
+    if factor < 0:
+        raise ValueError("a negative factor")
+    return lambda item: item.n * factor
+
+
+@strawberry.type
+class Numbered:
+    n: int
+
+    @strawberry.field
+    @prepared_by(_scaled)
+    def scaled(self, info: strawberry.Info, factor: int) -> int:
+        return _scaled(info, factor)(self)  # type: ignore[no-any-return]
+
+
+@strawberry.type
+class NumberedQuery:
+    @strawberry.field
+    def items(self) -> list[Numbered | None]:
+        return [Numbered(n=n) for n in range(5)]
+
+
+def test_a_prepared_resolver_is_prepared_once_a_field_and_answers_as_graphql_core() -> None:
+    query = """{
+      items { a: scaled(factor: 2) b: scaled(factor: 3) }
+      late: items { c: scaled(factor: -1) }
+    }"""
+    answers, prepared = [], []
+    for context in (None, execution.ExecutionContext):
+        PREPARED.clear()
+        schema = strawberry.Schema(query=NumberedQuery, execution_context_class=context)
+        result = schema.execute_sync(query)
+        answers.append((result.data, sorted((e.message, tuple(e.path)) for e in result.errors)))
+        prepared.append(sorted(PREPARED))
+    assert answers[0] == answers[1]
+    data, errors = answers[1]
+    assert data["items"] == [{"a": 2 * n, "b": 3 * n} for n in range(5)]
+    assert data["late"] == [None] * 5  # each item's error at its own path
+    assert errors == [("a negative factor", ("late", n, "c")) for n in range(5)]
+    assert prepared[0] == [-1] * 5 + [2] * 5 + [3] * 5  # graphql-core: each call prepares
+    # Ours: once a field; the refused one once, then by the resolver at each item.
+    assert prepared[1] == [-1] * 6 + [2, 3]
 
 
 # -- an item's asynchronous error, in a list completed in place ------------------------------

@@ -12,7 +12,8 @@ most of its execution time.
 - A field with a resolver function whose arguments are all built-in scalars gets it called
   as Strawberry's wrapper would (the source as `self`, `root` or `parent`, Strawberry's
   `Info`, the arguments by their Python names) without the wrapper's generic argument
-  conversion, which for such arguments returns what it is given.
+  conversion, which for such arguments returns what it is given. A resolver marked
+  `prepared_by` (`graph.prepared`) is prepared once for the field, then called per parent.
 
 An object's fields run as steps planned once per selection set of the request, by a
 function written for that selection set (`graph.runners`): a plain leaf whose value is its
@@ -62,6 +63,7 @@ from strawberry.types.field import StrawberryField
 from graph_api.graph import runners
 from graph_api.graph.awaitables import is_awaitable
 from graph_api.graph.known import known_objects
+from graph_api.graph.prepared import PREPARE
 
 # Strawberry marks the resolver it gives a field declared without one (`getattr`).
 _DEFAULT_RESOLVER_MARK = "_is_default"
@@ -141,6 +143,8 @@ class _Direct(NamedTuple):
     self_source: bool  # a method: the source is `self`
     source_names: tuple[str, ...]  # `root` / `parent` parameters, given the source
     info_name: str | None  # the parameter that takes Strawberry's Info
+    # A method marked `prepared_by`: its `prepare` (graph/prepared.py), else None.
+    prepare: Callable[..., Callable[[Any], Any]] | None
 
 
 def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
@@ -163,13 +167,19 @@ def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
         and all(_as_coerced(argument.type) for argument in definition.arguments)
     ):
         names = strawberry_schema.config.name_converter
+        self_source = resolver.self_parameter is not None
+        source_names = tuple(
+            p.name for p in (resolver.root_parameter, resolver.parent_parameter) if p
+        )
+        prepare = getattr(resolver.wrapped_func, PREPARE, None)
         plan = _Direct(
             definition,
             resolver.wrapped_func,
             tuple((names.from_argument(a), a.python_name) for a in definition.arguments),
-            resolver.self_parameter is not None,
-            tuple(p.name for p in (resolver.root_parameter, resolver.parent_parameter) if p),
+            self_source,
+            source_names,
             resolver.info_parameter.name if resolver.info_parameter else None,
+            prepare if self_source and not source_names else None,
         )
     _directs[id(field)] = (field, plan)
     return plan
@@ -323,7 +333,12 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             elif step.direct is not None:
                 kinds.append(runners.DIRECT)
                 complete = self._completion_of(step, parent_type)
-                functions.append(runners.direct_call(self, step, parent_type, complete))
+                call = (
+                    runners.prepared_call
+                    if step.direct.prepare is not None and step.completion is not None
+                    else runners.direct_call
+                )
+                functions.append(call(self, step, parent_type, complete))
             elif step.field_def is not None:
                 kinds.append(runners.FIELD)
                 functions.append(None)
@@ -528,9 +543,37 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
     ) -> Any:
         """The resolver function called as Strawberry's wrapper calls it: the source as
         `self`, `root` or `parent`, Strawberry's Info, the arguments by their Python names."""
+        kwargs = dict(self._arguments_of(direct, field_def, node, field_details_list))
+        for name in direct.source_names:
+            kwargs[name] = source
+        if direct.info_name is not None:
+            kwargs[direct.info_name] = self._info_class(_raw_info=info, _field=direct.field)
+        function = direct.function
+        return function(source, **kwargs) if direct.self_source else function(**kwargs)
+
+    def _prepare(
+        self,
+        direct: _Direct,
+        field_def: GraphQLField,
+        node: Any,
+        field_details_list: Any,
+        info: Any,
+    ) -> Callable[[Any], Any]:
+        """A `prepared_by` resolver's `prepare`, called as `_call` calls the resolver, without
+        a source: what to call with each source."""
+        assert direct.prepare is not None
+        kwargs = dict(self._arguments_of(direct, field_def, node, field_details_list))
+        if direct.info_name is not None:
+            kwargs[direct.info_name] = self._info_class(_raw_info=info, _field=direct.field)
+        return direct.prepare(**kwargs)
+
+    def _arguments_of(
+        self, direct: _Direct, field_def: GraphQLField, node: Any, field_details_list: Any
+    ) -> dict[str, Any]:
+        """A direct call's arguments by their Python names. The same field of the document
+        under 30 parents has the same arguments (the variables are fixed for the operation):
+        they are worked out once."""
         fragment_values = field_details_list[0].fragment_variable_values
-        # The same field of the document under 30 parents has the same arguments: the
-        # variables are fixed for the operation, so they are worked out once.
         key = (id(node), id(field_def), id(fragment_values))
         arguments = self._arguments.get(key)
         if arguments is None:
@@ -543,13 +586,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             )
             arguments = {py: values[name] for name, py in direct.arguments if name in values}
             self._arguments[key] = arguments
-        kwargs = dict(arguments)
-        for name in direct.source_names:
-            kwargs[name] = source
-        if direct.info_name is not None:
-            kwargs[direct.info_name] = self._info_class(_raw_info=info, _field=direct.field)
-        function = direct.function
-        return function(source, **kwargs) if direct.self_source else function(**kwargs)
+        return arguments
 
     def _complete_plain(
         self, plan: _Plain, field_details_list: Any, path: Path, result: Any

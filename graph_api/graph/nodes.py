@@ -157,23 +157,8 @@ class NodeBase(Uncast):
         *,
         whole: bool = True,
     ) -> Any:
-        """A page of a relation carried on this node's item as a map (a student's classes):
-        now when the item is known, after one batched load when it is not; with `whole`,
-        its nodes get their items first when their selection needs them (`with_items`).
-        Its nodes are the target kind's `from_entry`, unless `to_node` says otherwise."""
-        build: Callable[[str, Mapping[str, Any], Loaders], Any] = (
-            to_node if to_node is not None else NodeBase.by_kind[relation.target].from_entry
-        )
-        rng = keys.entries(relation.owner, self.id, relation.target)
-        known = self.known
-        if relation.field in known:  # the item is read (`get`'s common case, no `then`)
-            connection = paging.from_map(info, field, rng, page, known[relation.field] or {}, build)
-        else:
-            connection = then(
-                self.get(relation.field),
-                lambda entries: paging.from_map(info, field, rng, page, entries or {}, build),
-            )
-        return with_items(info, connection) if whole else connection
+        """A page of a relation carried on this node's item as a map (`map_pages`)."""
+        return map_pages(info, field, relation, page, to_node, whole=whole)(self)
 
     async def roster_page(
         self,
@@ -218,6 +203,42 @@ class NodeBase(Uncast):
         return item.get(name)
 
 
+def map_pages(
+    info: Info,
+    field: str,
+    relation: Relation,
+    page: paging.Window,
+    to_node: Callable[[str, Mapping[str, Any], Loaders], Any] | None = None,
+    *,
+    whole: bool = True,
+) -> Callable[[NodeBase], Any]:
+    """The pages of a relation carried on its owners' items as maps (a student's classes),
+    for one field of the document: what every owner shares is worked out here, once (the
+    node builder, the request's context, what the nodes' selection reads), the page of each
+    owner by the function returned. A page is built now when its owner's item is read,
+    after one batched load when it is not; with `whole`, its nodes get their items first
+    when their selection reads more than the entries hold (`with_items`). Its nodes are the
+    target kind's `from_entry`, unless `to_node` says otherwise."""
+    build = to_node if to_node is not None else NodeBase.by_kind[relation.target].from_entry
+    context = info.context
+    wanted = prefetch.reads(info, NodeBase.by_kind[relation.target].reads) if whole else None
+    owner_kind, target, attribute = relation.owner, relation.target, relation.field
+
+    def page_of(owner: NodeBase) -> Any:
+        rng = keys.entries(owner_kind, owner.id, target)
+        known = owner.known
+        if attribute in known:  # the item is read (`get`'s common case, no `then`)
+            connection = paging.from_map(context, field, rng, page, known[attribute] or {}, build)
+        else:
+            connection = then(
+                owner.get(attribute),
+                lambda entries: paging.from_map(context, field, rng, page, entries or {}, build),
+            )
+        return connection if not wanted else _with_wanted(context.loaders, wanted, connection)
+
+    return page_of
+
+
 N = TypeVar("N", bound=type[NodeBase])
 
 
@@ -255,12 +276,29 @@ def with_items(info: Info, connection: Any) -> Any:
     partial = _partial(info, connection.edges)
     if not partial:
         return connection
+    return _loaded(info.context.loaders, partial, connection)
 
-    async def loaded() -> Any:
-        await _load_items(info, partial)
+
+def _with_wanted(loaders: Loaders, wanted: frozenset[str], connection: Any) -> Any:
+    """`with_items`, what the nodes' selection reads (`wanted`) known beforehand."""
+    if isinstance(connection, CoroutineType):
+        pending = connection
+
+        async def later() -> Any:
+            found = await pending
+            await _load_items(loaders, _lacking(wanted, found.edges))
+            return found
+
+        return later()
+    partial = _lacking(wanted, connection.edges)
+    if not partial:
         return connection
+    return _loaded(loaders, partial, connection)
 
-    return loaded()
+
+async def _loaded(loaders: Loaders, partial: list[NodeBase], connection: Any) -> Any:
+    await _load_items(loaders, partial)
+    return connection
 
 
 def _partial(info: Info, edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
@@ -268,20 +306,29 @@ def _partial(info: Info, edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
     nodes: list[NodeBase] = [edge.node for edge in edges if TYPE not in edge.node.known]
     if not nodes:
         return []
-    wanted = prefetch.reads(info, type(nodes[0]).reads)
-    if not wanted:  # the selection reads only what every node has (its id)
+    return _lacking(prefetch.reads(info, type(nodes[0]).reads), edges)
+
+
+def _lacking(wanted: frozenset[str], edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
+    """The nodes of `edges` that lack an attribute of `wanted`; none when it is empty (the
+    selection reads only what every node has: its id)."""
+    if not wanted:
         return []
-    return [n for n in nodes if not wanted <= n.known.keys()]
+    return [
+        edge.node
+        for edge in edges
+        if TYPE not in edge.node.known and not wanted <= edge.node.known.keys()
+    ]
 
 
 async def _give_items(info: Info, edges: Sequence[paging.Edge[Any]]) -> None:
-    await _load_items(info, _partial(info, edges))
+    await _load_items(info.context.loaders, _partial(info, edges))
 
 
-async def _load_items(info: Info, partial: list[NodeBase]) -> None:
+async def _load_items(loaders: Loaders, partial: list[NodeBase]) -> None:
     if not partial:
         return
-    found = await info.context.loaders.item.load_many([keys.node(n.kind, n.id) for n in partial])
+    found = await loaders.item.load_many([keys.node(n.kind, n.id) for n in partial])
     for node, item in zip(partial, found, strict=True):
         if item is not None:  # none: its fields say NOT_FOUND, as they would have
             node.known = item

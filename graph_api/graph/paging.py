@@ -18,7 +18,7 @@ from typing import Annotated, Any, Generic, TypeVar
 import strawberry
 
 from graph_api.errors import BadUserInput
-from graph_api.graph.context import Info
+from graph_api.graph.context import Context, Info
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import SK, Range
 from graph_api.store.codec import Item
@@ -235,11 +235,11 @@ def window(first: int | None, after: str | None, last: int | None, before: str |
 _FIRST_PAGE = Window(DEFAULT_FIRST, True, None)
 
 
-def _start(info: Info, field: str, rng: Range, page: Window) -> dict[str, str] | None:
+def _start(context: Context, field: str, rng: Range, page: Window) -> dict[str, str] | None:
     if page.cursor is None:
         return None
     argument = "after" if page.forward else "before"
-    return info.context.cursors.decode(page.cursor, field, rng, argument)
+    return context.cursors.decode(page.cursor, field, rng, argument)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +260,7 @@ class Page(Generic[T]):
 
 
 def from_map(
-    info: Info,
+    context: Context,
     field: str,
     rng: Range,
     page: Window,
@@ -276,14 +276,13 @@ def from_map(
     """
     ids = sorted(entries)  # the order of their positions: one prefix, then the id
     count = page.count
-    start = _start(info, field, rng, page)
+    start = _start(context, field, rng, page)
     if start:
         if page.forward:
             ids = [id_ for id_ in ids if rng.at(id_).sk > start[SK]]
         else:
             ids = [id_ for id_ in ids if rng.at(id_).sk < start[SK]]
     chosen = ids if len(ids) <= count else ids[:count] if page.forward else ids[-count:]
-    context = info.context
     cursor_of = EntryCursorOf(context.cursors, field, rng)
     loaders = context.loaders
     edges = [
@@ -305,7 +304,7 @@ async def from_range(
     to_node: Callable[[Item, Loaders], T],
 ) -> Page[T]:
     """A page of a range (unbounded: a class's students, a catalog, a city): one Query."""
-    start = _start(info, field, rng, page)
+    start = _start(info.context, field, rng, page)
     count = page.count
     # One item more than asked tells whether another page exists, without an empty page.
     request = PageRequest(rng, count + 1, start_key(start), page.forward)

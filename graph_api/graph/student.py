@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
@@ -15,11 +16,13 @@ from graph_api.graph.nodes import (
     Attributes,
     Node,
     NodeBase,
+    map_pages,
     node_fields,
     reads_of,
     then,
 )
 from graph_api.graph.paging import After, Before, Connection, First, Last
+from graph_api.graph.prepared import prepared_by
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP
 from graph_api.model.keys import Kind
@@ -31,6 +34,20 @@ if TYPE_CHECKING:
 
 def _home(root: Student) -> Any:
     return then(root.get(items.HOME), lambda home: Home.from_map(home) if home else None)
+
+
+def _classes(
+    info: Info, first: int | None, after: str | None, last: int | None, before: str | None
+) -> Callable[[NodeBase], Any]:
+    page = paging.window(first, after, last, before)
+    return map_pages(info, "Student.classes", ENROLMENT, page)
+
+
+def _sports(
+    info: Info, first: int | None, after: str | None, last: int | None, before: str | None
+) -> Callable[[NodeBase], Any]:
+    page = paging.window(first, after, last, before)
+    return map_pages(info, "Student.sports", MEMBERSHIP, page)
 
 
 def _email(root: Student, info: Info) -> str | None:
@@ -77,6 +94,7 @@ class Student(NodeBase, Node):
         description="The classes the student is enrolled in, ordered by id; from the student"
         " item itself (no request of its own). Null, with an error, for arguments it refuses."
     )
+    @prepared_by(_classes)
     def classes(
         self,
         info: Info,
@@ -85,13 +103,13 @@ class Student(NodeBase, Node):
         last: Last = None,
         before: Before = None,
     ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]] | None:
-        page = paging.window(first, after, last, before)
-        return self.map_page(info, "Student.classes", ENROLMENT, page)  # type: ignore[no-any-return]
+        return _classes(info, first, after, last, before)(self)  # type: ignore[no-any-return]
 
     @strawberry.field(
         description="The sports the student plays, ordered by id; from the student item itself"
         " (no request of its own). Null, with an error, for arguments it refuses."
     )
+    @prepared_by(_sports)
     def sports(
         self,
         info: Info,
@@ -100,5 +118,4 @@ class Student(NodeBase, Node):
         last: Last = None,
         before: Before = None,
     ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]] | None:
-        page = paging.window(first, after, last, before)
-        return self.map_page(info, "Student.sports", MEMBERSHIP, page)  # type: ignore[no-any-return]
+        return _sports(info, first, after, last, before)(self)  # type: ignore[no-any-return]
