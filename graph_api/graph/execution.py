@@ -9,11 +9,12 @@ most of its execution time.
   arguments; a scalar, an enum, an object or a list of objects) whose value is known (not an
   awaitable, not null) is read and completed here: a leaf through its type's
   `coerce_output_value`, an object or each object of a list by executing its sub-selection.
-- A field with a resolver function whose arguments are all built-in scalars gets it called
-  as Strawberry's wrapper would (the source as `self`, `root` or `parent`, Strawberry's
-  `Info`, the arguments by their Python names) without the wrapper's generic argument
-  conversion, which for such arguments returns what it is given. A resolver marked
-  `prepared_by` (`graph.prepared`) is prepared once for the field, then called per parent.
+- A field with a resolver function whose arguments are all built-in scalars (or lists of
+  them, each call given its own copy) gets it called as Strawberry's wrapper would (the
+  source as `self`, `root` or `parent`, Strawberry's `Info`, the arguments by their Python
+  names) without the wrapper's generic argument conversion, which for such arguments
+  returns what it is given. A resolver marked `prepared_by` (`graph.prepared`) is prepared
+  once for the field, then called per parent.
 
 An object's fields run as steps planned once per selection set of the request, by a
 function written for that selection set (`graph.runners`): a plain leaf whose value is its
@@ -25,10 +26,11 @@ gathered as graphql-core gathers them; one alone is awaited in place. An object 
 value is awaitable is completed the same way once awaited.
 
 Anything else (an extension with a `resolve` hook, field extensions or permissions,
-exception handlers, input objects, enums or lists as arguments, subscriptions, an abort
-signal, an awaitable leaf, null, an error, a value of the wrong type) takes graphql-core's
-and Strawberry's own path, with any value already read, so errors, null propagation and
-paths are graphql-core's. `tests/test_execution.py` runs documents through both and compares.
+exception handlers, input objects, enums or nested lists as arguments, subscriptions, an
+abort signal, an awaitable leaf, null, an error, a value of the wrong type) takes
+graphql-core's and Strawberry's own path, with any value already read, so errors, null
+propagation and paths are graphql-core's. `tests/test_execution.py` runs documents through
+both and compares.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, gather_with_cancel
 from strawberry import ID as strawberry_ID
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
-from strawberry.types.base import StrawberryOptional
+from strawberry.types.base import StrawberryList, StrawberryOptional
 from strawberry.types.field import StrawberryField
 
 from graph_api.graph import runners
@@ -145,6 +147,9 @@ class _Direct(NamedTuple):
     info_name: str | None  # the parameter that takes Strawberry's Info
     # A method marked `prepared_by`: its `prepare` (graph/prepared.py), else None.
     prepare: Callable[..., Callable[[Any], Any]] | None
+    # Arguments that are lists of such scalars: each call gets its own copy, as Strawberry
+    # gives it (graphql-core hands every request that omits one the same default list).
+    lists: tuple[str, ...]
 
 
 def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
@@ -164,7 +169,10 @@ def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
         and getattr(field.resolve, "__name__", "") in _STRAWBERRY_WRAPPERS
         and not definition.extensions  # permissions, field extensions
         and not strawberry_schema.exception_handlers
-        and all(_as_coerced(argument.type) for argument in definition.arguments)
+        and all(
+            _as_coerced(argument.type) or _as_coerced_list(argument.type)
+            for argument in definition.arguments
+        )
     ):
         names = strawberry_schema.config.name_converter
         self_source = resolver.self_parameter is not None
@@ -180,6 +188,7 @@ def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
             source_names,
             resolver.info_parameter.name if resolver.info_parameter else None,
             prepare if self_source and not source_names else None,
+            tuple(a.python_name for a in definition.arguments if _as_coerced_list(a.type)),
         )
     _directs[id(field)] = (field, plan)
     return plan
@@ -189,6 +198,13 @@ def _as_coerced(type_: Any) -> bool:
     if type(type_) is StrawberryOptional:  # not its subclass Maybe, which wraps in Some()
         type_ = type_.of_type
     return type_ in _AS_COERCED
+
+
+def _as_coerced_list(type_: Any) -> bool:
+    """A list of such scalars (`ids: [ID!]!`): Strawberry hands over a copy of it."""
+    if type(type_) is StrawberryOptional:
+        type_ = type_.of_type
+    return type(type_) is StrawberryList and _as_coerced(type_.of_type)
 
 
 _directs: dict[int, tuple[GraphQLField, _Direct | None]] = {}
@@ -543,7 +559,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
     ) -> Any:
         """The resolver function called as Strawberry's wrapper calls it: the source as
         `self`, `root` or `parent`, Strawberry's Info, the arguments by their Python names."""
-        kwargs = dict(self._arguments_of(direct, field_def, node, field_details_list))
+        kwargs = self._kwargs(direct, field_def, node, field_details_list)
         for name in direct.source_names:
             kwargs[name] = source
         if direct.info_name is not None:
@@ -562,10 +578,20 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         """A `prepared_by` resolver's `prepare`, called as `_call` calls the resolver, without
         a source: what to call with each source."""
         assert direct.prepare is not None
-        kwargs = dict(self._arguments_of(direct, field_def, node, field_details_list))
+        kwargs = self._kwargs(direct, field_def, node, field_details_list)
         if direct.info_name is not None:
             kwargs[direct.info_name] = self._info_class(_raw_info=info, _field=direct.field)
         return direct.prepare(**kwargs)
+
+    def _kwargs(
+        self, direct: _Direct, field_def: GraphQLField, node: Any, field_details_list: Any
+    ) -> dict[str, Any]:
+        """A direct call's arguments by their Python names, its lists its own copies."""
+        kwargs = dict(self._arguments_of(direct, field_def, node, field_details_list))
+        for name in direct.lists:
+            if kwargs.get(name) is not None:
+                kwargs[name] = list(kwargs[name])
+        return kwargs
 
     def _arguments_of(
         self, direct: _Direct, field_def: GraphQLField, node: Any, field_details_list: Any
