@@ -554,6 +554,43 @@ def test_q2_a_class_its_teacher_and_50_names_is_one_query(
     assert operations(result) == {"Query": 1}
 
 
+@pytest.mark.parametrize(
+    ("selection", "variables", "requests"),
+    [
+        ("students(first: 3) { edges { node { id } } }", {}, 1),
+        ("students(first: $n) { edges { node { id } } }", {"n": 3}, 1),
+        ("...Roster", {}, 1),  # through a named fragment
+        ("... on Class { ... on Class { students(first: 3) { edges { node { id } } } } }", {}, 1),
+        ("students(first: $n) { edges { node { id } } }", {"n": None}, 1),  # null: the default
+        ("students(first: 3, after: $after) { edges { node { id } } }", {"after": None}, 1),
+        ("students(last: 3) { edges { node { id } } }", {}, 2),  # read from its other end
+        ("students(first: 0) { edges { node { id } } }", {}, 1),  # refused: the node alone
+    ],
+)
+def test_a_class_and_its_first_page_are_one_query_however_the_page_is_asked(
+    gql: Any, five: dict[str, Any], selection: str, variables: dict[str, Any], requests: int
+) -> None:
+    fragment = "fragment Roster on Class { students(first: 3) { edges { node { id } } } }"
+    defined = (
+        "$id: ID!"
+        + ", $n: Int" * ("$n" in selection)
+        + ", $after: String" * ("$after" in selection)
+    )
+    document = (
+        f"query({defined}) {{ class(id: $id) {{ subject {selection} }} }}"
+        + f" {fragment}" * ("...Roster" in selection)
+    )
+    result = gql(document, {"id": five["class"], **variables})
+    if "first: 0" in selection:
+        assert [e["extensions"]["code"] for e in result.errors] == ["BAD_USER_INPUT"]
+        assert result.context.ledger.requests == requests
+        return
+    assert result.errors == [], result.errors
+    edges = result.data["class"]["students"]["edges"]
+    assert len(edges) == (3 if variables.get("n", 3) else DEFAULT_FIRST)
+    assert wire_count(result) == requests, ledger_text(result)
+
+
 def test_q3_a_teacher_and_its_classes_is_two_waves(
     gql: Any, five: dict[str, Any], demo_items: list[Item]
 ) -> None:

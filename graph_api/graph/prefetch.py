@@ -16,10 +16,19 @@ the Queries alone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from strawberry.types.nodes import FragmentSpread, InlineFragment, SelectedField
+from graphql import (
+    FieldNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    ListValueNode,
+    ObjectValueNode,
+    SelectionSetNode,
+    ValueNode,
+    VariableNode,
+)
 
 from graph_api.graph.context import Info
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
@@ -30,15 +39,38 @@ from graph_api.store.loaders import Loaders, PageRequest
 
 ROSTER_FIELD = "students"
 
-Selection = SelectedField | FragmentSpread | InlineFragment
 
-
-def _fields(selections: Iterable[Selection]) -> Iterable[SelectedField]:
-    for selection in selections:
-        if isinstance(selection, SelectedField):
+def _fields(info: Any, selection_set: SelectionSetNode | None) -> Iterator[FieldNode]:
+    """The fields of a selection set, its fragments' fields as its own (directives are not
+    read: a field under `@skip` counts, which at worst reads an item it did not need)."""
+    for selection in selection_set.selections if selection_set else ():
+        if isinstance(selection, FieldNode):
             yield selection
-        else:  # fragments: their fields are the parent's fields
-            yield from _fields(selection.selections)
+        elif isinstance(selection, InlineFragmentNode):
+            yield from _fields(info, selection.selection_set)
+        elif isinstance(selection, FragmentSpreadNode):
+            fragment = info.fragments.get(selection.name.value)  # unknown: validation says so
+            if fragment is not None:
+                yield from _fields(info, fragment.selection_set)
+
+
+def _value(info: Any, node: ValueNode) -> Any:
+    """An argument's value as Strawberry's `selected_fields` gives it: a variable's value, a
+    literal as its token's text (`"50"`), null as None."""
+    if isinstance(node, VariableNode):  # graphql-core's own executor: its container's
+        variables = getattr(info.variable_values, "coerced", info.variable_values)
+        return variables.get(node.name.value)
+    if isinstance(node, ListValueNode):
+        return [_value(info, value) for value in node.values]
+    if isinstance(node, ObjectValueNode):
+        return {field.name.value: _value(info, field.value) for field in node.fields}
+    return getattr(node, "value", None)
+
+
+def arguments(info: Info, field: FieldNode) -> dict[str, Any]:
+    """A selected field's arguments (`_value`)."""
+    raw = info._raw_info
+    return {a.name.value: _value(raw, a.value) for a in field.arguments or ()}
 
 
 def _as_int(value: Any) -> int | None:
@@ -58,20 +90,27 @@ def _as_int(value: Any) -> int | None:
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
 
 
-def selected(info: Info, under: Sequence[str] = ()) -> list[SelectedField]:
+def selected(info: Info, under: Sequence[str] = ()) -> list[FieldNode]:
     """The fields selected under this field (fragments flattened), or at the end of the
     path `under` (`NODES`: the fields of a connection's nodes).
 
-    Worked out once per operation for each field of the document: a list of 30 students
-    asks it of each student's `classes` (Strawberry builds `selected_fields` anew per call).
+    Read off the document, only as deep as asked (Strawberry's `selected_fields` converts
+    the whole tree below the field, with every argument), and once per operation for each
+    field of the document: a list of 30 students asks it of each student's `classes`.
     """
-    key = (*map(id, info._raw_info.field_nodes), *under)
+    raw = info._raw_info
+    key = (*map(id, raw.field_nodes), *under)
     memo = info.context.selections
-    level: list[SelectedField] | None = memo.get(key)
+    level: list[FieldNode] | None = memo.get(key)
     if level is None:
-        level = [field for root in info.selected_fields for field in _fields(root.selections)]
+        level = [field for root in raw.field_nodes for field in _fields(raw, root.selection_set)]
         for name in under:
-            level = [c for field in level if field.name == name for c in _fields(field.selections)]
+            level = [
+                child
+                for field in level
+                if field.name.value == name
+                for child in _fields(raw, field.selection_set)
+            ]
         memo[key] = level
     return level
 
@@ -84,9 +123,8 @@ def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
     memo = info.context.selections
     wanted: frozenset[str] | None = memo.get(key)
     if wanted is None:
-        wanted = frozenset(
-            attributes[field.name] for field in selected(info, NODES) if field.name in attributes
-        )
+        names = (field.name.value for field in selected(info, NODES))
+        wanted = frozenset(attributes[name] for name in names if name in attributes)
         memo[key] = wanted
     return wanted
 
@@ -99,10 +137,10 @@ def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:
     its other end, one Query of its own.
     """
     for field in selected(info, under):
-        args: dict[str, Any] = field.arguments
-        if field.name != ROSTER_FIELD or any(
-            args.get(name) is not None for name in ("after", "last", "before")
-        ):
+        if field.name.value != ROSTER_FIELD:
+            continue
+        args = arguments(info, field)
+        if any(args.get(name) is not None for name in ("after", "last", "before")):
             continue
         first = _as_int(args.get("first", DEFAULT_FIRST))
         if first is not None and 1 <= first <= MAX_FIRST:
