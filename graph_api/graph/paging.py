@@ -87,6 +87,9 @@ class EntryCursorOf(CursorOf):
         return self.rng.at(position).as_item()
 
 
+_new = object.__new__
+
+
 def _cursor(root: Edge[Any]) -> str:
     return root.encoded()
 
@@ -107,6 +110,16 @@ class Edge(Generic[T]):
     def encoded(self) -> str:
         """This edge's cursor."""
         return self.page.encode(self.position)
+
+    @classmethod
+    def of(cls, node: T, page: CursorOf, position: Any) -> Edge[T]:
+        """An edge, built as `NodeBase.of` builds a node: its three attributes set, without
+        the keyword-only `__init__` Strawberry writes (a third of the time; Q1 builds 174)."""
+        edge = _new(cls)
+        edge.node = node
+        edge.page = page
+        edge.position = position
+        return edge
 
 
 @strawberry.type(
@@ -285,10 +298,7 @@ def from_map(
     chosen = ids if len(ids) <= count else ids[:count] if page.forward else ids[-count:]
     cursor_of = EntryCursorOf(context.cursors, field, rng)
     loaders = context.loaders
-    edges = [
-        Edge(node=to_node(id_, entries[id_], loaders), page=cursor_of, position=id_)
-        for id_ in chosen
-    ]
+    edges = [Edge.of(to_node(id_, entries[id_], loaders), cursor_of, id_) for id_ in chosen]
     total = len(entries)
     more = len(ids) > count
     return Connection(
@@ -313,7 +323,7 @@ async def from_range(
     # Backward, the Query reads from the end: its first `count` items, in the list's order.
     chosen = items[:count] if page.forward else items[:count][::-1]
     cursor_of = CursorOf(info.context.cursors, field, rng)
-    edges = [Edge(node=to_node(item, loaders), page=cursor_of, position=item) for item in chosen]
+    edges = [Edge.of(to_node(item, loaders), cursor_of, item) for item in chosen]
     return _page(edges, page.forward, len(items) > count)
 
 
