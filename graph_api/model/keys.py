@@ -12,6 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
+from typing import NamedTuple
 
 from graph_api.errors import BadUserInput
 
@@ -38,9 +39,9 @@ LEASE = "LEASE"
 COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
 
 
-@dataclass(frozen=True, slots=True)
-class Key:
-    """A primary key (`PK`, `SK`) of the base table."""
+class Key(NamedTuple):
+    """A primary key (`PK`, `SK`) of the base table. A named tuple: a read hashes each of
+    its keys five times (the loader's cache and batch, the request, the answer), in C here."""
 
     pk: str
     sk: str
@@ -49,8 +50,7 @@ class Key:
         return {PK: self.pk, SK: self.sk}
 
 
-@dataclass(frozen=True, slots=True)
-class IndexKey:
+class IndexKey(NamedTuple):
     """A key of the inverted index GSI1."""
 
     pk: str

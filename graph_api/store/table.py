@@ -109,6 +109,8 @@ class Table:
     async def get_many(self, keys: Iterable[Key], *, consistent: bool = False) -> dict[Key, Item]:
         """Fetch items by key: deduplicated, 100 a BatchGetItem, chunks concurrently."""
         unique = list(dict.fromkeys(keys))
+        if len(unique) <= BATCH_GET_LIMIT:  # one chunk: awaited here, no task for it
+            return await self._get_chunk(unique, consistent)
         chunks = [unique[i : i + BATCH_GET_LIMIT] for i in range(0, len(unique), BATCH_GET_LIMIT)]
         found: dict[Key, Item] = {}
         for result in await asyncio.gather(*(self._get_chunk(c, consistent) for c in chunks)):
@@ -119,7 +121,8 @@ class Table:
         found: dict[Key, Item] = {}
         request: dict[str, Any] = {
             self.name: {
-                "Keys": [codec.encode(k.as_item()) for k in keys],
+                # Both parts are strings: written as the codec would, without its walk.
+                "Keys": [{PK: {"S": k.pk}, SK: {"S": k.sk}} for k in keys],
                 "ConsistentRead": consistent,
             }
         }
