@@ -568,18 +568,16 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         return function(source, **kwargs) if direct.self_source else function(**kwargs)
 
     def _prepare(
-        self,
-        direct: _Direct,
-        field_def: GraphQLField,
-        node: Any,
-        field_details_list: Any,
-        info: Any,
+        self, step: _Step, parent_type: GraphQLObjectType, path: Path
     ) -> Callable[[Any], Any]:
-        """A `prepared_by` resolver's `prepare`, called as `_call` calls the resolver, without
-        a source: what to call with each source."""
-        assert direct.prepare is not None
-        kwargs = self._kwargs(direct, field_def, node, field_details_list)
+        """A `prepared_by` resolver's `prepare`, called as `_call` calls the resolver (with
+        the resolve info of the call at `path`), without a source: what to call with each."""
+        direct, field_def = step.direct, step.field_def
+        assert direct is not None and direct.prepare is not None and field_def is not None
+        details = step.field_details_list
+        kwargs = self._kwargs(direct, field_def, details[0].node, details)
         if direct.info_name is not None:
+            info = self.build_resolve_info(field_def, to_nodes(details), parent_type, path)
             kwargs[direct.info_name] = self._info_class(_raw_info=info, _field=direct.field)
         return direct.prepare(**kwargs)
 

@@ -295,16 +295,9 @@ def prepared_call(
     ex: ExecutionContext, step: _Step, parent_type: GraphQLObjectType, complete: Complete
 ) -> Run:
     """A `prepared_by` resolver (graph/prepared.py): its `prepare` called once, with the first
-    call's resolve info, and what it returns called with each source, its value given to
-    `complete`. Should `prepare` raise, every call takes `direct_call`'s path, where the
-    resolver raises the same error at that call's path."""
-    field_def = step.field_def
-    direct = step.direct
-    assert field_def is not None and direct is not None
-    details = step.field_details_list
-    nodes = to_nodes(details)
-    node = details[0].node
-    build_resolve_info = ex.build_resolve_info
+    call's resolve info (`ExecutionContext._prepare`), and what it returns called with each
+    source, its value given to `complete`. Should `prepare` raise, every call takes
+    `direct_call`'s path, where the resolver raises the same error at that call's path."""
     prepare = ex._prepare
     field_error = ex._field_error
     unprepared = direct_call(ex, step, parent_type, complete)
@@ -315,8 +308,7 @@ def prepared_call(
         assert path is not None
         if each is None:
             try:
-                info = build_resolve_info(field_def, nodes, parent_type, path)
-                each = prepare(direct, field_def, node, details, info)
+                each = prepare(step, parent_type, path)
             except Exception:
                 each = _UNPREPARED
         if each is _UNPREPARED:
