@@ -1,4 +1,5 @@
-"""The request's DataLoaders (`store/loaders.py`): what `load_many` answers and raises."""
+"""The request's DataLoaders (`store/loaders.py`) and the table's batched reads under them:
+what `load_many` answers and raises, what `get_many` sends."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Any
 
 import pytest
 
+from graph_api.graph.context import Services
+from graph_api.store.ledger import Ledger
 from graph_api.store.loaders import _Loader
+from graph_api.store.table import Table
 
 
 def run_with_loop_errors(scenario: Any) -> list[str]:
@@ -59,3 +63,12 @@ def test_a_failed_batch_raises_once_and_leaves_no_error_unretrieved() -> None:
         await asyncio.sleep(0.05)  # "late" fails meanwhile
 
     assert run_with_loop_errors(scenario) == []
+
+
+def test_no_keys_is_no_request(services: Services) -> None:
+    """A level with nothing to read (a teacher without classes, renamed) sends nothing:
+    DynamoDB refuses a BatchGetItem without keys."""
+    ledger = Ledger()
+    table = Table(services.dynamo, services.settings.table, ledger=ledger)
+    assert asyncio.run(table.get_many([])) == {}
+    assert ledger.requests == 0 and ledger.calls == []

@@ -221,6 +221,7 @@ def map_pages(
     target kind's `from_entry`, unless `to_node` says otherwise."""
     build = to_node if to_node is not None else NodeBase.by_kind[relation.target].from_entry
     context = info.context
+    # What the nodes' selection reads: `to_node` builds the target kind's nodes too.
     wanted = prefetch.reads(info, NodeBase.by_kind[relation.target].reads) if whole else None
     owner_kind, target, attribute = relation.owner, relation.target, relation.field
 
@@ -262,17 +263,8 @@ def _reader(attribute: str) -> Callable[[NodeBase], Any]:
 
 
 def with_items(info: Info, connection: Any) -> Any:
-    """The connection (or an awaitable of it), once its nodes whose selection reads more than
+    """The connection, or an awaitable of it once its nodes whose selection reads more than
     their copies hold have their items (module docstring)."""
-    if isinstance(connection, CoroutineType):
-        pending = connection
-
-        async def later() -> Any:
-            found = await pending
-            await _give_items(info, found.edges)
-            return found
-
-        return later()
     partial = _partial(info, connection.edges)
     if not partial:
         return connection

@@ -40,30 +40,33 @@ from graph_api.store.loaders import Loaders, PageRequest
 ROSTER_FIELD = "students"
 
 
-def _fields(info: Any, selection_set: SelectionSetNode | None) -> Iterator[FieldNode]:
+# `raw`: graphql-core's resolve info (Strawberry's `Info._raw_info`).
+
+
+def _fields(raw: Any, selection_set: SelectionSetNode | None) -> Iterator[FieldNode]:
     """The fields of a selection set, its fragments' fields as its own (directives are not
     read: a field under `@skip` counts, which at worst reads an item it did not need)."""
     for selection in selection_set.selections if selection_set else ():
         if isinstance(selection, FieldNode):
             yield selection
         elif isinstance(selection, InlineFragmentNode):
-            yield from _fields(info, selection.selection_set)
+            yield from _fields(raw, selection.selection_set)
         elif isinstance(selection, FragmentSpreadNode):
-            fragment = info.fragments.get(selection.name.value)  # unknown: validation says so
+            fragment = raw.fragments.get(selection.name.value)  # unknown: validation says so
             if fragment is not None:
-                yield from _fields(info, fragment.selection_set)
+                yield from _fields(raw, fragment.selection_set)
 
 
-def _value(info: Any, node: ValueNode) -> Any:
+def _value(raw: Any, node: ValueNode) -> Any:
     """An argument's value as Strawberry's `selected_fields` gives it: a variable's value, a
     literal as its token's text (`"50"`), null as None."""
     if isinstance(node, VariableNode):  # graphql-core's own executor: its container's
-        variables = getattr(info.variable_values, "coerced", info.variable_values)
+        variables = getattr(raw.variable_values, "coerced", raw.variable_values)
         return variables.get(node.name.value)
     if isinstance(node, ListValueNode):
-        return [_value(info, value) for value in node.values]
+        return [_value(raw, value) for value in node.values]
     if isinstance(node, ObjectValueNode):
-        return {field.name.value: _value(info, field.value) for field in node.fields}
+        return {field.name.value: _value(raw, field.value) for field in node.fields}
     return getattr(node, "value", None)
 
 

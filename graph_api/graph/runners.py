@@ -289,6 +289,7 @@ def direct_call(
 
 
 _UNPREPARED = object()  # `prepare` raised: each call takes the resolver's own path
+_NOT_YET = object()  # `prepare` not called yet
 
 
 def prepared_call(
@@ -301,12 +302,12 @@ def prepared_call(
     prepare = ex._prepare
     field_error = ex._field_error
     unprepared = direct_call(ex, step, parent_type, complete)
-    each: Any = None
+    each: Any = _NOT_YET
 
     def run(source: Any, path: Path | None) -> Any:
         nonlocal each
         assert path is not None
-        if each is None:
+        if each is _NOT_YET:
             try:
                 each = prepare(step, parent_type, path)
             except Exception:

@@ -24,7 +24,7 @@ from graph_api.graph.nodes import (
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.prepared import prepared_by
 from graph_api.model import items
-from graph_api.model.items import ENROLMENT, MEMBERSHIP
+from graph_api.model.items import ENROLMENT, MEMBERSHIP, Relation
 from graph_api.model.keys import Kind
 
 if TYPE_CHECKING:
@@ -36,18 +36,20 @@ def _home(root: Student) -> Any:
     return then(root.get(items.HOME), lambda home: Home.from_map(home) if home else None)
 
 
-def _classes(
-    info: Info, first: int | None, after: str | None, last: int | None, before: str | None
-) -> Callable[[NodeBase], Any]:
-    page = paging.window(first, after, last, before)
-    return map_pages(info, "Student.classes", ENROLMENT, page)
+def _pages(field: str, relation: Relation) -> Callable[..., Callable[[NodeBase], Any]]:
+    """The `prepare` of a map's connection field (`prepared_by`): its window, then its page
+    of each student (`map_pages`)."""
+
+    def prepare(
+        info: Info, first: int | None, after: str | None, last: int | None, before: str | None
+    ) -> Callable[[NodeBase], Any]:
+        return map_pages(info, field, relation, paging.window(first, after, last, before))
+
+    return prepare
 
 
-def _sports(
-    info: Info, first: int | None, after: str | None, last: int | None, before: str | None
-) -> Callable[[NodeBase], Any]:
-    page = paging.window(first, after, last, before)
-    return map_pages(info, "Student.sports", MEMBERSHIP, page)
+_classes = _pages("Student.classes", ENROLMENT)
+_sports = _pages("Student.sports", MEMBERSHIP)
 
 
 def _email(root: Student, info: Info) -> str | None:

@@ -41,7 +41,10 @@ COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
 
 class Key(NamedTuple):
     """A primary key (`PK`, `SK`) of the base table. A named tuple: a read hashes each of
-    its keys five times (the loader's cache and batch, the request, the answer), in C here."""
+    its keys five times (the loader's cache and batch, the request, the answer), in C here.
+    It equals a plain tuple, or an `IndexKey`, of the same two strings: keep each kind in
+    containers of its own (every loader and lookup does), and write `as_item()`, not the
+    key, wherever a key is serialized."""
 
     pk: str
     sk: str

@@ -49,7 +49,8 @@ class _Loader(DataLoader[K, V]):
     """Strawberry's DataLoader, whose `load_many` awaits its futures one after another
     instead of gathering them: they settle together (one batch, or the cache), so only the
     first wait suspends, and `gather`'s wrapper future and a callback per key are saved
-    (30 keys: about 20 µs)."""
+    (30 keys: about 20 µs). Keys spread over batches (one already in flight for another
+    field) fail with the first failure in key order, not in time."""
 
     def load_many(self, keys: Iterable[K]) -> Awaitable[list[V]]:
         return _each([self.load(key) for key in keys])

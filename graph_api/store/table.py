@@ -109,6 +109,8 @@ class Table:
     async def get_many(self, keys: Iterable[Key], *, consistent: bool = False) -> dict[Key, Item]:
         """Fetch items by key: deduplicated, 100 a BatchGetItem, chunks concurrently."""
         unique = list(dict.fromkeys(keys))
+        if not unique:  # DynamoDB refuses a BatchGetItem without keys
+            return {}
         if len(unique) <= BATCH_GET_LIMIT:  # one chunk: awaited here, no task for it
             return await self._get_chunk(unique, consistent)
         chunks = [unique[i : i + BATCH_GET_LIMIT] for i in range(0, len(unique), BATCH_GET_LIMIT)]
