@@ -219,10 +219,10 @@ def map_pages(
     after one batched load when it is not; with `whole`, its nodes get their items first
     when their selection reads more than the entries hold (`with_items`). Its nodes are the
     target kind's `from_entry`, unless `to_node` says otherwise."""
-    build = to_node if to_node is not None else NodeBase.by_kind[relation.target].from_entry
+    target_type = NodeBase.by_kind[relation.target]  # what `to_node` builds too
+    build = to_node if to_node is not None else target_type.from_entry
     context = info.context
-    # What the nodes' selection reads: `to_node` builds the target kind's nodes too.
-    wanted = prefetch.reads(info, NodeBase.by_kind[relation.target].reads) if whole else None
+    wanted = prefetch.reads(info, target_type.reads) if whole else None
     owner_kind, target, attribute = relation.owner, relation.target, relation.field
 
     def page_of(owner: NodeBase) -> Any:
@@ -295,10 +295,10 @@ async def _loaded(loaders: Loaders, partial: list[NodeBase], connection: Any) ->
 
 def _partial(info: Info, edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
     """The page's nodes that lack an attribute their selection reads."""
-    nodes: list[NodeBase] = [edge.node for edge in edges if TYPE not in edge.node.known]
-    if not nodes:
+    first = next((edge.node for edge in edges if TYPE not in edge.node.known), None)
+    if first is None:  # every node read from its own item
         return []
-    return _lacking(prefetch.reads(info, type(nodes[0]).reads), edges)
+    return _lacking(prefetch.reads(info, type(first).reads), edges)
 
 
 def _lacking(wanted: frozenset[str], edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
