@@ -9,6 +9,7 @@ import dataclasses
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -457,6 +458,64 @@ def test_greenlets_run_code_as_a_task_runs_it() -> None:
     with pytest.raises(RuntimeError):
         greenlets.wait(outside)
     outside.close()
+
+
+def test_greenlets_run_carries_nothing_from_one_run_to_the_next() -> None:
+    """Runs share kept greenlets: each still sees only its caller's context variables, its
+    result or error is not held once the caller lets it go, and a run cancelled while it
+    waits leaves the next runs their own answers, overlapping or not."""
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+
+    class Answer:
+        pass
+
+    class Refused(LookupError):
+        pass
+
+    def answers(tag: str) -> Answer:
+        before = seen.get()
+        seen.set(tag)
+        greenlets.wait(asyncio.sleep(0))
+        answer = Answer()
+        answer.tag = (before, seen.get())  # type: ignore[attr-defined]
+        return answer
+
+    def fails() -> None:
+        greenlets.wait(asyncio.sleep(0))
+        raise Refused("inside")
+
+    def hangs() -> None:
+        greenlets.wait(asyncio.get_running_loop().create_future())
+
+    def sleeps(seconds: float, tag: str) -> str:
+        greenlets.wait(asyncio.sleep(seconds))
+        return tag
+
+    async def main() -> list[Any]:
+        first = await greenlets.run(answers, "first")
+        gone = weakref.ref(first)
+        assert first.tag == ("unset", "first")  # type: ignore[attr-defined]
+        del first
+        assert gone() is None
+        with pytest.raises(Refused) as failure:
+            await greenlets.run(fails)
+        error = weakref.ref(failure.value)
+        del failure
+        assert error() is None
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await greenlets.run(hangs)
+        second = await greenlets.run(answers, "second")
+        overlapping = await asyncio.gather(
+            *(greenlets.run(sleeps, 0.01 * (5 - n), f"call {n}") for n in range(5))
+        )
+        return [second.tag, overlapping, seen.get()]  # type: ignore[attr-defined]
+
+    assert asyncio.run(main()) == [
+        ("unset", "second"),
+        [f"call {n}" for n in range(5)],
+        "unset",
+    ]
 
 
 def test_a_connect_the_call_gave_up_on_is_closed(server_with: Any) -> None:

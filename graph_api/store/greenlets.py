@@ -23,31 +23,65 @@ from __future__ import annotations
 
 import contextvars
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from greenlet import getcurrent, greenlet
+from greenlet import GreenletExit, getcurrent, greenlet
 
 T = TypeVar("T")
 
 
 class _Spawned(greenlet):  # type: ignore[misc]
-    """A greenlet that `run` drives: `wait` may suspend it."""
+    """A greenlet that `run` drives: `wait` may suspend it. It serves one `run` after
+    another: a new greenlet costs its own frame stack, mapped and unmapped each time (a
+    page fault and about 40 µs of a DynamoDB call's CPU, measured), a kept one nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(self._serve)
+        self.outcome: tuple[bool, Any] | None = None  # (failed, result or error), for run
+
+    def _serve(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        while True:
+            try:
+                self.outcome = (False, fn(*args))
+            except GreenletExit:  # collected while paused: let it end
+                raise
+            except BaseException as error:  # a cancellation too: run raises it
+                self.outcome = (True, error)
+            del fn, args  # nothing of this call kept while idle
+            fn, args = self.parent.switch(_DONE)
+
+
+_DONE = object()  # what a `_Spawned` switches to its caller when its call is over
+_KEPT = 64  # idle greenlets kept per thread: more than the calls a loop has in flight
+_idle = threading.local()
 
 
 async def run(fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)` on this thread, each `wait` inside it awaited here."""
-    child = _Spawned(fn, getcurrent())
+    kept: list[_Spawned] = _idle.__dict__.setdefault("greenlets", [])
+    child = kept.pop() if kept else _Spawned()
+    child.parent = getcurrent()
     child.gr_context = contextvars.copy_context()  # as a task or an executor call sees it
-    result: Any = child.switch(*args)
-    while not child.dead:
+    result: Any = child.switch(fn, args)
+    while result is not _DONE:
         try:
             value = await result
         except BaseException:  # a cancellation too: raised inside fn, where it waited
             result = child.throw(*sys.exc_info())
         else:
             result = child.switch(value)
-    return result  # type: ignore[no-any-return]
+    assert child.outcome is not None
+    (failed, outcome), child.outcome = child.outcome, None
+    if len(kept) < _KEPT:
+        kept.append(child)
+    if failed:
+        try:
+            raise outcome
+        finally:
+            del outcome  # else this frame, in the error's traceback, holds the error: a cycle
+    return outcome  # type: ignore[no-any-return]
 
 
 def waiting() -> bool:
