@@ -462,8 +462,9 @@ def test_greenlets_run_code_as_a_task_runs_it() -> None:
 
 def test_greenlets_run_carries_nothing_from_one_run_to_the_next() -> None:
     """Runs share kept greenlets: each still sees only its caller's context variables, its
-    result or error is not held once the caller lets it go, and a run cancelled while it
-    waits leaves the next runs their own answers, overlapping or not."""
+    result, its error and its caller's context are not held once the caller lets them go,
+    and a run cancelled while it waits leaves the next runs their own answers, overlapping
+    or not."""
     seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
 
     class Answer:
@@ -491,12 +492,22 @@ def test_greenlets_run_carries_nothing_from_one_run_to_the_next() -> None:
         greenlets.wait(asyncio.sleep(seconds))
         return tag
 
+    held: contextvars.ContextVar[Answer | None] = contextvars.ContextVar("held")
+
     async def main() -> list[Any]:
         first = await greenlets.run(answers, "first")
         gone = weakref.ref(first)
         assert first.tag == ("unset", "first")  # type: ignore[attr-defined]
         del first
         assert gone() is None
+        # What the caller's context holds is not kept alive by an idle greenlet either.
+        request = Answer()
+        held.set(request)
+        await greenlets.run(answers, "with a context")
+        released = weakref.ref(request)
+        held.set(None)
+        del request
+        assert released() is None
         with pytest.raises(Refused) as failure:
             await greenlets.run(fails)
         error = weakref.ref(failure.value)

@@ -49,7 +49,7 @@ class _Spawned(greenlet):  # type: ignore[misc]
                 raise
             except BaseException as error:  # a cancellation too: run raises it
                 self.outcome = (True, error)
-            del fn, args  # nothing of this call kept while idle
+            del fn, args  # nothing of this call kept while idle (run drops the rest)
             fn, args = self.parent.switch(_DONE)
 
 
@@ -74,6 +74,7 @@ async def run(fn: Callable[..., T], *args: Any) -> T:
             result = child.switch(value)
     assert child.outcome is not None
     (failed, outcome), child.outcome = child.outcome, None
+    child.gr_context = None  # nor the caller's context variables, while idle
     if len(kept) < _KEPT:
         kept.append(child)
     if failed:
