@@ -38,23 +38,29 @@ class _Spawned(greenlet):  # type: ignore[misc]
     page fault and about 40 µs of a DynamoDB call's CPU, measured), a kept one nothing."""
 
     def __init__(self) -> None:
-        super().__init__(self._serve)
+        super().__init__(_serve)
         self.outcome: tuple[bool, Any] | None = None  # (failed, result or error), for run
 
-    def _serve(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        while True:
-            try:
-                self.outcome = (False, fn(*args))
-            except GreenletExit:  # collected while paused: let it end
-                raise
-            except BaseException as error:  # a cancellation too: run raises it
-                self.outcome = (True, error)
-            del fn, args  # nothing of this call kept while idle (run drops the rest)
-            fn, args = self.parent.switch(_DONE)
+
+def _serve(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    # The loop of a `_Spawned`. Its paused frame must not refer to its own greenlet: the
+    # collector does not see greenlets' frames, so one that did would never be freed.
+    while True:
+        try:
+            getcurrent().outcome = (False, fn(*args))
+        except GreenletExit:  # collected while paused: let it end
+            raise
+        except BaseException as error:  # a cancellation too: run raises it
+            # Its traceback without this loop's frame, whose locals will be another call's.
+            trace = error.__traceback__
+            getcurrent().outcome = (True, error.with_traceback(trace and trace.tb_next))
+            del trace
+        del fn, args  # nothing of this call kept while idle (run drops the rest)
+        fn, args = getcurrent().parent.switch(_DONE)
 
 
 _DONE = object()  # what a `_Spawned` switches to its caller when its call is over
-_KEPT = 64  # idle greenlets kept per thread: more than the calls a loop has in flight
+_KEPT = 64  # idle greenlets kept per thread; past that, one whose call is over is freed
 _idle = threading.local()
 
 
@@ -66,6 +72,8 @@ async def run(fn: Callable[..., T], *args: Any) -> T:
     child.gr_context = contextvars.copy_context()  # as a task or an executor call sees it
     result: Any = child.switch(fn, args)
     while result is not _DONE:
+        if child.dead:  # fn raised GreenletExit, which greenlet hands over as a value
+            raise result
         try:
             value = await result
         except BaseException:  # a cancellation too: raised inside fn, where it waited
