@@ -1,7 +1,8 @@
 """`make bench`'s five queries (tools/peer_queries.py) stay valid in our schema.
 
 The bench itself runs outside `make test` (it needs DynamoDB Local, PostgreSQL and the
-peer); this catches, in milliseconds, a schema change that would break it.
+peer); this catches, in milliseconds, a schema change that would break it, and checks how
+the bench takes turns between the sides and reads each request's DynamoDB calls.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from graphql.execution.values import get_variable_values
 
 from graph_api.graph.schema import build_schema
 from tools import peer_queries
-from tools.peer_bench import shape, waves
+from tools.peer_bench import calls_within, shape, waves
+from tools.timed_client import Timed, alternate
 
 TARGETS = {
     "q1_student_ids": [f"s{i:04d}" for i in range(1, 31)],
@@ -43,3 +45,40 @@ def test_overlapping_calls_are_one_wave() -> None:
     assert round(wall_ms, 6) == 29.0  # 10 ms, then 19 ms with one or two calls in flight
     assert round(serial_ms, 6) == 37.0
     assert shape(calls) == "1 BatchGetItem \u2192 2 Query"
+
+
+class _Server:
+    """A fake `httpbench.GraphQLClient`: writes down who was asked, in order."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    def post_raw(self, body: bytes) -> tuple[int, bytes]:
+        self.log.append(self.name)
+        return 200, b'{"data": {}, "extensions": {"dynamodb": {"requests": 1}}}'
+
+
+def test_the_sides_take_turns_in_blocks_after_an_untimed_warm_up() -> None:
+    log: list[str] = []
+    ours, theirs = Timed(_Server("us", log), b"{}"), Timed(_Server("peer", log), b"{}")
+    alternate([ours, theirs], requests=5, warmup=2, block=2)
+    warm, timed = log[:4], log[4:]
+    assert warm == ["us", "peer", "us", "peer"]
+    # Whoever went second in one block goes first in the next: neither always follows.
+    assert timed == ["us", "us", "peer", "peer", "peer", "peer", "us", "us", "us", "peer"]
+    assert len(ours.intervals) == len(theirs.intervals) == 5  # only timed requests count
+    assert ours.dynamodb == [{"requests": 1}] * 5
+    assert all(started <= ended for started, ended in ours.intervals)
+
+
+def test_a_request_gets_the_calls_made_within_its_interval() -> None:
+    calls = [
+        ("Query", 2.1, 2.4),
+        ("BatchGetItem", 1.1, 1.3),  # the clock's order need not be the calls' order
+        ("Query", 0.5, 1.05),  # began before the first request: a warm-up's, or a reader's
+        ("Query", 1.4, 1.8),
+        ("Query", 2.9, 3.2),  # outlived the second request
+    ]
+    first, second = calls_within(calls, [(1.0, 2.0), (2.0, 3.0)])
+    assert [c[1] for c in first] == [1.1, 1.4]
+    assert [c[1] for c in second] == [2.1]

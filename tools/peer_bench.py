@@ -6,7 +6,8 @@ on a loopback port. We seed the same dataset into a fresh table of DynamoDB Loca
 own GraphQL mutations (so the seeding follows whatever item layout the writes produce), serve
 the API on another loopback port, check both sides' answers against the dataset, then time
 the five logical queries on both, interleaved in blocks, one keep-alive connection per side,
-the same number of timed requests each. Then Q1's throughput: 16 concurrent keep-alive
+the same number of timed requests each, sent from a process of their own
+(tools/timed_client.py says why). Then Q1's throughput: 16 concurrent keep-alive
 clients for 10 s a side, the API served by `graph-api serve --workers N` (one per core by
 default) on the same table, with the CPU its processes spent per request (from /proc). Then
 live events, ours alone (tools/live_bench.py): write-to-event latency with 1,000
@@ -18,6 +19,7 @@ Without postgres or npm, says why and prints our side.
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import datetime as dt
 import json
@@ -266,40 +268,13 @@ def peer_running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -
 
 @dataclasses.dataclass
 class Side:
-    """One keep-alive connection to one server, and what its timed requests gave."""
+    """One server's request body, and what its timed requests gave."""
 
-    client: Any
+    port: int
     body: bytes
     latencies: list[float] = dataclasses.field(default_factory=list)
     samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     last: bytes = b""
-
-
-def _post(side: Side, clock: CallClock | None) -> None:
-    if clock is not None:
-        clock.take()
-    started = time.perf_counter()
-    status, raw = side.client.post_raw(side.body)
-    side.latencies.append(time.perf_counter() - started)
-    if status != 200:
-        raise RuntimeError(f"HTTP {status}: {raw[:300]!r}")
-    side.last = raw
-    if clock is not None:
-        calls = clock.take()
-        count, wall, serial = waves(calls)
-        extensions = json.loads(raw).get("extensions") or {}
-        side.samples.append(
-            {
-                "requests": (extensions.get("dynamodb") or {}).get("requests"),
-                "extensions": extensions.get("dynamodb"),
-                "calls": len(calls),
-                "operations": dict(Counter(name for name, _, _ in calls)),
-                "shape": shape(calls),
-                "waves": count,
-                "wall_ms": wall,
-                "serial_ms": serial,
-            }
-        )
 
 
 def _answer(raw: bytes, what: str) -> dict[str, Any]:
@@ -313,35 +288,73 @@ def measure(
     ours: Side,
     theirs: Side | None,
     clock: CallClock,
+    folder: Path,
     requests: int,
     warmup: int,
     block: int,
 ) -> None:
-    """Warm-up, then `requests` timed requests a side, alternating blocks of `block`."""
-    for _ in range(warmup):
-        _post(ours, clock)
-        if theirs is not None:
-            _post(theirs, None)
-    ours.latencies.clear()
-    ours.samples.clear()
-    if theirs is not None:
-        theirs.latencies.clear()
-    done = 0
-    while done < requests:
-        n = min(block, requests - done)
-        sides = (
-            [(ours, clock), (theirs, None)]
-            if (done // block) % 2 == 0
-            else [
-                (theirs, None),
-                (ours, clock),
+    """Warm-up, then `requests` timed requests a side, alternating blocks of `block`, sent
+    by tools/timed_client.py from a process of its own; each of our timed requests gets the
+    DynamoDB calls the clock saw within its interval."""
+    sides = [ours] if theirs is None else [ours, theirs]
+    job = {
+        "peer": str(folder),  # its client, httpbench.py
+        "sides": [{"port": side.port, "body": side.body.decode()} for side in sides],
+        "requests": requests,
+        "warmup": warmup,
+        "block": block,
+    }
+    clock.take()
+    sent = subprocess.run(
+        [sys.executable, "-m", "tools.timed_client"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    if sent.returncode != 0:
+        raise RuntimeError(f"the timed client failed: {sent.stderr.strip()[-2000:]}")
+    calls = clock.take()
+    for side, timed in zip(sides, json.loads(sent.stdout), strict=True):
+        for status in timed["statuses"]:
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}: {timed['last'][:300]!r}")
+        side.last = timed["last"].encode()
+        side.latencies = [ended - started for started, ended in timed["intervals"]]
+        if side is ours:
+            side.samples = [
+                _sample(within, dynamodb)
+                for within, dynamodb in zip(
+                    calls_within(calls, timed["intervals"]), timed["dynamodb"], strict=True
+                )
             ]
-        )
-        for side, side_clock in sides:
-            if side is not None:
-                for _ in range(n):
-                    _post(side, side_clock)
-        done += n
+
+
+def calls_within(calls: list[Call], intervals: list[tuple[float, float]]) -> list[list[Call]]:
+    """For each interval, the calls that started and ended inside it."""
+    calls = sorted(calls, key=lambda call: call[1])
+    starts = [call[1] for call in calls]
+    out = []
+    for begun, ended in intervals:
+        first, last = bisect.bisect_left(starts, begun), bisect.bisect_right(starts, ended)
+        out.append([call for call in calls[first:last] if call[2] <= ended])
+    return out
+
+
+def _sample(calls: list[Call], dynamodb: dict[str, Any] | None) -> dict[str, Any]:
+    """One request's figures: what its answer said, and its calls as the clock saw them."""
+    count, wall, serial = waves(calls)
+    return {
+        "requests": (dynamodb or {}).get("requests"),
+        "extensions": dynamodb,
+        "calls": len(calls),
+        "operations": dict(Counter(name for name, _, _ in calls)),
+        "shape": shape(calls),
+        "waves": count,
+        "wall_ms": wall,
+        "serial_ms": serial,
+    }
 
 
 def _median(values: list[float]) -> float:
@@ -494,7 +507,8 @@ def render(result: dict[str, Any]) -> str:
         f"({result['seeding']['mutations']} in {result['seeding']['seconds']:.0f} s). "
         f"Peer: {peer_line}. Same dataset (seed 11: {result['dataset']}), same targets; "
         f"{params['warmup']} warm-up + {params['requests']} timed requests per query and side, "
-        f"one keep-alive connection each, interleaved in blocks of {params['block']}; "
+        f"one keep-alive connection each from a client process of their own, interleaved in "
+        f"blocks of {params['block']}; "
         f"{env['cpus']} CPUs, Python {env['python']}.",
         "",
         "| query | us p50 ms | us p95 ms | peer p50 ms | peer p95 ms | p50 us/peer "
@@ -655,7 +669,9 @@ def main() -> None:
                 except peer.PeerUnavailable as error:
                     unavailable = str(error)
                     print(f"peer unavailable: {unavailable}; measuring our side only", flush=True)
-            result = run(args, running, port, clock, data, targets, school, httpbench, queries)
+            result = run(
+                args, running, port, clock, folder, data, targets, school, httpbench, queries
+            )
             if not args.no_throughput:
                 result["throughput"] = run_throughput(
                     args, settings, running, data, targets, school, httpbench, queries
@@ -712,6 +728,7 @@ def run(
     running: Peer | None,
     port: int,
     clock: CallClock,
+    folder: Path,
     data: dict[str, Any],
     targets: dict[str, Any],
     school: peer_queries.School,
@@ -724,17 +741,17 @@ def run(
     peer_specs = {s.name: s for s in queries.build(targets)}
     out = []
     for spec in peer_queries.build(data, targets):
-        ours = Side(ours_client, httpbench.encode(spec.query, spec.variables))
+        ours = Side(port, httpbench.encode(spec.query, spec.variables))
         row: dict[str, Any] = {"name": spec.name, "title": spec.title, "query": spec.query}
         row["check"] = spec.check(ours_client.query(spec.query, spec.variables), school, targets)
         theirs = None
         if running is not None and theirs_client is not None:
             theirs_spec = peer_specs[spec.name]
-            theirs = Side(theirs_client, httpbench.encode(theirs_spec.query, theirs_spec.variables))
+            theirs = Side(running.port, httpbench.encode(theirs_spec.query, theirs_spec.variables))
             answer = theirs_client.query(theirs_spec.query, theirs_spec.variables)
             row["peer_check"] = theirs_spec.check(answer, data, targets)
             before = running.statements()
-        measure(ours, theirs, clock, args.requests, args.warmup, args.block)
+        measure(ours, theirs, clock, folder, args.requests, args.warmup, args.block)
         spec.check(_answer(ours.last, spec.name), school, targets)  # still right under load
         row["us"] = summarize(ours, httpbench)
         if running is not None and theirs is not None:

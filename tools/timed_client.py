@@ -1,0 +1,90 @@
+"""The bench's timed requests, sent from a process of their own (`python -m tools.timed_client`).
+
+`make bench` serves our API from its own process, a thread beside the clock that times the
+API's DynamoDB calls. A client in that process shares the server's interpreter lock: once
+our answer is sent, the client waits for the server's thread to finish the request (free its
+objects, return to the event loop) before it can read the answer, a wait the peer's separate
+server never imposes on it. Both sides' requests are sent from here instead, with the peer's
+own client (`httpbench.GraphQLClient`), as before; the bench matches each timed request's
+interval with the DynamoDB calls its clock saw in it (`time.perf_counter` is the system's
+monotonic clock, the same in both processes).
+
+Reads a job on stdin: {"peer": folder, "sides": [{"port", "body"}, ...], "requests",
+"warmup", "block"}; writes one result a side on stdout: {"intervals": [[start, end], ...],
+"statuses": [...], "dynamodb": [extensions.dynamodb or null, ...], "last": answer}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools import peer
+
+
+@dataclass
+class Timed:
+    """One keep-alive connection to one server, and its timed requests."""
+
+    client: Any
+    body: bytes
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)
+    dynamodb: list[Any] = field(default_factory=list)
+    last: bytes = b""
+
+    def post(self, timed: bool) -> None:
+        started = time.perf_counter()
+        status, raw = self.client.post_raw(self.body)
+        ended = time.perf_counter()
+        self.last = raw
+        if timed:
+            self.intervals.append((started, ended))
+            self.statuses.append(status)
+            # Read after the interval: parsing the answer is the client's time, not the server's.
+            extensions = json.loads(raw).get("extensions") if status == 200 else None
+            self.dynamodb.append((extensions or {}).get("dynamodb"))
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "intervals": self.intervals,
+            "statuses": self.statuses,
+            "dynamodb": self.dynamodb,
+            "last": self.last.decode(),
+        }
+
+
+def alternate(sides: list[Timed], requests: int, warmup: int, block: int) -> None:
+    """Warm-up, then `requests` timed requests a side, the sides taking turns in blocks of
+    `block` (the first side first in even blocks, last in odd ones)."""
+    for _ in range(warmup):
+        for side in sides:
+            side.post(timed=False)
+    done = 0
+    while done < requests:
+        n = min(block, requests - done)
+        for side in sides if (done // block) % 2 == 0 else sides[::-1]:
+            for _ in range(n):
+                side.post(timed=True)
+        done += n
+
+
+def main() -> None:
+    job = json.load(sys.stdin)
+    httpbench = peer.modules(Path(job["peer"]))["httpbench"]
+    sides = [
+        Timed(httpbench.GraphQLClient("127.0.0.1", side["port"]), side["body"].encode())
+        for side in job["sides"]
+    ]
+    alternate(sides, job["requests"], job["warmup"], job["block"])
+    for side in sides:
+        side.client.close()
+    json.dump([side.result() for side in sides], sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
