@@ -7,6 +7,7 @@ the bench takes turns between the sides and reads each request's DynamoDB calls.
 
 from __future__ import annotations
 
+import pytest
 from graphql import OperationDefinitionNode, parse, validate
 from graphql.execution.values import get_variable_values
 
@@ -50,12 +51,12 @@ def test_overlapping_calls_are_one_wave() -> None:
 class _Server:
     """A fake `httpbench.GraphQLClient`: writes down who was asked, in order."""
 
-    def __init__(self, name: str, log: list[str]) -> None:
-        self.name, self.log = name, log
+    def __init__(self, name: str, log: list[str], status: int = 200) -> None:
+        self.name, self.log, self.port, self.status = name, log, 0, status
 
     def post_raw(self, body: bytes) -> tuple[int, bytes]:
         self.log.append(self.name)
-        return 200, b'{"data": {}, "extensions": {"dynamodb": {"requests": 1}}}'
+        return self.status, b'{"data": {}, "extensions": {"dynamodb": {"requests": 1}}}'
 
 
 def test_the_sides_take_turns_in_blocks_after_an_untimed_warm_up() -> None:
@@ -69,6 +70,14 @@ def test_the_sides_take_turns_in_blocks_after_an_untimed_warm_up() -> None:
     assert len(ours.intervals) == len(theirs.intervals) == 5  # only timed requests count
     assert ours.dynamodb == [{"requests": 1}] * 5
     assert all(started <= ended for started, ended in ours.intervals)
+
+
+def test_an_error_answer_stops_the_timing_even_in_the_warm_up() -> None:
+    log: list[str] = []
+    failing = Timed(_Server("us", log, status=500), b"{}")
+    with pytest.raises(SystemExit, match="HTTP 500"):
+        alternate([failing], requests=5, warmup=2, block=2)
+    assert log == ["us"]
 
 
 def test_a_request_gets_the_calls_made_within_its_interval() -> None:

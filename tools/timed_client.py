@@ -11,7 +11,8 @@ monotonic clock, the same in both processes).
 
 Reads a job on stdin: {"peer": folder, "sides": [{"port", "body"}, ...], "requests",
 "warmup", "block"}; writes one result a side on stdout: {"intervals": [[start, end], ...],
-"statuses": [...], "dynamodb": [extensions.dynamodb or null, ...], "last": answer}.
+"dynamodb": [extensions.dynamodb or null, ...], "last": answer}. An answer other than
+HTTP 200, warm-up or timed, ends it with that answer on stderr and exit status 1.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ class Timed:
     client: Any
     body: bytes
     intervals: list[tuple[float, float]] = field(default_factory=list)
-    statuses: list[int] = field(default_factory=list)
     dynamodb: list[Any] = field(default_factory=list)
     last: bytes = b""
 
@@ -41,18 +41,18 @@ class Timed:
         started = time.perf_counter()
         status, raw = self.client.post_raw(self.body)
         ended = time.perf_counter()
+        if status != 200:
+            raise SystemExit(f"HTTP {status} from port {self.client.port}: {raw[:300]!r}")
         self.last = raw
         if timed:
             self.intervals.append((started, ended))
-            self.statuses.append(status)
             # Read after the interval: parsing the answer is the client's time, not the server's.
-            extensions = json.loads(raw).get("extensions") if status == 200 else None
-            self.dynamodb.append((extensions or {}).get("dynamodb"))
+            extensions = json.loads(raw).get("extensions") or {}
+            self.dynamodb.append(extensions.get("dynamodb"))
 
     def result(self) -> dict[str, Any]:
         return {
             "intervals": self.intervals,
-            "statuses": self.statuses,
             "dynamodb": self.dynamodb,
             "last": self.last.decode(),
         }
