@@ -7,7 +7,8 @@ item loader, so asking for one more field of 50 nodes costs one BatchGetItem, no
 A page whose nodes' selection reads more than their copies hold gives them their items
 before they resolve (`with_items`): the same one BatchGetItem, but each field then answers
 from the item at once instead of awaiting the loader on its own (a coroutine, a future and
-a task per field were most of such a page's execution time).
+a task per field were most of such a page's execution time). That read asks only for the
+attributes the selection's fields read (`NodeBase.field_attributes`), when it knows them all.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ T = TypeVar("T")
 # A node type's fields read without a resolver: Python name → item attribute, or a function
 # of the node (a field built from several attributes).
 Attributes = Mapping[str, str | Callable[[Any], Any]]
+# A node type's fields → every item attribute each may read (`NodeBase.field_attributes`).
+FieldAttributes = Mapping[str, tuple[str, ...]]
 
 
 def reads_of(attributes: Attributes, **more: str) -> Mapping[str, str]:
@@ -106,6 +109,11 @@ class NodeBase(Uncast):
     attributes: ClassVar[Attributes] = {}
     # GraphQL field -> the item attribute it reads (what `with_items` looks for in copies).
     reads: ClassVar[Mapping[str, str]] = {}
+    # GraphQL field -> every item attribute it may read once selected, lazily too (a
+    # roster's `totalCount`, an email behind its access check): what a page's nodes ask
+    # their items for. Every field of the type is named (`tests/test_nodes.py`); a field
+    # left out would make its nodes read whole items.
+    field_attributes: ClassVar[FieldAttributes] = {}
     id: strawberry.ID
     known: dict[str, Any]
     loaders: Loaders
@@ -223,6 +231,7 @@ def map_pages(
     build = to_node if to_node is not None else target_type.from_entry
     context = info.context
     wanted = prefetch.reads(info, target_type.reads) if whole else None
+    part = prefetch.attributes_read(info, target_type.field_attributes) if wanted else None
     owner_kind, target, attribute = relation.owner, relation.target, relation.field
 
     def page_of(owner: NodeBase) -> Any:
@@ -235,7 +244,9 @@ def map_pages(
                 owner.get(attribute),
                 lambda entries: paging.from_map(context, field, rng, page, entries or {}, build),
             )
-        return connection if not wanted else _with_wanted(context.loaders, wanted, connection)
+        if not wanted:
+            return connection
+        return _with_wanted(context.loaders, wanted, part, connection)
 
     return page_of
 
@@ -265,40 +276,52 @@ def _reader(attribute: str) -> Callable[[NodeBase], Any]:
 def with_items(info: Info, connection: Any) -> Any:
     """The connection, or an awaitable of it once its nodes whose selection reads more than
     their copies hold have their items (module docstring)."""
-    partial = _partial(info, connection.edges)
+    partial, part = _partial(info, connection.edges)
     if not partial:
         return connection
-    return _loaded(info.context.loaders, partial, connection)
+    return _loaded(info.context.loaders, partial, part, connection)
 
 
-def _with_wanted(loaders: Loaders, wanted: frozenset[str], connection: Any) -> Any:
-    """`with_items`, what the nodes' selection reads (`wanted`) known beforehand."""
+def _with_wanted(
+    loaders: Loaders, wanted: frozenset[str], part: frozenset[str] | None, connection: Any
+) -> Any:
+    """`with_items`, what the nodes' selection reads (`wanted`) and the attributes their
+    items are read for (`part`; None: whole) known beforehand."""
     if isinstance(connection, CoroutineType):
         pending = connection
 
         async def later() -> Any:
             found = await pending
-            await _load_items(loaders, _lacking(wanted, found.edges))
+            await _load_items(loaders, _lacking(wanted, found.edges), part)
             return found
 
         return later()
     partial = _lacking(wanted, connection.edges)
     if not partial:
         return connection
-    return _loaded(loaders, partial, connection)
+    return _loaded(loaders, partial, part, connection)
 
 
-async def _loaded(loaders: Loaders, partial: list[NodeBase], connection: Any) -> Any:
-    await _load_items(loaders, partial)
+async def _loaded(
+    loaders: Loaders, partial: list[NodeBase], part: frozenset[str] | None, connection: Any
+) -> Any:
+    await _load_items(loaders, partial, part)
     return connection
 
 
-def _partial(info: Info, edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
-    """The page's nodes that lack an attribute their selection reads."""
+def _partial(
+    info: Info, edges: Sequence[paging.Edge[Any]]
+) -> tuple[list[NodeBase], frozenset[str] | None]:
+    """The page's nodes that lack an attribute their selection reads, and the attributes
+    their items are read for (None: whole)."""
     first = next((edge.node for edge in edges if TYPE not in edge.node.known), None)
     if first is None:  # every node read from its own item
-        return []
-    return _lacking(prefetch.reads(info, type(first).reads), edges)
+        return [], None
+    node_type = type(first)
+    partial = _lacking(prefetch.reads(info, node_type.reads), edges)
+    if not partial:
+        return [], None
+    return partial, prefetch.attributes_read(info, node_type.field_attributes)
 
 
 def _lacking(wanted: frozenset[str], edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
@@ -314,16 +337,29 @@ def _lacking(wanted: frozenset[str], edges: Sequence[paging.Edge[Any]]) -> list[
 
 
 async def _give_items(info: Info, edges: Sequence[paging.Edge[Any]]) -> None:
-    await _load_items(info.context.loaders, _partial(info, edges))
+    await _load_items(info.context.loaders, *_partial(info, edges))
 
 
-async def _load_items(loaders: Loaders, partial: list[NodeBase]) -> None:
+async def _load_items(
+    loaders: Loaders, partial: list[NodeBase], part: frozenset[str] | None
+) -> None:
+    """Give the nodes their items: whole, or (`part`) those attributes of them, what the
+    node knew besides kept and an attribute the item lacks known as absent (None)."""
     if not partial:
         return
-    found = await loaders.item.load_many([keys.node(n.kind, n.id) for n in partial])
+    node_keys = [keys.node(n.kind, n.id) for n in partial]
+    if part is None:
+        found = await loaders.item.load_many(node_keys)
+        for node, item in zip(partial, found, strict=True):
+            if item is not None:  # none: its fields say NOT_FOUND, as they would have
+                node.known = item
+        return
+    found = await loaders.item.load_parts(node_keys, part)
+    absent = dict.fromkeys(part)
     for node, item in zip(partial, found, strict=True):
-        if item is not None:  # none: its fields say NOT_FOUND, as they would have
-            node.known = item
+        if item is not None:
+            # A whole item (another read's, from the cache) is kept whole.
+            node.known = item if TYPE in item else {**node.known, **absent, **item}
 
 
 def then(value: Any, apply: Callable[[Any], T]) -> Any:

@@ -132,6 +132,28 @@ def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
     return wanted
 
 
+def attributes_read(
+    info: Info, field_attributes: Mapping[str, tuple[str, ...]]
+) -> frozenset[str] | None:
+    """The item attributes that the fields selected on this connection's nodes may read
+    (`NodeBase.field_attributes`), or None when one of them is not named there (its nodes
+    then read whole items); once per operation for each field of the document."""
+    key = ("attributes_read", *map(id, info._raw_info.field_nodes))
+    memo = info.context.selections
+    if key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    attributes: set[str] | None = set()
+    for field in selected(info, NODES):
+        name = field.name.value
+        if name in field_attributes:
+            attributes.update(field_attributes[name])  # type: ignore[union-attr]
+        elif not name.startswith("__"):  # __typename reads nothing
+            attributes = None
+            break
+    memo[key] = found = frozenset(attributes) if attributes is not None else None
+    return found
+
+
 def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:
     """`first` of a `students` field selected, from the start, under this field (or at the
     end of `under`, as `selected` reads it).

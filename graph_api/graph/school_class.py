@@ -11,6 +11,7 @@ from graph_api.graph.context import Info
 from graph_api.graph.nodes import (
     ID_DESCRIPTION,
     Attributes,
+    FieldAttributes,
     Node,
     NodeBase,
     node_fields,
@@ -53,6 +54,15 @@ class Class(NodeBase, Node):
         "version": "version",
     }
     reads = reads_of(attributes, teacher="teacherId")
+    field_attributes: ClassVar[FieldAttributes] = {
+        "id": (),
+        "nodeId": (),
+        "subject": ("subject",),
+        "teacher": ("teacherId", "teacherName"),  # the name: Teacher { name } without a read
+        "studentCount": ("studentCount",),
+        "version": ("version",),
+        "students": ("studentCount",),  # its totalCount
+    }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

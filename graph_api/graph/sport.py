@@ -8,7 +8,15 @@ import strawberry
 
 from graph_api.graph import paging
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import ID_DESCRIPTION, Attributes, Node, NodeBase, node_fields, reads_of
+from graph_api.graph.nodes import (
+    ID_DESCRIPTION,
+    Attributes,
+    FieldAttributes,
+    Node,
+    NodeBase,
+    node_fields,
+    reads_of,
+)
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.graph.student import Student
 from graph_api.model import items
@@ -31,6 +39,15 @@ class Sport(NodeBase, Node):
         "version": "version",
     }
     reads = reads_of(attributes)
+    field_attributes: ClassVar[FieldAttributes] = {
+        "id": (),
+        "nodeId": (),
+        "name": ("name",),
+        "coach": ("coach",),
+        "studentCount": ("studentCount",),
+        "version": ("version",),
+        "students": ("studentCount",),  # its totalCount
+    }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

@@ -14,6 +14,7 @@ from graph_api.graph.home import Home
 from graph_api.graph.nodes import (
     ID_DESCRIPTION,
     Attributes,
+    FieldAttributes,
     Node,
     NodeBase,
     map_pages,
@@ -72,6 +73,16 @@ class Student(NodeBase, Node):
         "home": _home,
     }
     reads = reads_of(attributes, home=items.HOME, classes=ENROLMENT.field, sports=MEMBERSHIP.field)
+    field_attributes: ClassVar[FieldAttributes] = {
+        "id": (),
+        "nodeId": (),
+        "name": ("name",),
+        "email": ("email",),
+        "version": ("version",),
+        "home": (items.HOME,),
+        "classes": (ENROLMENT.field,),
+        "sports": (MEMBERSHIP.field,),
+    }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
     # Fields without a resolver: `attributes` says how their properties (`node_fields`) read.

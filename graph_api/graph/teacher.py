@@ -12,6 +12,7 @@ from graph_api.graph.context import Info
 from graph_api.graph.nodes import (
     ID_DESCRIPTION,
     Attributes,
+    FieldAttributes,
     Node,
     NodeBase,
     node_fields,
@@ -37,6 +38,13 @@ class Teacher(NodeBase, Node):
     kind = Kind.TEACHER
     attributes: ClassVar[Attributes] = {"name": "name", "version": "version"}
     reads = reads_of(attributes, classes=TEACHING.field)
+    field_attributes: ClassVar[FieldAttributes] = {
+        "id": (),
+        "nodeId": (),
+        "name": ("name",),
+        "version": ("version",),
+        "classes": (TEACHING.field, "name"),  # the name: its classes' Teacher { name }
+    }
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

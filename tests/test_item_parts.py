@@ -1,0 +1,139 @@
+"""A page's nodes read for the attributes their selection reads (`NodeBase.field_attributes`):
+one BatchGetItem as before, with a ProjectionExpression, and the same answers as whole items
+give."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support import Result, create_class, create_sport, create_student, create_teacher, enroll, join
+from support import execute as run_query
+
+from graph_api.graph.context import Services
+from graph_api.graph.nodes import NodeBase
+from graph_api.graph.schema import schema
+from graph_api.graph.school_class import Class
+from graph_api.graph.sport import Sport
+from graph_api.graph.student import Student
+from graph_api.graph.teacher import Teacher
+
+MUNICH = {"country": "Germany", "state": "Bavaria", "city": "Munich", "street": "Leopoldstr. 1"}
+
+
+@pytest.mark.parametrize("node_type", [Student, Class, Sport, Teacher])
+def test_every_field_of_a_node_type_names_what_it_reads(node_type: type[NodeBase]) -> None:
+    """A field left out would make a page's nodes read whole items, and one that named too
+    little would send a second read for what it lacks: every field is named."""
+    fields = schema._schema.type_map[node_type.__name__].fields  # type: ignore[union-attr]
+    assert set(node_type.field_attributes) == set(fields)
+
+
+@pytest.fixture
+def school(svc: Services) -> Services:
+    """A sport and a class of two students, one with a home and one without."""
+    create_teacher(svc, "t1", "Hana Bauer")
+    create_class(svc, "c1", "t1", "Literature")
+    create_sport(svc, "sp1", "Rowing", coach="Ines")
+    create_student(svc, "Dara Patel", id="s1", home=MUNICH)
+    create_student(svc, "Noor Khan", id="s2")
+    for student in ("s1", "s2"):
+        assert not enroll(svc, student, "c1").problems
+        assert not join(svc, student, "sp1").problems
+    return svc
+
+
+@pytest.fixture
+def batch_reads(school: Services) -> Iterator[list[dict[str, Any]]]:
+    """The `RequestItems` of the table of every BatchGetItem sent meanwhile."""
+    sent: list[dict[str, Any]] = []
+    table = school.settings.table
+
+    def spy(params: dict[str, Any], **_: Any) -> None:
+        sent.append(params["RequestItems"][table])
+
+    events = school.dynamo.client.meta.events
+    events.register("before-parameter-build.dynamodb.BatchGetItem", spy)
+    yield sent
+    events.unregister("before-parameter-build.dynamodb.BatchGetItem", spy)
+
+
+def projected(read: dict[str, Any]) -> set[str] | None:
+    names = read.get("ExpressionAttributeNames")
+    expression = read.get("ProjectionExpression")
+    if expression is None:
+        return None
+    return {names[name.strip()] for name in expression.split(",")}
+
+
+ROSTER = """query($id: ID!) { sport(id: $id) { students { edges { node {
+  id name home { city } sports { edges { node { name } } } } } } } }"""
+
+
+def test_a_roster_page_reads_its_members_for_what_the_selection_reads(
+    school: Services, batch_reads: list[dict[str, Any]]
+) -> None:
+    result = run_query(school, ROSTER, {"id": "sp1"})
+    assert result.problems == []
+    members = {e["node"]["id"]: e["node"] for e in result.data["sport"]["students"]["edges"]}
+    assert members["s1"]["home"] == {"city": "Munich"}
+    assert members["s2"]["home"] is None  # absent from the item: null, not a second read
+    assert [s["node"]["name"] for s in members["s2"]["sports"]["edges"]] == ["Rowing"]
+    assert result.extensions["dynamodb"]["requests"] == 2  # the roster's Query, one batch
+    assert [projected(read) for read in batch_reads] == [{"PK", "SK", "name", "home", "sports"}]
+
+
+# Every field of each node type, reached through a page: a roster (students), a student's
+# map of classes and of sports. `teacher` is read through the class's copies.
+STUDENT_FIELDS = """id nodeId name email version home { country state city street }
+  classes { totalCount edges { node { id subject } } }
+  sports { totalCount edges { node { id name } } }"""
+CLASS_FIELDS = """id nodeId subject teacher { id name version } studentCount version
+  students { totalCount edges { node { id name } } }"""
+SPORT_FIELDS = """id nodeId name coach studentCount version
+  students { totalCount edges { node { id name } } }"""
+THROUGH_PAGES = f"""query {{
+  sport(id: "sp1") {{ students {{ edges {{ node {{ {STUDENT_FIELDS} }} }} }} }}
+  student(id: "s1") {{
+    classes {{ edges {{ node {{ {CLASS_FIELDS} }} }} }}
+    sports {{ edges {{ node {{ {SPORT_FIELDS} }} }} }}
+  }}
+  teacher(id: "t1") {{ classes {{ edges {{ node {{ {CLASS_FIELDS} }} }} }} }}
+}}"""
+
+
+def whole_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages read their nodes' items whole, as they did before parts."""
+    for node_type in (Student, Class, Sport, Teacher):
+        monkeypatch.setattr(node_type, "field_attributes", {})
+
+
+def answer(result: Result) -> tuple[Any, list[Any]]:
+    return result.data, sorted(e.get("extensions", {}).get("code") for e in result.errors)
+
+
+def keys_read(reads: list[dict[str, Any]]) -> list[str]:
+    return [key["PK"]["S"] for read in reads for key in read["Keys"]]
+
+
+@pytest.mark.parametrize("query", [THROUGH_PAGES, ROSTER])
+def test_parts_answer_as_whole_items_do_and_read_no_item_twice(
+    school: Services,
+    batch_reads: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    query: str,
+) -> None:
+    """Which reads share a wave depends on when answers arrive, so the requests of such a
+    query vary from run to run, with whole items too; what parts must never do is make a
+    field read its item a second time for an attribute the first read left out."""
+    parts = answer(run_query(school, query, {"id": "sp1"}))
+    assert any(projected(read) for read in batch_reads)  # parts were read
+    read = keys_read(batch_reads)
+    assert len(read) == len(set(read)), read
+    batch_reads.clear()
+    with monkeypatch.context() as whole:
+        whole_reads(whole)
+        wholes = answer(run_query(school, query, {"id": "sp1"}))
+    assert all(projected(read) is None for read in batch_reads)
+    assert parts == wholes
