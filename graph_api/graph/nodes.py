@@ -205,7 +205,12 @@ class NodeBase(Uncast):
         return self._load(name)
 
     async def _load(self, name: str) -> Any:
-        item = await self.loaders.item.load(keys.node(self.kind, self.id))
+        key = keys.node(self.kind, self.id)
+        parts = self.loaders.parts
+        part = parts.get(self.kind) if parts is not None else None
+        item = await (
+            self.loaders.item.load(key) if part is None else self.loaders.item.load_part(key, part)
+        )
         if item is None:
             raise NotFound(f"{self.kind.lower()} {self.id} does not exist", id=self.id)
         return item.get(name)
@@ -231,7 +236,7 @@ def map_pages(
     build = to_node if to_node is not None else target_type.from_entry
     context = info.context
     wanted = prefetch.reads(info, target_type.reads) if whole else None
-    part = prefetch.attributes_read(info, target_type.field_attributes) if wanted else None
+    part = parts_of(info, relation.target) if wanted else None
     owner_kind, target, attribute = relation.owner, relation.target, relation.field
 
     def page_of(owner: NodeBase) -> Any:
@@ -321,7 +326,7 @@ def _partial(
     partial = _lacking(prefetch.reads(info, node_type.reads), edges)
     if not partial:
         return [], None
-    return partial, prefetch.attributes_read(info, node_type.field_attributes)
+    return partial, parts_of(info, node_type.kind)
 
 
 def _lacking(wanted: frozenset[str], edges: Sequence[paging.Edge[Any]]) -> list[NodeBase]:
@@ -360,6 +365,19 @@ async def _load_items(
         if item is not None:
             # A whole item (another read's, from the cache) is kept whole.
             node.known = item if TYPE in item else {**node.known, **absent, **item}
+
+
+def parts_of(info: Info, kind: Kind) -> frozenset[str] | None:
+    """What the request's reads of `kind`'s items ask for (None: whole items), worked out
+    once a request for every kind (`prefetch.operation_parts`) and kept on its loaders, where
+    a field's own load (`NodeBase._load`) finds it too."""
+    loaders = info.context.loaders
+    parts = loaders.parts
+    if parts is None:
+        tables = {type_name(k): t.field_attributes for k, t in NodeBase.by_kind.items()}
+        by_type = prefetch.operation_parts(info, tables)
+        parts = loaders.parts = {kind: by_type.get(type_name(kind)) for kind in NodeBase.by_kind}
+    return parts.get(kind)
 
 
 def then(value: Any, apply: Callable[[Any], T]) -> Any:

@@ -16,6 +16,7 @@ the Queries alone.
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -25,9 +26,15 @@ from graphql import (
     InlineFragmentNode,
     ListValueNode,
     ObjectValueNode,
+    OperationDefinitionNode,
     SelectionSetNode,
+    TypeInfo,
+    TypeInfoVisitor,
     ValueNode,
     VariableNode,
+    Visitor,
+    is_abstract_type,
+    visit,
 )
 
 from graph_api.graph.context import Info
@@ -132,26 +139,53 @@ def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
     return wanted
 
 
-def attributes_read(
-    info: Info, field_attributes: Mapping[str, tuple[str, ...]]
-) -> frozenset[str] | None:
-    """The item attributes that the fields selected on this connection's nodes may read
-    (`NodeBase.field_attributes`), or None when one of them is not named there (its nodes
-    then read whole items); once per operation for each field of the document."""
-    key = ("attributes_read", *map(id, info._raw_info.field_nodes))
-    memo = info.context.selections
-    if key in memo:
-        return memo[key]  # type: ignore[no-any-return]
-    attributes: set[str] | None = set()
-    for field in selected(info, NODES):
-        name = field.name.value
-        if name in field_attributes:
-            attributes.update(field_attributes[name])  # type: ignore[union-attr]
-        elif not name.startswith("__"):  # __typename reads nothing
-            attributes = None
-            break
-    memo[key] = found = frozenset(attributes) if attributes is not None else None
-    return found
+Parts = dict[str, frozenset[str] | None]  # GraphQL type → what reads of its items ask for
+
+# By operation (kept alive beside its answer, so that its id stays its own): documents come
+# from Strawberry's parser cache, the same objects request after request. Bounded, as it is.
+_parts: dict[int, tuple[OperationDefinitionNode, Parts]] = {}
+MAX_OPERATIONS = 256
+
+
+def operation_parts(info: Info, tables: Mapping[str, Mapping[str, tuple[str, ...]]]) -> Parts:
+    """For each type of `tables` (GraphQL type → `NodeBase.field_attributes`), the item
+    attributes that its fields selected anywhere in the operation (its fragments included)
+    may read, or None when one of them is not named there: every read of such an item in
+    the request asks for that one set, so that one read of a key answers all the others."""
+    raw = info._raw_info
+    operation = raw.operation
+    known = _parts.get(id(operation))
+    if known is not None and known[0] is operation:
+        return known[1]
+    schema = raw.schema
+    selected_on: dict[str, set[str]] = defaultdict(set)
+    type_info = TypeInfo(schema)
+
+    class Collect(Visitor):
+        def enter_field(self, node: FieldNode, *_: Any) -> None:
+            parent = type_info.get_parent_type()
+            if parent is None:  # not a field of its type: validation said so
+                return
+            possible = schema.get_possible_types(parent) if is_abstract_type(parent) else [parent]
+            for object_type in possible:
+                selected_on[object_type.name].add(node.name.value)
+
+    for definition in (operation, *raw.fragments.values()):
+        visit(definition, TypeInfoVisitor(type_info, Collect()))
+    parts: Parts = {}
+    for type_name, table in tables.items():
+        attributes: set[str] | None = set()
+        for name in selected_on.get(type_name, ()):
+            if name in table:
+                attributes.update(table[name])  # type: ignore[union-attr]
+            elif not name.startswith("__"):  # __typename reads nothing
+                attributes = None
+                break
+        parts[type_name] = frozenset(attributes) if attributes is not None else None
+    if len(_parts) >= MAX_OPERATIONS:
+        _parts.clear()
+    _parts[id(operation)] = (operation, parts)
+    return parts
 
 
 def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:

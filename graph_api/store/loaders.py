@@ -22,7 +22,7 @@ from typing import NamedTuple, TypeVar
 
 from strawberry.dataloader import AbstractCache, DataLoader
 
-from graph_api.model.keys import Key, Range
+from graph_api.model.keys import Key, Kind, Range
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 
@@ -145,6 +145,10 @@ class ItemLoader:
         loader = self._loader
         return _each([loader.load(Read(key, attributes)) for key in keys])
 
+    def load_part(self, key: Key, attributes: frozenset[str]) -> Awaitable[Item | None]:
+        """`load_parts` of one key."""
+        return self._loader.load(Read(key, attributes))
+
     def prime(self, key: Key, item: Item | None) -> None:
         """`key`'s whole item, read by another request shape: it answers any read of the key,
         those already waiting for this turn's wave too."""
@@ -165,6 +169,10 @@ class Loaders:
         self._reads = reads = _Reads(table)
         cache, batch = (False, 1) if naive else (True, None)
         self.item = ItemLoader(reads, naive=naive)
+        # What the request's reads of each kind's items ask for (None: whole items), set by
+        # the schema's nodes once they know the operation (`graph.nodes.parts_of`): one set
+        # a kind, so that the first read of a key answers every later one.
+        self.parts: dict[Kind, frozenset[str] | None] | None = None
         self.page: DataLoader[PageRequest, list[Item]] = _Loader(
             reads.query_pages, cache=cache, max_batch_size=batch
         )

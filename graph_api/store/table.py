@@ -144,24 +144,23 @@ class Table:
         self, keys: Sequence[Key], consistent: bool, asked: dict[str, Any]
     ) -> dict[Key, Item]:
         found: dict[Key, Item] = {}
-        request: dict[str, Any] = {
-            self.name: {
-                # Both parts are strings: written as the codec would, without its walk.
-                "Keys": [{PK: {"S": k.pk}, SK: {"S": k.sk}} for k in keys],
-                "ConsistentRead": consistent,
-                **asked,
-            }
-        }
+        read: dict[str, Any] = {"ConsistentRead": consistent, **asked}
+        # Both parts are strings: written as the codec would, without its walk.
+        wire_keys = [{PK: {"S": k.pk}, SK: {"S": k.sk}} for k in keys]
         cost = 0
         while True:
+            request = {self.name: {"Keys": wire_keys, **read}}
             response = await self.call("BatchGetItem", {"RequestItems": request})
             for wire in response.get("Responses", {}).get(self.name, []):
                 item = codec.decode(wire)
                 found[Key(item[PK], item[SK])] = item
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
+            # Asked for again as first asked: DynamoDB's UnprocessedKeys repeat the
+            # projection and consistency, but not every implementation's do (moto's).
+            unprocessed = (response.get("UnprocessedKeys") or {}).get(self.name)
+            if not unprocessed:
                 self.retries.recovered(cost)
                 return found
+            wire_keys = unprocessed["Keys"]
             # DynamoDB's throttle by another name: the rest is asked for after a backoff.
             cost = await self.retries.pause(Failure.THROTTLED, BUSY)
 
