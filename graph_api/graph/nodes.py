@@ -7,8 +7,9 @@ item loader, so asking for one more field of 50 nodes costs one BatchGetItem, no
 A page whose nodes' selection reads more than their copies hold gives them their items
 before they resolve (`with_items`): the same one BatchGetItem, but each field then answers
 from the item at once instead of awaiting the loader on its own (a coroutine, a future and
-a task per field were most of such a page's execution time). That read asks only for the
-attributes the selection's fields read (`NodeBase.field_attributes`), when it knows them all.
+a task per field were most of such a page's execution time). Every read of a node type's
+items in a request, those and a field's own, asks for the attributes its fields selected
+anywhere in the operation read (`parts_of`), whole items when one of them is not known.
 """
 
 from __future__ import annotations
@@ -110,9 +111,9 @@ class NodeBase(Uncast):
     # GraphQL field -> the item attribute it reads (what `with_items` looks for in copies).
     reads: ClassVar[Mapping[str, str]] = {}
     # GraphQL field -> every item attribute it may read once selected, lazily too (a
-    # roster's `totalCount`, an email behind its access check): what a page's nodes ask
-    # their items for. Every field of the type is named (`tests/test_nodes.py`); a field
-    # left out would make its nodes read whole items.
+    # roster's `totalCount`, an email behind its access check): what reads of the type's
+    # items ask for (`parts_of`). Every field of the type is named
+    # (`tests/test_item_parts.py`); a field left out would make the type read whole items.
     field_attributes: ClassVar[FieldAttributes] = {}
     id: strawberry.ID
     known: dict[str, Any]

@@ -10,7 +10,9 @@ A teacher's classes do the same, each class with one Query: the level that would
 one BatchGetItem for the classes' items (`studentCount`) beside a roster Query a class sends
 the Queries alone.
 
-`selected` tells a page which fields its nodes will resolve (`nodes.with_items`).
+`selected` tells a page which fields its nodes will resolve (`nodes.with_items`), and
+`operation_parts` which attributes the reads of each node type's items ask for
+(`nodes.parts_of`).
 """
 
 from __future__ import annotations
