@@ -14,12 +14,11 @@ anywhere in the operation read (`parts_of`), whole items when one of them is not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import CoroutineType
 from typing import Any, ClassVar, Self, TypeVar
 
 import strawberry
-from strawberry.utils.str_converters import to_camel_case
 
 from graph_api.errors import BadUserInput, NotFound
 from graph_api.graph import paging, prefetch
@@ -39,12 +38,17 @@ Attributes = Mapping[str, str | Callable[[Any], Any]]
 FieldAttributes = Mapping[str, tuple[str, ...]]
 
 
-def reads_of(attributes: Attributes, **more: str) -> Mapping[str, str]:
-    """A node type's `reads` (GraphQL field → the item attribute it reads): its `attributes`
-    that name one, plus `more`, the fields that read an attribute through a function or a
-    resolver (`home`, `teacher`, a map's connection)."""
-    named = {to_camel_case(name): a for name, a in attributes.items() if isinstance(a, str)}
-    return named | more
+def reads_of(field_attributes: FieldAttributes, *, lazy: Iterable[str] = ()) -> Mapping[str, str]:
+    """A node type's `reads` (GraphQL field → the item attribute it reads): the first
+    attribute of each field of `field_attributes`, but for the fields that read theirs only
+    when asked (`lazy`: a roster's `totalCount`, an email behind its check), which a page
+    does not load its nodes' items for."""
+    skipped = set(lazy)
+    return {
+        name: attributes[0]
+        for name, attributes in field_attributes.items()
+        if attributes and name not in skipped
+    }
 
 
 GLOBAL_ID_SEPARATOR = ":"  # never in an id (`[A-Za-z0-9_-]`): splitting is unambiguous
@@ -108,7 +112,8 @@ class NodeBase(Uncast):
 
     kind: ClassVar[Kind]
     attributes: ClassVar[Attributes] = {}
-    # GraphQL field -> the item attribute it reads (what `with_items` looks for in copies).
+    # GraphQL field -> the item attribute it reads (what `with_items` looks for in copies):
+    # `reads_of(field_attributes)`, the one table each type declares.
     reads: ClassVar[Mapping[str, str]] = {}
     # GraphQL field -> every item attribute it may read once selected, lazily too (a
     # roster's `totalCount`, an email behind its access check): what reads of the type's

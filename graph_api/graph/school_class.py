@@ -53,7 +53,6 @@ class Class(NodeBase, Node):
         "student_count": "studentCount",
         "version": "version",
     }
-    reads = reads_of(attributes, teacher="teacherId")
     field_attributes: ClassVar[FieldAttributes] = {
         "id": (),
         "nodeId": (),
@@ -63,6 +62,7 @@ class Class(NodeBase, Node):
         "version": ("version",),
         "students": ("studentCount",),  # its totalCount
     }
+    reads = reads_of(field_attributes, lazy=("students",))
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

@@ -38,7 +38,6 @@ class Sport(NodeBase, Node):
         "student_count": "studentCount",
         "version": "version",
     }
-    reads = reads_of(attributes)
     field_attributes: ClassVar[FieldAttributes] = {
         "id": (),
         "nodeId": (),
@@ -48,6 +47,7 @@ class Sport(NodeBase, Node):
         "version": ("version",),
         "students": ("studentCount",),  # its totalCount
     }
+    reads = reads_of(field_attributes, lazy=("students",))
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

@@ -72,7 +72,6 @@ class Student(NodeBase, Node):
         "version": "version",
         "home": _home,
     }
-    reads = reads_of(attributes, home=items.HOME, classes=ENROLMENT.field, sports=MEMBERSHIP.field)
     field_attributes: ClassVar[FieldAttributes] = {
         "id": (),
         "nodeId": (),
@@ -83,6 +82,7 @@ class Student(NodeBase, Node):
         "classes": (ENROLMENT.field,),
         "sports": (MEMBERSHIP.field,),
     }
+    reads = reads_of(field_attributes, lazy=("email",))
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
     # Fields without a resolver: `attributes` says how their properties (`node_fields`) read.

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 class Teacher(NodeBase, Node):
     kind = Kind.TEACHER
     attributes: ClassVar[Attributes] = {"name": "name", "version": "version"}
-    reads = reads_of(attributes, classes=TEACHING.field)
     field_attributes: ClassVar[FieldAttributes] = {
         "id": (),
         "nodeId": (),
@@ -45,6 +44,7 @@ class Teacher(NodeBase, Node):
         "version": ("version",),
         "classes": (TEACHING.field, "name"),  # the name: its classes' Teacher { name }
     }
+    reads = reads_of(field_attributes)
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
 

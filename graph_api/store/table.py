@@ -126,7 +126,7 @@ class Table:
         attributes: frozenset[str] | None = None,
     ) -> dict[Key, Item]:
         """Fetch items by key: deduplicated, 100 a BatchGetItem, chunks concurrently. With
-        `attributes`, only those (and the key) of each item (`projection`)."""
+        `attributes`, only those (and the key) of each item (`projection_parameters`)."""
         unique = list(dict.fromkeys(keys))
         if not unique:  # DynamoDB refuses a BatchGetItem without keys
             return {}
