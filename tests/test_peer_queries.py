@@ -2,19 +2,27 @@
 
 The bench itself runs outside `make test` (it needs DynamoDB Local, PostgreSQL and the
 peer); this catches, in milliseconds, a schema change that would break it, and checks how
-the bench takes turns between the sides and reads each request's DynamoDB calls.
+the bench takes turns between the sides, reads each request's DynamoDB calls, and sends
+those calls again to DynamoDB alone (its floors).
 """
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket
+from typing import Any
+
 import pytest
 from graphql import OperationDefinitionNode, parse, validate
 from graphql.execution.values import get_variable_values
+from support import HTTPServer, dynamodb_requests, execute
 
 from graph_api.graph.schema import build_schema
+from graph_api.store.codec import Item, decode
 from tools import peer_queries
-from tools.peer_bench import calls_within, shape, waves
-from tools.timed_client import Timed, alternate
+from tools.peer_bench import RequestRecorder, calls_within, shape, waves
+from tools.timed_client import Replayed, Timed, alternate
 
 TARGETS = {
     "q1_student_ids": [f"s{i:04d}" for i in range(1, 31)],
@@ -91,3 +99,72 @@ def test_a_request_gets_the_calls_made_within_its_interval() -> None:
     first, second = calls_within(calls, [(1.0, 2.0), (2.0, 3.0)])
     assert [c[1] for c in first] == [1.1, 1.4]
     assert [c[1] for c in second] == [2.1]
+
+
+# -- floors: a query's DynamoDB calls sent again, with no API between ----------------------
+
+
+def test_a_recorded_read_sent_again_gets_the_same_answer(
+    services: Any, demo_items: list[Item]
+) -> None:
+    recorder = RequestRecorder(services.dynamo.client)
+    students = [item for item in demo_items if item["type"] == "student"][:3]
+    query = "query($ids: [ID!]!) { students(ids: $ids) { id name } }"
+    variables = {"ids": [student["id"] for student in students]}
+    with recorder.recording() as recorded:
+        result = execute(services, query, variables)
+    assert len(recorded) == dynamodb_requests(result) == 1
+    request = recorded[0]
+    assert request["headers"]["X-Amz-Target"] == "DynamoDB_20120810.BatchGetItem"
+    execute(services, query, variables)
+    assert len(recorded) == 1  # nothing recorded outside `recording`
+
+    conn = http.client.HTTPConnection(request["host"], request["port"], timeout=30)
+    replay = [(request["path"], request["headers"], request["body"].encode())]
+    replayed = Replayed(conn, replay)
+    replayed.post(timed=True)
+    conn.close()
+    (items,) = json.loads(replayed.last)["Responses"].values()
+    answered = {student["id"]: student["name"] for student in result.data["students"]}
+    assert {decode(item)["id"]: decode(item)["name"] for item in items} == answered
+    assert len(replayed.intervals) == 1
+
+
+def _answer(status: bytes) -> Any:
+    def reply(conn: socket.socket, request: bytes) -> bool:
+        body = request.partition(b"\r\n\r\n")[2]  # echoed: which request this answers
+        conn.sendall(b"HTTP/1.1 %s\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body))
+        return True
+
+    return reply
+
+
+def test_a_replay_sends_its_requests_in_order_on_one_connection_and_times_them_together() -> None:
+    server = HTTPServer(_answer(b"200 OK"))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    replay = [("/", {"X-Amz-Target": "DynamoDB_20120810.Query"}, b"first")]
+    replay.append(("/", {"X-Amz-Target": "DynamoDB_20120810.BatchGetItem"}, b"second"))
+    replayed = Replayed(conn, replay)
+    try:
+        alternate([replayed], requests=2, warmup=1, block=2)
+    finally:
+        conn.close()
+        server.close()
+    bodies = [request.partition(b"\r\n\r\n")[2] for request in server.requests]
+    assert bodies == [b"first", b"second"] * 3  # a warm-up, then two timed samples
+    assert server.connections == 1
+    assert len(replayed.intervals) == 2
+    assert replayed.last == b"second"
+
+
+def test_a_replay_answered_with_an_error_stops_the_timing() -> None:
+    server = HTTPServer(_answer(b"400 Bad Request"))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    replayed = Replayed(conn, [("/", {}, b"{}")])
+    try:
+        with pytest.raises(SystemExit, match="HTTP 400"):
+            alternate([replayed], requests=2, warmup=1, block=2)
+    finally:
+        conn.close()
+        server.close()
+    assert replayed.intervals == []

@@ -7,12 +7,16 @@ own GraphQL mutations (so the seeding follows whatever item layout the writes pr
 the API on another loopback port, check both sides' answers against the dataset, then time
 the five logical queries on both, interleaved in blocks, one keep-alive connection per side,
 the same number of timed requests each, sent from a process of their own
-(tools/timed_client.py says why). Then Q1's throughput: 16 concurrent keep-alive
-clients for 10 s a side, the API served by `graph-api serve --workers N` (one per core by
-default) on the same table, with the CPU its processes spent per request (from /proc). Then
-live events, ours alone (tools/live_bench.py): write-to-event latency with 1,000
-subscriptions on the in-process API, and the stream reader's requests with 1 subscription
-and with 1,000. Prints Markdown tables and writes `test-output/bench-peer-<time>.json`.
+(tools/timed_client.py says why). Then the floors: one more interleaved run of each query
+on both sides beside its DynamoDB calls, recorded as our API sent them and sent again
+straight to DynamoDB Local from the client process, with no API between, and `{ __typename }`
+on both sides: of each query's us/peer, the part the backend alone takes. Then Q1's
+throughput: 16 concurrent keep-alive clients for 10 s a side, the API served by `graph-api
+serve --workers N` (one per core by default) on the same table, with the CPU its processes
+spent per request (from /proc). Then live events, ours alone (tools/live_bench.py):
+write-to-event latency with 1,000 subscriptions on the in-process API, and the stream
+reader's requests with 1 subscription and with 1,000. Prints Markdown tables and writes
+`test-output/bench-peer-<time>.json`.
 Without postgres or npm, says why and prints our side.
 """
 
@@ -41,6 +45,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 from graph_api.graph.context import Services
 from graph_api.http.hosting import tune_collector
@@ -284,6 +289,28 @@ def _answer(raw: bytes, what: str) -> dict[str, Any]:
     return out["data"]  # type: ignore[no-any-return]
 
 
+def timed(folder: Path, sides: list[dict[str, Any]], requests: int, warmup: int, block: int) -> Any:
+    """`sides` timed by tools/timed_client.py, from a process of its own: one result a side."""
+    job = {
+        "peer": str(folder),  # its client, httpbench.py
+        "sides": sides,
+        "requests": requests,
+        "warmup": warmup,
+        "block": block,
+    }
+    sent = subprocess.run(
+        [sys.executable, "-m", "tools.timed_client"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    if sent.returncode != 0:
+        raise RuntimeError(f"the timed client failed: {sent.stderr.strip()[-2000:]}")
+    return json.loads(sent.stdout)
+
+
 def measure(
     ours: Side,
     theirs: Side | None,
@@ -297,33 +324,23 @@ def measure(
     by tools/timed_client.py from a process of its own; each of our timed requests gets the
     DynamoDB calls the clock saw within its interval."""
     sides = [ours] if theirs is None else [ours, theirs]
-    job = {
-        "peer": str(folder),  # its client, httpbench.py
-        "sides": [{"port": side.port, "body": side.body.decode()} for side in sides],
-        "requests": requests,
-        "warmup": warmup,
-        "block": block,
-    }
     clock.take()
-    sent = subprocess.run(
-        [sys.executable, "-m", "tools.timed_client"],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
+    results = timed(
+        folder,
+        [{"port": side.port, "body": side.body.decode()} for side in sides],
+        requests,
+        warmup,
+        block,
     )
-    if sent.returncode != 0:
-        raise RuntimeError(f"the timed client failed: {sent.stderr.strip()[-2000:]}")
     calls = clock.take()
-    for side, timed in zip(sides, json.loads(sent.stdout), strict=True):
-        side.last = timed["last"].encode()
-        side.latencies = [ended - started for started, ended in timed["intervals"]]
+    for side, result in zip(sides, results, strict=True):
+        side.last = result["last"].encode()
+        side.latencies = [ended - started for started, ended in result["intervals"]]
         if side is ours:
             side.samples = [
                 _sample(within, dynamodb)
                 for within, dynamodb in zip(
-                    calls_within(calls, timed["intervals"]), timed["dynamodb"], strict=True
+                    calls_within(calls, result["intervals"]), result["dynamodb"], strict=True
                 )
             ]
 
@@ -541,6 +558,8 @@ def render(result: dict[str, Any]) -> str:
             f"| {q['name']} | {us['shape']} | {_ms(us['dynamodb_serial_ms'])} | {_ms(rest)} "
             f"| {q['check']} | {q.get('peer_check', 'n/a')} |"
         )
+    if result.get("floors"):
+        lines += ["", *render_floors(result["floors"])]
     tp = result.get("throughput")
     if tp:
         us, them = tp["us"], tp.get("peer")
@@ -572,6 +591,233 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# -- floors: what DynamoDB alone takes for our calls --------------------------------------
+
+
+class RequestRecorder:
+    """The DynamoDB requests the API sends while `recording`, as they go on the wire (signed):
+    botocore's `before-send` event, which the API's direct calls emit as botocore's own path
+    does. DynamoDB Local checks no signature's age, so a recorded request can be sent again."""
+
+    def __init__(self, client: Any) -> None:
+        self._recorded: list[dict[str, Any]] | None = None
+        client.meta.events.register("before-send.dynamodb", self._record)
+
+    def _record(self, request: Any, **_: Any) -> None:  # None: the request is sent as usual
+        recorded = self._recorded
+        if recorded is None:
+            return
+        url = urlsplit(request.url)
+        body = request.body
+        recorded.append(
+            {
+                "scheme": url.scheme,
+                "host": url.hostname,
+                "port": url.port,
+                "path": url.path or "/",
+                "headers": {k: _text(v) for k, v in request.headers.items()},
+                "body": _text(body or b""),
+            }
+        )
+
+    @contextmanager
+    def recording(self) -> Iterator[list[dict[str, Any]]]:
+        self._recorded = recorded = []
+        try:
+            yield recorded
+        finally:
+            self._recorded = None
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def record_calls(
+    client: Any, body: bytes, recorder: RequestRecorder, clock: CallClock, attempts: int = 3
+) -> tuple[list[dict[str, Any]], list[Call]] | None:
+    """The DynamoDB requests our API sends for one GraphQL request, and their calls as the
+    clock saw them; None when a call of something else (the stream reader's lease) kept
+    slipping in: the requests recorded must be the ones the answer counts."""
+    for _ in range(attempts):
+        clock.take()
+        with recorder.recording() as recorded:
+            status, raw = client.post_raw(body)
+        calls = clock.take()
+        if status != 200:
+            raise RuntimeError(f"HTTP {status} while recording: {raw[:300]!r}")
+        counted = (json.loads(raw).get("extensions") or {}).get("dynamodb", {}).get("requests")
+        if counted == len(recorded) == len(calls):
+            return recorded, calls
+    return None
+
+
+TYPENAME = json.dumps({"query": "{ __typename }"}).encode()
+
+
+def measure_floors(
+    port: int,
+    theirs_port: int | None,
+    bodies: list[tuple[str, bytes, bytes | None]],
+    recorder: RequestRecorder,
+    clock: CallClock,
+    folder: Path,
+    httpbench: ModuleType,
+    requests: int,
+    warmup: int,
+    block: int,
+) -> dict[str, Any]:
+    """One more interleaved run: each query (name, our body, the peer's) on both sides beside
+    its DynamoDB calls sent again straight to the emulator, one after another, plus
+    `{ __typename }` on both sides (each server's HTTP and GraphQL floor). A query whose calls
+    overlap (Q3's Queries) gets no replay: one after another they would take longer than
+    the API takes for them."""
+    client = httpbench.GraphQLClient("127.0.0.1", port)
+    sides: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    for name, ours, theirs in bodies:
+        row: dict[str, Any] = {"name": name, "us": len(sides)}
+        sides.append({"port": port, "body": ours.decode()})
+        if theirs is not None and theirs_port is not None:
+            row["peer"] = len(sides)
+            sides.append({"port": theirs_port, "body": theirs.decode()})
+        found = record_calls(client, ours, recorder, clock)
+        if found is None:
+            row["no_replay"] = "other calls kept arriving while recording"
+        else:
+            recorded, calls = found
+            row["calls"] = len(recorded)
+            if any(len(wave) > 1 for wave in group(calls)):
+                row["no_replay"] = "its calls overlap"
+            elif any(r["scheme"] != "http" for r in recorded):
+                row["no_replay"] = "not a local endpoint"
+            else:
+                row["alone"] = len(sides)
+                sides.append(
+                    {"port": recorded[0]["port"], "host": recorded[0]["host"], "replay": recorded}
+                )
+        rows.append(row)
+    client.close()
+    typename = {"us": len(sides)}
+    sides.append({"port": port, "body": TYPENAME.decode()})
+    if theirs_port is not None:
+        typename["peer"] = len(sides)
+        sides.append({"port": theirs_port, "body": TYPENAME.decode()})
+    clock.take()
+    results = timed(folder, sides, requests, warmup, block)
+    calls = clock.take()
+
+    def p50(index: int | None) -> float | None:
+        if index is None:
+            return None
+        latencies = [ended - started for started, ended in results[index]["intervals"]]
+        return float(httpbench.summarize_ms(latencies)["median_ms"])
+
+    return {
+        "params": {"requests": requests, "warmup": warmup, "block": block},
+        "typename": {side: p50(index) for side, index in typename.items()},
+        "queries": [
+            {
+                "name": row["name"],
+                "us_ms": p50(row["us"]),
+                "peer_ms": p50(row.get("peer")),
+                "alone_ms": p50(row.get("alone")),
+                # The same calls as the API's clock saw them: serialize, send, parse.
+                "wall_ms": _median(
+                    [waves(c)[1] for c in calls_within(calls, results[row["us"]]["intervals"])]
+                ),
+                "calls": row.get("calls"),
+                "no_replay": row.get("no_replay"),
+            }
+            for row in rows
+        ],
+    }
+
+
+FLOOR_WARMUP = 50  # both sides are warm by now: the five queries ran before
+
+
+def run_floors(
+    args: argparse.Namespace,
+    running: Peer | None,
+    port: int,
+    recorder: RequestRecorder,
+    clock: CallClock,
+    folder: Path,
+    data: dict[str, Any],
+    targets: dict[str, Any],
+    mods: dict[str, ModuleType],
+) -> dict[str, Any]:
+    httpbench = mods["httpbench"]
+    theirs = {s.name: s for s in mods["queries"].build(targets)} if running else {}
+    bodies = [
+        (
+            spec.name,
+            httpbench.encode(spec.query, spec.variables),
+            httpbench.encode(theirs[spec.name].query, theirs[spec.name].variables)
+            if spec.name in theirs
+            else None,
+        )
+        for spec in peer_queries.build(data, targets)
+    ]
+    floors = measure_floors(
+        port,
+        running.port if running else None,
+        bodies,
+        recorder,
+        clock,
+        folder,
+        httpbench,
+        args.requests,
+        FLOOR_WARMUP,
+        args.block,
+    )
+    alone = ", ".join(
+        f"{q['name']} {q['alone_ms']:.2f} ms" for q in floors["queries"] if q["alone_ms"]
+    )
+    print(f"DynamoDB alone: {alone}", flush=True)
+    return floors
+
+
+def render_floors(floors: dict[str, Any]) -> list[str]:
+    """The floors' table: of each query's us/peer, the part DynamoDB alone takes."""
+    params, typename = floors["params"], floors["typename"]
+    peer_typename = typename.get("peer")
+    lines = [
+        "What the backend alone takes: one more interleaved run "
+        f"({params['warmup']} warm-up + {params['requests']} timed requests a side, blocks of "
+        f"{params['block']}), each query on both sides beside its DynamoDB calls as our API "
+        "sent them (recorded, signed), sent again one after another straight to its DynamoDB "
+        "endpoint from the client process, with no API between. So us/peer = alone/peer + "
+        "(us \u2212 alone)/peer, the last being what our API adds, in the peer's time. Our "
+        "DynamoDB wall: the same calls timed in the API, as above (serialize, send, parse). "
+        f"`{{ __typename }}` over HTTP, p50: us {typename['us']:.2f} ms"
+        + (f", peer {peer_typename:.2f} ms." if peer_typename else "."),
+        "",
+        "| query | us p50 ms | peer p50 ms | DynamoDB alone p50 ms "
+        "| our DynamoDB wall ms | us/peer | alone/peer | (us \u2212 alone)/peer |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for q in floors["queries"]:
+        us, them, alone = q["us_ms"], q["peer_ms"], q["alone_ms"]
+        calls = f"{q['calls']} call{'' if q['calls'] == 1 else 's'}"
+        shown = f"{alone:.2f} ({calls})" if alone else f"n/a: {q['no_replay']}"
+        ratios = ["n/a", "n/a", "n/a"]
+        if them:
+            ratios[0] = f"{us / them:.2f}\u00d7"
+            if alone:
+                ratios[1:] = [f"{alone / them:.2f}\u00d7", f"{(us - alone) / them:.2f}\u00d7"]
+        lines.append(
+            f"| {q['name']} | {us:.2f} | {_ms2(them)} | {shown} | {_ms2(q['wall_ms'])} "
+            f"| {' | '.join(ratios)} |"
+        )
+    return lines
+
+
+def _ms2(value: float | None) -> str:
+    return "n/a" if value is None or value != value else f"{value:.2f}"
+
+
 # -- main ----------------------------------------------------------------------------------
 
 
@@ -596,6 +842,9 @@ def main() -> None:
         "--api-workers", type=int, help="Q1 throughput: serve's workers (default: its own)"
     )
     parser.add_argument("--no-throughput", action="store_true", help="skip Q1 throughput")
+    parser.add_argument(
+        "--no-floors", action="store_true", help="skip the floors (DynamoDB alone, { __typename })"
+    )
     parser.add_argument("--no-live", action="store_true", help="skip live events")
     live_bench.add_arguments(parser)
     args = parser.parse_args()
@@ -657,6 +906,7 @@ def main() -> None:
         if reader is not None and not live_bench.caught_up(reader):
             print("the stream reader did not catch up with the seeding in 60 s", flush=True)
         clock = CallClock(services.dynamo.client)
+        recorder = RequestRecorder(services.dynamo.client)
 
         with ExitStack() as stack:
             running: Peer | None = None
@@ -669,6 +919,10 @@ def main() -> None:
             result = run(
                 args, running, port, clock, folder, data, targets, school, httpbench, queries
             )
+            if not args.no_floors:
+                result["floors"] = run_floors(
+                    args, running, port, recorder, clock, folder, data, targets, mods
+                )
             if not args.no_throughput:
                 result["throughput"] = run_throughput(
                     args, settings, running, data, targets, school, httpbench, queries

@@ -9,20 +9,27 @@ own client (`httpbench.GraphQLClient`), as before; the bench matches each timed 
 interval with the DynamoDB calls its clock saw in it (`time.perf_counter` is the system's
 monotonic clock, the same in both processes).
 
-Reads a job on stdin: {"peer": folder, "sides": [{"port", "body"}, ...], "requests",
-"warmup", "block"}; writes one result a side on stdout: {"intervals": [[start, end], ...],
-"dynamodb": [extensions.dynamodb or null, ...], "last": answer}. An answer other than
-HTTP 200, warm-up or timed, ends it with that answer on stderr and exit status 1.
+A side can also be DynamoDB itself: a query's calls as the API sent them, recorded by the
+bench (`peer_bench.RequestRecorder`), sent again one after another straight to the emulator
+(`Replayed`): what the backend alone takes for that query, with no API between.
+
+Reads a job on stdin: {"peer": folder, "sides": [{"port", "body"} or {"port", "replay":
+[{"path", "headers", "body"}, ...], "host"}, ...], "requests", "warmup", "block"}; writes one
+result a side on stdout: {"intervals": [[start, end], ...], "dynamodb": [extensions.dynamodb
+or null, ...], "last": answer}. An answer other than HTTP 200, warm-up or timed, ends it
+with that answer on stderr and exit status 1.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tools import peer
 
@@ -58,7 +65,40 @@ class Timed:
         }
 
 
-def alternate(sides: list[Timed], requests: int, warmup: int, block: int) -> None:
+@dataclass
+class Replayed:
+    """Recorded DynamoDB requests sent again, in their order, on one keep-alive connection
+    to the emulator: one timed sample spans them all."""
+
+    conn: http.client.HTTPConnection
+    requests: list[tuple[str, dict[str, str], bytes]]  # path, headers, body: as sent by the API
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+    dynamodb: list[Any] = field(default_factory=list)  # always empty: no API, no extensions
+    last: bytes = b""
+
+    def post(self, timed: bool) -> None:
+        started = time.perf_counter()
+        for path, headers, body in self.requests:
+            self.conn.request("POST", path, body, headers)
+            response = self.conn.getresponse()
+            raw = response.read()
+            if response.status != 200:
+                raise SystemExit(
+                    f"HTTP {response.status} from port {self.conn.port}: {raw[:300]!r}"
+                )
+            self.last = raw
+        if timed:
+            self.intervals.append((started, time.perf_counter()))
+
+    def result(self) -> dict[str, Any]:
+        return {"intervals": self.intervals, "dynamodb": self.dynamodb, "last": self.last.decode()}
+
+
+class Side(Protocol):
+    def post(self, timed: bool) -> None: ...
+
+
+def alternate(sides: Sequence[Side], requests: int, warmup: int, block: int) -> None:
     """Warm-up, then `requests` timed requests a side, the sides taking turns in blocks of
     `block` (the first side first in even blocks, last in odd ones)."""
     for _ in range(warmup):
@@ -76,14 +116,23 @@ def alternate(sides: list[Timed], requests: int, warmup: int, block: int) -> Non
 def main() -> None:
     job = json.load(sys.stdin)
     httpbench = peer.modules(Path(job["peer"]))["httpbench"]
-    sides = [
-        Timed(httpbench.GraphQLClient("127.0.0.1", side["port"]), side["body"].encode())
-        for side in job["sides"]
-    ]
+    sides: list[Timed | Replayed] = []
+    for side in job["sides"]:
+        if "replay" in side:
+            host = side.get("host", "127.0.0.1")
+            conn = http.client.HTTPConnection(host, side["port"], timeout=30)
+            replay = [(r["path"], r["headers"], r["body"].encode()) for r in side["replay"]]
+            sides.append(Replayed(conn, replay))
+        else:
+            client = httpbench.GraphQLClient("127.0.0.1", side["port"])
+            sides.append(Timed(client, side["body"].encode()))
     alternate(sides, job["requests"], job["warmup"], job["block"])
-    for side in sides:
-        side.client.close()
-    json.dump([side.result() for side in sides], sys.stdout)
+    for timed in sides:
+        if isinstance(timed, Replayed):
+            timed.conn.close()
+        else:
+            timed.client.close()
+    json.dump([timed.result() for timed in sides], sys.stdout)
 
 
 if __name__ == "__main__":
