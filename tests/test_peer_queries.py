@@ -123,7 +123,7 @@ def test_a_recorded_read_sent_again_gets_the_same_answer(
     replay = [(request["path"], request["headers"], request["body"].encode())]
     replayed = Replayed(conn, replay)
     replayed.post(timed=True)
-    conn.close()
+    replayed.close()
     (items,) = json.loads(replayed.last)["Responses"].values()
     answered = {student["id"]: student["name"] for student in result.data["students"]}
     assert {decode(item)["id"]: decode(item)["name"] for item in items} == answered
@@ -148,7 +148,7 @@ def test_a_replay_sends_its_requests_in_order_on_one_connection_and_times_them_t
     try:
         alternate([replayed], requests=2, warmup=1, block=2)
     finally:
-        conn.close()
+        replayed.close()
         server.close()
     bodies = [request.partition(b"\r\n\r\n")[2] for request in server.requests]
     assert bodies == [b"first", b"second"] * 3  # a warm-up, then two timed samples
@@ -165,6 +165,6 @@ def test_a_replay_answered_with_an_error_stops_the_timing() -> None:
         with pytest.raises(SystemExit, match="HTTP 400"):
             alternate([replayed], requests=2, warmup=1, block=2)
     finally:
-        conn.close()
+        replayed.close()
         server.close()
     assert replayed.intervals == []

@@ -64,6 +64,9 @@ class Timed:
             "last": self.last.decode(),
         }
 
+    def close(self) -> None:
+        self.client.close()
+
 
 @dataclass
 class Replayed:
@@ -93,8 +96,13 @@ class Replayed:
     def result(self) -> dict[str, Any]:
         return {"intervals": self.intervals, "dynamodb": self.dynamodb, "last": self.last.decode()}
 
+    def close(self) -> None:
+        self.conn.close()
+
 
 class Side(Protocol):
+    """What `alternate` sends requests through: a `Timed` or a `Replayed`."""
+
     def post(self, timed: bool) -> None: ...
 
 
@@ -117,22 +125,19 @@ def main() -> None:
     job = json.load(sys.stdin)
     httpbench = peer.modules(Path(job["peer"]))["httpbench"]
     sides: list[Timed | Replayed] = []
-    for side in job["sides"]:
-        if "replay" in side:
-            host = side.get("host", "127.0.0.1")
-            conn = http.client.HTTPConnection(host, side["port"], timeout=30)
-            replay = [(r["path"], r["headers"], r["body"].encode()) for r in side["replay"]]
+    for asked in job["sides"]:
+        if "replay" in asked:
+            host = asked.get("host", "127.0.0.1")
+            conn = http.client.HTTPConnection(host, asked["port"], timeout=30)
+            replay = [(r["path"], r["headers"], r["body"].encode()) for r in asked["replay"]]
             sides.append(Replayed(conn, replay))
         else:
-            client = httpbench.GraphQLClient("127.0.0.1", side["port"])
-            sides.append(Timed(client, side["body"].encode()))
+            client = httpbench.GraphQLClient("127.0.0.1", asked["port"])
+            sides.append(Timed(client, asked["body"].encode()))
     alternate(sides, job["requests"], job["warmup"], job["block"])
-    for timed in sides:
-        if isinstance(timed, Replayed):
-            timed.conn.close()
-        else:
-            timed.client.close()
-    json.dump([timed.result() for timed in sides], sys.stdout)
+    for side in sides:
+        side.close()
+    json.dump([side.result() for side in sides], sys.stdout)
 
 
 if __name__ == "__main__":
