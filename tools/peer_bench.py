@@ -499,8 +499,8 @@ def _is_worker(pid: int) -> bool:
 # -- report ------------------------------------------------------------------------------
 
 
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None or value != value else f"{value:.1f}"
+def _ms(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None or value != value else f"{value:.{digits}f}"
 
 
 def _count(value: float | None) -> str:
@@ -808,14 +808,10 @@ def render_floors(floors: dict[str, Any]) -> list[str]:
             if alone:
                 ratios[1:] = [f"{alone / them:.2f}\u00d7", f"{(us - alone) / them:.2f}\u00d7"]
         lines.append(
-            f"| {q['name']} | {us:.2f} | {_ms2(them)} | {shown} | {_ms2(q['wall_ms'])} "
+            f"| {q['name']} | {us:.2f} | {_ms(them, 2)} | {shown} | {_ms(q['wall_ms'], 2)} "
             f"| {' | '.join(ratios)} |"
         )
     return lines
-
-
-def _ms2(value: float | None) -> str:
-    return "n/a" if value is None or value != value else f"{value:.2f}"
 
 
 # -- main ----------------------------------------------------------------------------------

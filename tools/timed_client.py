@@ -35,14 +35,24 @@ from tools import peer
 
 
 @dataclass
-class Timed:
+class _Timings:
+    """What a side's timed requests gave: each one's interval, its `extensions.dynamodb`
+    (none for a replay, which has no API), and the last answer."""
+
+    intervals: list[tuple[float, float]] = field(default_factory=list, kw_only=True)
+    dynamodb: list[Any] = field(default_factory=list, kw_only=True)
+    last: bytes = field(default=b"", kw_only=True)
+
+    def result(self) -> dict[str, Any]:
+        return {"intervals": self.intervals, "dynamodb": self.dynamodb, "last": self.last.decode()}
+
+
+@dataclass
+class Timed(_Timings):
     """One keep-alive connection to one server, and its timed requests."""
 
     client: Any
     body: bytes
-    intervals: list[tuple[float, float]] = field(default_factory=list)
-    dynamodb: list[Any] = field(default_factory=list)
-    last: bytes = b""
 
     def post(self, timed: bool) -> None:
         started = time.perf_counter()
@@ -57,27 +67,17 @@ class Timed:
             extensions = json.loads(raw).get("extensions") or {}
             self.dynamodb.append(extensions.get("dynamodb"))
 
-    def result(self) -> dict[str, Any]:
-        return {
-            "intervals": self.intervals,
-            "dynamodb": self.dynamodb,
-            "last": self.last.decode(),
-        }
-
     def close(self) -> None:
         self.client.close()
 
 
 @dataclass
-class Replayed:
+class Replayed(_Timings):
     """Recorded DynamoDB requests sent again, in their order, on one keep-alive connection
     to the emulator: one timed sample spans them all."""
 
     conn: http.client.HTTPConnection
     requests: list[tuple[str, dict[str, str], bytes]]  # path, headers, body: as sent by the API
-    intervals: list[tuple[float, float]] = field(default_factory=list)
-    dynamodb: list[Any] = field(default_factory=list)  # always empty: no API, no extensions
-    last: bytes = b""
 
     def post(self, timed: bool) -> None:
         started = time.perf_counter()
@@ -92,9 +92,6 @@ class Replayed:
             self.last = raw
         if timed:
             self.intervals.append((started, time.perf_counter()))
-
-    def result(self) -> dict[str, Any]:
-        return {"intervals": self.intervals, "dynamodb": self.dynamodb, "last": self.last.decode()}
 
     def close(self) -> None:
         self.conn.close()
