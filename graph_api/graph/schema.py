@@ -9,7 +9,7 @@ from typing import Any
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import ParserCache
+from strawberry.extensions import ParserCache, SchemaExtension
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
@@ -18,6 +18,7 @@ from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.context import Context
 from graph_api.graph.execution import ExecutionContext as FastExecutionContext
+from graph_api.graph.hooks import HookRunner
 from graph_api.graph.limits import limit_extensions, requested_operation
 from graph_api.graph.masking import format_error, log_unexpected, request_id_of
 from graph_api.graph.mutation import Mutation
@@ -30,6 +31,12 @@ CACHE_SIZE = 256
 
 
 class GraphSchema(strawberry.Schema):
+    def create_extensions_runner(
+        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
+    ) -> HookRunner:
+        # Each request's extensions, their hooks found once a class (`graph.hooks`).
+        return HookRunner(execution_context=execution_context, extensions=extensions)
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
