@@ -158,6 +158,17 @@ def test_fan_out_is_measured_as_its_expansion() -> None:
     assert cost.operation_cost(schema._schema, deeper, None, {}).requested == cost.MAX_REPORTED
 
 
+def test_fan_out_to_a_variable_count_is_priced_for_each_value() -> None:
+    # A count read from the variables under 2^40 spreads: priced again for each request's
+    # value, each fragment's cost worked out once.
+    document = parse(
+        fan_out(40, "teachers(first: $n) { edges { cursor } }", root="($n: Int) { ...F0 }")
+    )
+    for n in (1, 3, 2):
+        priced = cost.operation_cost(schema._schema, document, None, {"n": n})
+        assert priced.requested == 2**40 * n
+
+
 def test_a_chain_of_fragments_adds_up_its_depth() -> None:
     chain = " ".join(
         f"fragment A{i} on Student {{ classes(first: 1) {{ edges {{ node {{ students(first: 1)"

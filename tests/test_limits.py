@@ -292,6 +292,39 @@ def test_out_of_range_first_is_the_resolvers_to_refuse(client: TestClient) -> No
     assert requests_sent(body) == 0
 
 
+def test_one_document_is_priced_for_each_requests_own_variables(client: TestClient) -> None:
+    # A document is compiled once; what its counts read from the variables is read anew.
+    for ids, c, s in ((IDS_100[:2], 2, 3), (IDS_100[:5], None, 1), (IDS_100[:2], 2, 3)):
+        body = post(client, NESTED, {"ids": ids, "c": c, "s": s})
+        classes = 20 if c is None else c
+        requested = len(ids) + len(ids) * classes + len(ids) * classes * s
+        assert body["extensions"]["cost"]["requested"] == requested
+    refused = post(client, NESTED, {"ids": IDS_100, "c": 100, "s": 100})
+    assert_refused(refused, "QUERY_TOO_COSTLY")
+
+
+FRAGMENTED = """query($ids: [ID!]!, $n: Int, $m: Int) {
+  students(ids: $ids) { ...Classes }
+  class(id: "cls-001") { students(first: 2) { edges { node { ...Classes } } } }
+}
+fragment Classes on Student {
+  classes(first: $n) { edges { node {
+    ... on Class { students(first: $m) { edges { cursor } } }
+  } } }
+  sports(first: 1) { edges { cursor } }
+}"""
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 1), (3, 2), (2, None)])
+def test_a_fragment_that_reads_variables_is_priced_where_each_spread_runs(
+    client: TestClient, n: int, m: int | None
+) -> None:
+    body = post(client, FRAGMENTED, {"ids": IDS_100[:4], "n": n, "m": m})
+    assert "errors" not in body, body["errors"]
+    per_student = n + n * (20 if m is None else m) + 1
+    assert body["extensions"]["cost"]["requested"] == 4 + 4 * per_student + 1 + 2 + 2 * per_student
+
+
 # -- custom limits ----------------------------------------------------------------------------
 
 CUSTOM = {

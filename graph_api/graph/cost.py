@@ -6,15 +6,20 @@ run for, so `students(ids: [100 ids]) { classes(first: 100) { students(first: 10
 counts its ids; a root field returning one node counts 1. The figure is reported in
 `extensions.cost = {requested, limit}` on every response.
 
-The walk visits each selection of the document once: a fragment's cost is computed once and
-a spread adds it times the number of parents it runs for, so fragments that spread each
-other exponentially cost time linear in the document to price (and are refused).
+A document is compiled once into a formula (`_Formula`): the fields that count nodes and
+what each holds, a count that reads a variable kept as a function of the variables. The
+compile visits each selection once (a fragment is compiled once, and its spreads share it),
+and so does pricing (a fragment's cost is worked out once a request), so fragments that
+spread each other exponentially cost time linear in the document to price (and are
+refused). Request after request, a document is priced from its formula: a number when
+nothing in it reads a variable, else only its counting fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from graphql import (
@@ -23,6 +28,7 @@ from graphql import (
     GraphQLBoolean,
     GraphQLError,
     GraphQLID,
+    GraphQLInputType,
     GraphQLInt,
     GraphQLNamedType,
     GraphQLObjectType,
@@ -30,11 +36,15 @@ from graphql import (
     GraphQLString,
     InlineFragmentNode,
     ListTypeNode,
+    ListValueNode,
     NamedTypeNode,
     NonNullTypeNode,
+    ObjectValueNode,
     SelectionSetNode,
     TypeNode,
+    ValueNode,
     VariableDefinitionNode,
+    VariableNode,
     get_named_type,
     value_from_ast,
 )
@@ -52,82 +62,206 @@ from graph_api.graph.query import MAX_IDS
 QUERY_TOO_COSTLY = QueryTooCostly.code
 
 
-class _Walk:
-    """The cost of selections, each visited once: a fragment's cost is computed once (for a
-    factor of 1, its type condition as the parent) and a spread adds it times its factor."""
+Counting = Callable[[Mapping[str, Any]], int]  # a count that reads the variables
+
+
+class _Formula:
+    """The cost of a selection set per parent, as data: the fields that count nodes, each
+    with the formula of what it holds, and the fragments spread in; fields that count
+    nothing are merged into their parent's formula. `constant` is the cost when no count
+    under it reads a variable, so a request prices such a document by reading one number."""
+
+    __slots__ = ("constant", "fields", "spreads")
+    constant: int | None
+    fields: tuple[tuple[int | Counting, _Formula], ...]
+    spreads: tuple[_Formula, ...]
 
     def __init__(
-        self, schema: GraphQLSchema, document: DocumentNode, variables: Mapping[str, Any]
+        self, fields: list[tuple[int | Counting, _Formula]], spreads: list[_Formula]
     ) -> None:
-        self.schema = schema
-        self.variables = dict(variables)
-        self.visited = 0  # selections visited: each selection of the document at most once
-        self.memo: dict[str, int] = {}
-        fragments = fragments_of(document)
-        for name in fragment_order(fragments):
-            fragment = fragments[name]
-            parent = schema.get_type(fragment.type_condition.name.value)
-            self.memo[name] = self.cost(parent, fragment.selection_set, 1)
+        self.fields = tuple(fields)
+        self.spreads = tuple(spreads)  # each fragment compiled once, shared by its spreads
+        constant: int | None = 0
+        for count, inner in self.fields:
+            if constant is None or not isinstance(count, int) or inner.constant is None:
+                constant = None
+                break
+            constant += count + max(count, 1) * inner.constant
+        for spread in self.spreads:
+            if constant is None or spread.constant is None:
+                constant = None
+                break
+            constant += spread.constant
+        self.constant = constant
 
-    def count(self, parent: GraphQLObjectType, node: FieldNode) -> int | None:
-        """How many nodes this field may return, if it fetches any; None if it does not."""
-        definition = parent.fields.get(node.name.value)
-        if definition is None:
-            return None
+    def cost(self, variables: Mapping[str, Any], memo: dict[int, int]) -> int:
+        """The cost per parent for these variables. A fragment's is worked out once
+        (`memo`, by formula), so fragments that spread each other stay linear to price."""
+        if self.constant is not None:
+            return self.constant
+        known = memo.get(id(self))
+        if known is not None:
+            return known
+        total = 0
+        for count, inner in self.fields:
+            n = count if isinstance(count, int) else count(variables)
+            total += n + max(n, 1) * inner.cost(variables, memo)
+        for spread in self.spreads:
+            total += spread.cost(variables, memo)
+        memo[id(self)] = total
+        return total
+
+
+def _connection_count(arguments: list[tuple[ValueNode, GraphQLInputType]], variables: Any) -> int:
+    """A connection's `first`, else `last` (both is refused by the field), else 20; out of
+    range values are the resolver's to refuse, with a clearer error."""
+    value: Any = None
+    for node, type_ in arguments:
+        if not isinstance(value, int):
+            value = value_from_ast(node, type_, variables)
+    return min(max(value, 0), MAX_FIRST) if isinstance(value, int) else DEFAULT_FIRST
+
+
+def _ids_count(node: ValueNode, type_: GraphQLInputType, variables: Any) -> int:
+    value = value_from_ast(node, type_, variables)
+    return min(len(value), MAX_IDS) if isinstance(value, list) else 0
+
+
+class _Compile:
+    """A document's formulas, each selection visited once: a fragment is compiled once (its
+    type condition as the parent) and its spreads share it."""
+
+    def __init__(self, schema: GraphQLSchema, document: DocumentNode) -> None:
+        self.schema = schema
+        self.visited = 0  # selections visited: each selection of the document at most once
+        self.fragments: dict[str, _Formula] = {}
+        definitions = fragments_of(document)
+        for name in fragment_order(definitions):
+            fragment = definitions[name]
+            parent = schema.get_type(fragment.type_condition.name.value)
+            self.fragments[name] = self.formula(parent, fragment.selection_set)
+
+    def count(self, parent: GraphQLObjectType, node: FieldNode) -> int | Counting | None:
+        """How many nodes this field may return, if it fetches any; None if it does not. A
+        count that reads a variable is a function of the variables."""
+        definition = parent.fields[node.name.value]
         args = {a.name.value: a.value for a in node.arguments or ()}
         if "first" in definition.args:
-            # A connection: `first`, else `last` (both is refused by the field), else 20.
-            value: Any = None
-            for name in ("first", "last"):
-                if not isinstance(value, int) and name in args and name in definition.args:
-                    value = value_from_ast(args[name], definition.args[name].type, self.variables)
-            # Out-of-range values are the resolver's to refuse, with a clearer error.
-            return min(max(value, 0), MAX_FIRST) if isinstance(value, int) else DEFAULT_FIRST
+            given = [
+                (args[name], definition.args[name].type)
+                for name in ("first", "last")
+                if name in args and name in definition.args
+            ]
+            if any(_reads_variables(value) for value, _ in given):
+                return partial(_connection_count, given)
+            return _connection_count(given, None)
         if "ids" in definition.args and "ids" in args:
-            value = value_from_ast(args["ids"], definition.args["ids"].type, self.variables)
-            return min(len(value), MAX_IDS) if isinstance(value, list) else 0
+            value, type_ = args["ids"], definition.args["ids"].type
+            if _reads_variables(value):
+                return partial(_ids_count, value, type_)
+            return _ids_count(value, type_, None)
         roots = (self.schema.query_type, self.schema.mutation_type, self.schema.subscription_type)
         if parent in roots:  # a subscription's: each event fetches its node
             return 1
         return None
 
-    def cost(
-        self, parent: GraphQLNamedType | None, selections: SelectionSetNode | None, factor: int
-    ) -> int:
-        total = 0
+    def formula(
+        self, parent: GraphQLNamedType | None, selections: SelectionSetNode | None
+    ) -> _Formula:
+        fields: list[tuple[int | Counting, _Formula]] = []
+        spreads: list[_Formula] = []
+        self.merge(parent, selections, fields, spreads)
+        return _Formula(fields, spreads)
+
+    def merge(
+        self,
+        parent: GraphQLNamedType | None,
+        selections: SelectionSetNode | None,
+        fields: list[tuple[int | Counting, _Formula]],
+        spreads: list[_Formula],
+    ) -> None:
+        """Add the selections' terms to a formula's: an inline fragment's and a field's that
+        counts nothing are the parent's own."""
         for node in selections.selections if selections else ():
             self.visited += 1
             if isinstance(node, FragmentSpreadNode):
                 # Unknown, or the spread that closes a cycle: nothing (validation says why).
-                total += factor * self.memo.get(node.name.value, 0)
+                fragment = self.fragments.get(node.name.value)
+                if fragment is not None:
+                    spreads.append(fragment)
             elif isinstance(node, InlineFragmentNode):
                 condition = node.type_condition
                 inner = self.schema.get_type(condition.name.value) if condition else parent
-                total += self.cost(inner, node.selection_set, factor)
+                self.merge(inner, node.selection_set, fields, spreads)
             elif isinstance(node, FieldNode) and isinstance(parent, GraphQLObjectType):
                 definition = parent.fields.get(node.name.value)
                 if definition is None:
                     continue
                 count = self.count(parent, node)
-                inner_factor = factor
-                if count is not None:
-                    total += factor * count
-                    inner_factor = factor * max(count, 1)
-                total += self.cost(
-                    get_named_type(definition.type), node.selection_set, inner_factor
-                )
-        return total
+                child = get_named_type(definition.type)
+                if count is None:
+                    self.merge(child, node.selection_set, fields, spreads)
+                else:
+                    fields.append((count, self.formula(child, node.selection_set)))
+
+
+def _reads_variables(value: ValueNode) -> bool:
+    if isinstance(value, VariableNode):
+        return True
+    if isinstance(value, ListValueNode):
+        return any(_reads_variables(item) for item in value.values)
+    if isinstance(value, ObjectValueNode):
+        return any(_reads_variables(field.value) for field in value.fields)
+    return False
 
 
 @dataclass(frozen=True)
 class Cost:
     requested: int  # capped at MAX_REPORTED
-    visited: int  # selections the walk visited: at most the document's selections
+    visited: int  # selections compiling the document visited: at most its selections
 
 
 # The largest integer every JSON client reads exactly; a fan-out of fragments can ask for
 # far more (2^40 and beyond), which is refused all the same.
 MAX_REPORTED = 2**53 - 1
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """An operation's formula, compiled once a document (None: no single operation to
+    price, which validation or execution reports)."""
+
+    formula: _Formula | None
+    definitions: Sequence[VariableDefinitionNode]
+    visited: int
+
+
+# By schema, document and operation name (the document kept alive beside its formula, so
+# that its id stays its own): documents come from Strawberry's parser cache, the same
+# objects request after request. Bounded, as that cache is.
+_priced: dict[tuple[int, int, str | None], tuple[DocumentNode, _Priced]] = {}
+MAX_DOCUMENTS = 256
+
+
+def _price(schema: GraphQLSchema, document: DocumentNode, operation_name: str | None) -> _Priced:
+    key = (id(schema), id(document), operation_name)
+    known = _priced.get(key)
+    if known is not None and known[0] is document:
+        return known[1]
+    operations = operations_of(document)
+    if operation_name is not None:
+        operations = [o for o in operations if o.name and o.name.value == operation_name]
+    root = schema.get_root_type(operations[0].operation) if len(operations) == 1 else None
+    if root is None:
+        priced = _Priced(None, (), 0)
+    else:
+        compiled = _Compile(schema, document)
+        formula = compiled.formula(root, operations[0].selection_set)
+        priced = _Priced(formula, operations[0].variable_definitions or (), compiled.visited)
+    if len(_priced) >= MAX_DOCUMENTS:
+        _priced.clear()
+    _priced[key] = (document, priced)
+    return priced
 
 
 def operation_cost(
@@ -136,27 +270,19 @@ def operation_cost(
     operation_name: str | None,
     variables: Mapping[str, Any] | None,
 ) -> Cost:
-    operations = operations_of(document)
-    if operation_name is not None:
-        operations = [o for o in operations if o.name and o.name.value == operation_name]
-    if len(operations) != 1:
-        return Cost(0, 0)  # validation or execution reports the missing or ambiguous operation
-    operation = operations[0]
-    root = schema.get_root_type(operation.operation)
-    if root is None:
+    priced = _price(schema, document, operation_name)
+    if priced.formula is None:
         return Cost(0, 0)
-    definitions = operation.variable_definitions or ()
     given = dict(variables or {})
-    values = _as_given(schema, definitions, given)
+    values = _as_given(schema, priced.definitions, given)
     if values is None:
         # The values execution will use: defaults applied, `100.0` as 100, one id as a list.
-        coerced = get_variable_values(schema, definitions, given)
+        coerced = get_variable_values(schema, priced.definitions, given)
         if isinstance(coerced, list):
             return Cost(0, 0)  # execution reports the bad variables
         values = coerced.coerced
-    walk = _Walk(schema, document, values)
-    requested = walk.cost(root, operation.selection_set, 1)
-    return Cost(min(requested, MAX_REPORTED), walk.visited)
+    requested = priced.formula.cost(values, {})
+    return Cost(min(requested, MAX_REPORTED), priced.visited)
 
 
 # Built-in scalars whose coercion gives a value of this exact type back unchanged.
