@@ -138,6 +138,17 @@ class PageInfo:
     first: strawberry.Private[Edge[Any] | None]
     last: strawberry.Private[Edge[Any] | None]
 
+    @classmethod
+    def of(cls, edges: list[Edge[Any]], forward: bool, more: bool) -> PageInfo:
+        """A page's info, its four attributes set without Strawberry's keyword-only
+        `__init__`, as `Edge.of` builds an edge (Q1 builds 60 pages)."""
+        info = _new(cls)
+        info.has_next_page = more and forward
+        info.has_previous_page = more and not forward
+        info.first = edges[0] if edges else None
+        info.last = edges[-1] if edges else None
+        return info
+
     @strawberry.field(
         description="The cursor of the page's first edge (null if the page is empty): pass it"
         " as `before` to read the page before this one."
@@ -164,6 +175,17 @@ class Connection(Generic[T]):
     edges: list[Edge[T]] = strawberry.field(description=EDGES)
     page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
     count: strawberry.Private[Callable[[], Any]]
+
+    @classmethod
+    def of(
+        cls, edges: list[Edge[T]], page_info: PageInfo, count: Callable[[], Any]
+    ) -> Connection[T]:
+        """A connection built as `PageInfo.of` builds its info."""
+        connection = _new(cls)
+        connection.edges = edges
+        connection.page_info = page_info
+        connection.count = count
+        return connection
 
     @strawberry.field(
         description="How many items the whole list holds (all pages), from the counter the"
@@ -263,7 +285,7 @@ class Page(Generic[T]):
     page_info: PageInfo
 
     def counted(self, count: Callable[[], Any]) -> Connection[T]:
-        return Connection(edges=self.edges, page_info=self.page_info, count=count)
+        return Connection.of(self.edges, self.page_info, count)
 
     def catalog(self) -> CatalogConnection[T]:
         return CatalogConnection(edges=self.edges, page_info=self.page_info)
@@ -298,12 +320,16 @@ def from_map(
     chosen = ids if len(ids) <= count else ids[:count] if page.forward else ids[-count:]
     cursor_of = EntryCursorOf(context.cursors, field, rng)
     loaders = context.loaders
-    edges = [Edge.of(to_node(id_, entries[id_], loaders), cursor_of, id_) for id_ in chosen]
+    edges: list[Edge[T]] = []
+    for id_ in chosen:  # `Edge.of`, written out: Q1 builds 137 such edges in 60 pages
+        edge = _new(Edge)
+        edge.node = to_node(id_, entries[id_], loaders)
+        edge.page = cursor_of
+        edge.position = id_
+        edges.append(edge)
     total = len(entries)
     more = len(ids) > count
-    return Connection(
-        edges=edges, page_info=_page_info(edges, page.forward, more), count=lambda: total
-    )
+    return Connection.of(edges, PageInfo.of(edges, page.forward, more), lambda: total)
 
 
 async def from_range(
@@ -328,13 +354,4 @@ async def from_range(
 
 
 def _page(edges: list[Edge[T]], forward: bool, more: bool) -> Page[T]:
-    return Page(edges, _page_info(edges, forward, more))
-
-
-def _page_info(edges: list[Edge[T]], forward: bool, more: bool) -> PageInfo:
-    return PageInfo(
-        has_next_page=more and forward,
-        has_previous_page=more and not forward,
-        first=edges[0] if edges else None,
-        last=edges[-1] if edges else None,
-    )
+    return Page(edges, PageInfo.of(edges, forward, more))
