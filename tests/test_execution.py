@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 import strawberry
+from graphql import FragmentDefinitionNode, OperationDefinitionNode, parse
 from graphql.pyutils import is_awaitable as graphql_is_awaitable
 from support import seed
 from test_request_counts import Shapes, render, targets
 
-from graph_api.graph import execution, known, runners
+from graph_api.graph import execution, known, plans, runners
 from graph_api.graph.context import Context, Services
 from graph_api.graph.prepared import prepared_by
 from graph_api.graph.schema import GraphSchema, build_schema
@@ -551,6 +552,97 @@ def test_a_shape_is_written_once_and_the_written_ones_are_bounded(
         fast, reference = both(services, query, {"id": five["students"][0]})
         assert fast == reference and len(fast[0]["student"]) == n
         assert len(runners._factories) <= 3
+
+
+def planned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The types whose selection sets `ExecutionContext` plans from here on, in order."""
+    seen: list[str] = []
+    plan_of = execution.ExecutionContext._plan_of
+
+    def recording(self: Any, parent_type: Any, grouped_field_set: Any) -> Any:
+        seen.append(parent_type.name)
+        return plan_of(self, parent_type, grouped_field_set)
+
+    monkeypatch.setattr(execution.ExecutionContext, "_plan_of", recording)
+    return seen
+
+
+def test_an_operations_plan_is_kept_and_each_request_answers_for_its_own_variables(
+    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    five = targets(demo_items)
+    seen = planned(monkeypatch)
+    query = """query($ids: [ID!]!, $n: Int, $class: ID!) {
+      students(ids: $ids) { id name classes(first: $n) { edges { node { subject } } } }
+      class(id: $class) { subject students(first: $n) { edges { node { name } } } }
+    }"""
+    answers = []
+    for ids, n in ((five["students"][:3], 1), (five["students"][5:7], 3), (["stu-nobody"], 2)):
+        fast, reference = both(services, query, {"ids": ids, "n": n, "class": five["class"]})
+        assert fast == reference
+        answers.append(fast[0])
+        first_request = len(answers) == 1
+        assert bool(seen) == first_request, seen  # planned on the first request alone
+        seen.clear()
+    assert [len(a["students"]) for a in answers] == [3, 2, 1]
+    assert [len(a["class"]["students"]["edges"]) for a in answers] == [1, 3, 2]
+    edges = [s["classes"]["edges"] for s in answers[1]["students"]]
+    assert all(len(e) == 3 for e in edges)  # the kept plan asked for this request's `first`
+    assert answers[2]["students"] == [None]
+
+
+def test_errors_under_a_kept_plan_are_at_each_requests_own_paths(
+    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    five = targets(demo_items)
+    seen = planned(monkeypatch)
+    query = """query($ids: [ID!]!, $n: Int) {
+      students(ids: $ids) { id classes(first: $n) { edges { node { subject } } } }
+    }"""
+    for ids, n, failing in (
+        (five["students"][:2], -1, [0, 1]),
+        (five["students"][:3], 2, []),
+        (["stu-nobody", five["students"][0]], 0, [1]),
+    ):
+        fast, reference = both(services, query, {"ids": ids, "n": n})
+        assert fast == reference
+        assert [e["path"] for e in fast[1]] == [["students", i, "classes"] for i in failing]
+    assert seen.count("Query") == 1
+
+
+def test_operations_whose_collection_may_differ_are_planned_every_time() -> None:
+    def alike(document: str) -> bool:
+        parsed = parse(document)
+        operation = next(d for d in parsed.definitions if isinstance(d, OperationDefinitionNode))
+        fragments = {
+            d.name.value: d for d in parsed.definitions if isinstance(d, FragmentDefinitionNode)
+        }
+        return plans.collected_alike(operation, fragments)
+
+    assert alike("query($id: ID!) { student(id: $id) { name ...F } } fragment F on Student { id }")
+    assert alike("query Q @custom { student(id: 1) { name } }")  # on the operation: no effect
+    assert not alike("query($x: Boolean!) { student(id: 1) { name @include(if: $x) } }")
+    assert not alike("{ student(id: 1) { ... @skip(if: true) { name } } }")
+    assert not alike("{ student(id: 1) { ...F @include(if: false) } } fragment F on Student { id }")
+    assert not alike(
+        "{ student(id: 1) { ...F } } fragment F on Student { classes { edges {"
+        " node { subject @skip(if: true) } } } }"
+    )
+    assert not alike("{ student(id: 1) { ...F } } fragment F on Student @dir { id }")
+    assert not alike("{ student(id: 1) { ... @defer { name } } }")
+
+
+def test_kept_plans_are_bounded(
+    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    student = targets(demo_items)["students"][0]
+    monkeypatch.setattr(plans, "MAX_OPERATIONS", 2)
+    for n in range(1, 6):
+        aliases = " ".join(f"b{i}: name" for i in range(n))
+        query = f"query($id: ID!) {{ student(id: $id) {{ {aliases} }} }}"
+        fast, reference = both(services, query, {"id": student})
+        assert fast == reference and len(fast[0]["student"]) == n
+        assert len(plans._roots) <= 2 and len(plans._alike) <= 2
 
 
 def test_work_tracked_after_its_execution_is_gone_still_settles() -> None:

@@ -16,10 +16,12 @@ most of its execution time.
   returns what it is given. A resolver marked `prepared_by` (`graph.prepared`) is prepared
   once for the field, then called per parent.
 
-An object's fields run as steps planned once per selection set of the request, by a
-function written for that selection set (`graph.runners`): a plain leaf whose value is its
-own serialization (a `str` for String) is kept as read, with no call at all, and a plain
-object calls its own selection set's function. Whether a value is awaitable, and whether
+An object's fields run as steps planned once per selection set (`graph.plans`: an
+operation's plan is kept for its next requests when what graphql-core collects cannot
+differ between them), by a function written for that selection set (`graph.runners`) and
+bound to each request: a plain leaf whose value is its own serialization (a `str` for
+String) is kept as read, with no call at all, and a plain object calls its own selection
+set's function. Whether a value is awaitable, and whether
 it is of its field's object type, are answered once per class where only the class can
 decide (`graph.awaitables`, `graph.known`). Several awaitable fields of an object are
 gathered as graphql-core gathers them; one alone is awaited in place. An object field whose
@@ -62,9 +64,9 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.base import StrawberryList, StrawberryOptional
 from strawberry.types.field import StrawberryField
 
-from graph_api.graph import runners
+from graph_api.graph import plans, runners
 from graph_api.graph.awaitables import is_awaitable
-from graph_api.graph.known import known_objects
+from graph_api.graph.known import KnownObjects, known_objects
 from graph_api.graph.prepared import PREPARE
 
 # Strawberry marks the resolver it gives a field declared without one (`getattr`).
@@ -330,55 +332,87 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 parent_type, source_value, path, grouped_field_set, position_context
             )
         known = self._runs.get(id(grouped_field_set))
-        run = known[1] if known is not None else self._run_of(parent_type, grouped_field_set)
-        return run(source_value, path)
+        if known is not None:
+            return known[1](source_value, path)
+        if path is None:  # the operation's root: its plan may be kept from an earlier request
+            plan = plans.root_plan(self.schema, self.operation, parent_type)
+            if plan is None:
+                plan = self._plan_of(parent_type, grouped_field_set)
+                plans.keep_root_plan(self.schema, self.operation, self.fragment_definitions, plan)
+        else:
+            plan = self._plan_of(parent_type, grouped_field_set)
+        return self._bind(plan)(source_value, path)
 
-    def _run_of(self, parent_type: GraphQLObjectType, grouped_field_set: Any) -> runners.Run:
-        """The selection set's function, and those of the object fields under it: planned
-        once a request, its source compiled once a shape."""
+    def _plan_of(self, parent_type: GraphQLObjectType, grouped_field_set: Any) -> plans.Plan:
+        """The selection set's plan, and those of the object fields under it."""
         steps = self._plan_steps(parent_type, grouped_field_set)
-        kinds = []
-        functions: list[Any] = []
+        kept, kinds, calls, children = [], [], [], []
         for step in steps:
+            if step.field_def is None:
+                continue  # not a field of the type, left out of the answer
+            call = None
+            child = None
             if step.attribute is not None and step.itself:
-                kinds.append(runners.ITSELF)  # completed, when it must be, by `_complete_step`
-                functions.append(None)
+                kind = runners.ITSELF  # completed, when it must be, by `_complete_step`
             elif step.attribute is not None:
-                kinds.append(runners.READ)
-                functions.append(self._completion_of(step, parent_type))
+                kind = runners.READ
+                child = self._child_of(step)
             elif step.direct is not None:
-                kinds.append(runners.DIRECT)
-                complete = self._completion_of(step, parent_type)
-                call = (
-                    runners.prepared_call
-                    if step.direct.prepare is not None and step.completion is not None
-                    else runners.direct_call
-                )
-                functions.append(call(self, step, parent_type, complete))
-            elif step.field_def is not None:
-                kinds.append(runners.FIELD)
-                functions.append(None)
-            # else: not a field of the type, left out of the answer (`execute_field`'s Undefined)
-        kept = [step for step in steps if step.field_def is not None]
-        run = runners.make_run(self, parent_type, kept, kinds, functions)
-        self._runs[id(grouped_field_set)] = (grouped_field_set, run)
-        return run
+                kind = runners.DIRECT
+                child = self._child_of(step)
+                prepared = step.direct.prepare is not None and step.completion is not None
+                call = runners.prepared_call if prepared else runners.direct_call
+            else:
+                kind = runners.FIELD
+            kept.append(step)
+            kinds.append(kind)
+            calls.append(call)
+            children.append(child)
+        return plans.Plan(
+            parent_type,
+            grouped_field_set,
+            tuple(kept),
+            tuple(kinds),
+            tuple(calls),
+            tuple(children),
+            runners.factory_of(kept, kinds),
+        )
 
-    def _completion_of(self, step: _Step, parent_type: GraphQLObjectType) -> runners.Complete:
-        """How the step's value completes: by its object type's selection function when it is
-        a plain object or list of objects, else by `_complete_step`."""
+    def _child_of(self, step: _Step) -> tuple[plans.Plan, KnownObjects] | None:
+        """The plan of the selection under a plain object or list of objects, and the
+        objects it admits; None when the step's value completes by `_complete_step`."""
         completion = step.completion
         object_type = completion.object_type if completion else None
-        if completion is None or object_type is None:
-            return runners.generic(self, step, parent_type)
+        if object_type is None:
+            return None
         selection, new_defer_usages, _ = self.collect_subfields(
             object_type, step.field_details_list
         )
         if new_defer_usages:  # @defer below: graphql-core's own
-            return runners.generic(self, step, parent_type)
-        run = self._runs.get(id(selection))
-        child = run[1] if run is not None else self._run_of(object_type, selection)
-        return runners.objects(self, step, parent_type, child, known_objects(object_type))
+            return None
+        return self._plan_of(object_type, selection), known_objects(object_type)
+
+    def _bind(self, plan: plans.Plan) -> runners.Run:
+        """The plan's function for this request, and those of the object fields under it."""
+        known = self._runs.get(id(plan.grouped))
+        if known is not None:
+            return known[1]
+        parent_type = plan.parent_type
+        functions: list[Any] = []
+        for step, kind, call, child in zip(
+            plan.steps, plan.kinds, plan.calls, plan.children, strict=True
+        ):
+            if kind in (runners.ITSELF, runners.FIELD):
+                functions.append(None)
+                continue
+            if child is None:
+                complete = runners.generic(self, step, parent_type)
+            else:
+                complete = runners.objects(self, step, parent_type, self._bind(child[0]), child[1])
+            functions.append(complete if call is None else call(self, step, parent_type, complete))
+        run = plan.factory(self, parent_type, plan.steps, functions)
+        self._runs[id(plan.grouped)] = (plan.grouped, run)
+        return run
 
     def build_response(self, data: Any) -> Any:
         """graphql-core's response, once the operation's fields are done. The selection

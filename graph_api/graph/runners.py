@@ -107,7 +107,7 @@ def make(ex, parent_type, steps, functions):
     return run
 """
 
-# The kinds of step (what `ExecutionContext` tells `make_run`).
+# The kinds of step (what `ExecutionContext` tells `factory_of`).
 ITSELF, READ, DIRECT, FIELD = "itself", "read", "direct", "field"
 _TEMPLATES = {ITSELF: _ITSELF, READ: _READ, DIRECT: _DIRECT, FIELD: _FIELD}
 
@@ -121,14 +121,9 @@ _factories: dict[Shape, Factory] = {}
 MAX_FACTORIES = 1024
 
 
-def make_run(
-    ex: ExecutionContext,
-    parent_type: GraphQLObjectType,
-    steps: Sequence[_Step],
-    kinds: Sequence[str],
-    functions: Sequence[Any],
-) -> Run:
-    """The function that runs `steps` over a source object: `execute_fields` for them."""
+def factory_of(steps: Sequence[_Step], kinds: Sequence[str]) -> Factory:
+    """The factory of the function that runs `steps` over a source object (`execute_fields`
+    for them): `factory(ex, parent_type, steps, functions)`, compiled once a shape."""
     shape = tuple(zip(kinds, (s.name for s in steps), (s.attribute for s in steps), strict=True))
     factory = _factories.get(shape)
     if factory is None:
@@ -139,7 +134,7 @@ def make_run(
         if len(_factories) >= MAX_FACTORIES:
             _factories.clear()
         _factories[shape] = factory
-    return factory(ex, parent_type, steps, functions)
+    return factory
 
 
 def _source(shape: Shape) -> str:
