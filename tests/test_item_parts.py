@@ -85,6 +85,20 @@ def test_a_roster_page_reads_its_members_for_what_the_selection_reads(
     assert [projected(read) for read in batch_reads] == [{"PK", "SK", "name", "home", "sports"}]
 
 
+def test_nodes_read_by_id_are_read_for_what_the_selection_reads(
+    school: Services, batch_reads: list[dict[str, Any]]
+) -> None:
+    query = """{ students(ids: ["s1", "s2", "nobody"]) { id name home { city } }
+      teacher(id: "t1") { name } }"""
+    result = run_query(school, query)
+    assert result.problems == []
+    s1, s2, nobody = result.data["students"]
+    assert (s1["id"], s1["home"], s2["id"], s2["home"]) == ("s1", {"city": "Munich"}, "s2", None)
+    assert nobody is None and result.data["teacher"] == {"name": "Hana Bauer"}
+    assert result.extensions["dynamodb"]["requests"] == 1  # s2's absent home: no second read
+    assert [projected(read) for read in batch_reads] == [{"PK", "SK", "name", "home"}]
+
+
 # Every field of each node type, reached through a page: a roster (students), a student's
 # map of classes and of sports. `teacher` is read through the class's copies.
 STUDENT_FIELDS = """id nodeId name email version home { country state city street }
@@ -101,6 +115,18 @@ THROUGH_PAGES = f"""query {{
     sports {{ edges {{ node {{ {SPORT_FIELDS} }} }} }}
   }}
   teacher(id: "t1") {{ classes {{ edges {{ node {{ {CLASS_FIELDS} }} }} }} }}
+}}"""
+
+
+# Nodes read by id at the root, each type by every field, and again through a page.
+BY_ID = f"""query($id: ID!) {{
+  students(ids: ["s1", "s2", "s9"]) {{ {STUDENT_FIELDS} }}
+  student(id: "s2") {{ name }}
+  teacher(id: "t1") {{ id nodeId name version classes {{ edges {{ node {{ {CLASS_FIELDS} }} }} }} }}
+  nodes(ids: ["Sport:sp1", "Class:c1", "Student:s1", "Teacher:t9"]) {{
+    nodeId ... on Sport {{ {SPORT_FIELDS} }} ... on Class {{ {CLASS_FIELDS} }}
+  }}
+  sport(id: $id) {{ students {{ edges {{ node {{ name email }} }} }} }}
 }}"""
 
 
@@ -128,7 +154,13 @@ def keys_read(reads: list[dict[str, Any]]) -> list[str]:
 
 @pytest.mark.parametrize(
     "query",
-    [THROUGH_PAGES, ROSTER, TWICE.format(deeper="version"), TWICE.format(deeper="id email")],
+    [
+        THROUGH_PAGES,
+        ROSTER,
+        TWICE.format(deeper="version"),
+        TWICE.format(deeper="id email"),
+        BY_ID,
+    ],
 )
 def test_parts_answer_as_whole_items_do_and_read_no_item_twice(
     school: Services,

@@ -373,6 +373,24 @@ async def _load_items(
             node.known = item if TYPE in item else {**node.known, **absent, **item}
 
 
+async def by_id(info: Info, named: Sequence[tuple[Kind, str]]) -> list[NodeBase | None]:
+    """Nodes by kind and id, in order, None for each with no item: one read of the level's
+    BatchGetItem, for the attributes the operation's fields of each type read (`parts_of`),
+    whole items for a type where one of them is not known. A node read for a part knows
+    each attribute of the part, as absent (None) where its item lacks it."""
+    loaders = info.context.loaders
+    parts = {kind: parts_of(info, kind) for kind, _ in named}
+    found = await loaders.item.load_each([(keys.node(k, id_), parts[k]) for k, id_ in named])
+    absent = {kind: dict.fromkeys(part) for kind, part in parts.items() if part is not None}
+    by_kind = NodeBase.by_kind
+    nodes: list[NodeBase | None] = []
+    for (kind, id_), item in zip(named, found, strict=True):
+        if item is not None and TYPE not in item:  # a part (a whole item answers any read)
+            item = {**absent[kind], **item}
+        nodes.append(by_kind[kind].of(id_, item, loaders) if item is not None else None)
+    return nodes
+
+
 def parts_of(info: Info, kind: Kind) -> frozenset[str] | None:
     """What the request's reads of `kind`'s items ask for (None: whole items), worked out
     once a request for every kind (`prefetch.operation_parts`) and kept on its loaders, where

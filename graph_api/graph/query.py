@@ -9,7 +9,7 @@ import strawberry
 from graph_api.errors import BadUserInput
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
-from graph_api.graph.nodes import Node, NodeBase, parse_global_id
+from graph_api.graph.nodes import Node, by_id, parse_global_id
 from graph_api.graph.paging import After, Before, CatalogConnection, First, Last, LocationConnection
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
@@ -40,16 +40,16 @@ class Query:
         " shared with every other node read at this level."
     )
     async def student(self, info: Info, id: NodeId) -> Student | None:
-        item = await info.context.loaders.item.load(keys.node(Kind.STUDENT, id))
-        return Student.from_item(item, info.context.loaders) if item else None
+        (found,) = await by_id(info, [(Kind.STUDENT, id)])
+        return cast(Student | None, found)
 
     @strawberry.field(
         description="The teacher with this id, or null if there is none: one BatchGetItem,"
         " shared with every other node read at this level."
     )
     async def teacher(self, info: Info, id: NodeId) -> Teacher | None:
-        item = await info.context.loaders.item.load(keys.node(Kind.TEACHER, id))
-        return Teacher.from_item(item, info.context.loaders) if item else None
+        (found,) = await by_id(info, [(Kind.TEACHER, id)])
+        return cast(Teacher | None, found)
 
     @strawberry.field(
         name="class",
@@ -86,10 +86,8 @@ class Query:
     ) -> list[Student | None]:
         if len(ids) > MAX_IDS:
             raise BadUserInput(f"ids takes at most {MAX_IDS} ids", field="ids")
-        node_keys = [keys.node(Kind.STUDENT, keys.check_id(i, field="ids")) for i in ids]
-        found = await info.context.loaders.item.load_many(node_keys)
-        loaders = info.context.loaders
-        return [Student.from_item(item, loaders) if item else None for item in found]
+        named = [(Kind.STUDENT, keys.check_id(i, field="ids")) for i in ids]
+        return cast(list[Student | None], await by_id(info, named))
 
     @strawberry.field(
         description="Every teacher, ordered by id: one Query of GSI1 a page. Null, with an"
@@ -219,20 +217,7 @@ class Query:
         return await _nodes(info, ids, "ids")
 
 
-NODE_TYPES: dict[Kind, type[NodeBase]] = {
-    Kind.STUDENT: Student,
-    Kind.TEACHER: Teacher,
-    Kind.CLASS: Class,
-    Kind.SPORT: Sport,
-}
-
-
 async def _nodes(info: Info, ids: list[strawberry.ID], field: str) -> list[Node | None]:
     """Nodes by global id through the item loader: one BatchGetItem for any mix of types."""
     named = [parse_global_id(value, field) for value in ids]
-    loaders = info.context.loaders
-    found = await loaders.item.load_many([keys.node(kind, id_) for kind, id_ in named])
-    return [
-        cast(Node, NODE_TYPES[kind].from_item(item, loaders)) if item else None
-        for (kind, _), item in zip(named, found, strict=True)
-    ]
+    return cast(list[Node | None], await by_id(info, named))

@@ -145,6 +145,13 @@ class ItemLoader:
         loader = self._loader
         return _each([loader.load(Read(key, attributes)) for key in keys])
 
+    def load_each(
+        self, reads: Iterable[tuple[Key, frozenset[str] | None]]
+    ) -> Awaitable[list[Item | None]]:
+        """The items of keys, each whole (None) or with at least its own attributes."""
+        loader = self._loader
+        return _each([loader.load(Read(key, attributes)) for key, attributes in reads])
+
     def load_part(self, key: Key, attributes: frozenset[str]) -> Awaitable[Item | None]:
         """`load_parts` of one key."""
         return self._loader.load(Read(key, attributes))
