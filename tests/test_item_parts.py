@@ -4,6 +4,7 @@ give."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,13 +13,15 @@ from support import Result, create_class, create_sport, create_student, create_t
 from support import execute as run_query
 
 from graph_api.graph import prefetch
-from graph_api.graph.context import Services
+from graph_api.graph.context import Context, Services
 from graph_api.graph.nodes import NodeBase
-from graph_api.graph.schema import schema
+from graph_api.graph.schema import build_schema, schema
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
+from graph_api.model import keys
+from graph_api.model.keys import Kind
 
 MUNICH = {"country": "Germany", "state": "Bavaria", "city": "Munich", "street": "Leopoldstr. 1"}
 
@@ -97,6 +100,54 @@ def test_nodes_read_by_id_are_read_for_what_the_selection_reads(
     assert nobody is None and result.data["teacher"] == {"name": "Hana Bauer"}
     assert result.extensions["dynamodb"]["requests"] == 1  # s2's absent home: no second read
     assert [projected(read) for read in batch_reads] == [{"PK", "SK", "name", "home"}]
+
+
+def test_a_class_without_its_teachers_copy_reads_the_teacher_by_id_as_whole(
+    school: Services,
+) -> None:
+    """A part knows an attribute its item lacks as None; a class lacking its copy of the
+    teacher's name answers from the teacher's item, as when read whole."""
+    node = keys.node(Kind.CLASS, "c1")
+    school.dynamo.client.update_item(
+        TableName=school.settings.table,
+        Key={"PK": {"S": node.pk}, "SK": {"S": node.sk}},
+        UpdateExpression="REMOVE teacherName",
+    )
+    # Asked apart: in one operation, the whole read of `class` would answer `node`'s too.
+    for query in (
+        '{ node(id: "Class:c1") { ... on Class { subject teacher { name } } } }',
+        '{ class(id: "c1") { subject teacher { name } } }',
+    ):
+        result = run_query(school, query)
+        assert result.problems == []
+        (answer,) = result.data.values()
+        assert answer == {"subject": "Literature", "teacher": {"name": "Hana Bauer"}}
+
+
+def test_the_subscribers_of_one_event_share_its_reads_and_each_gets_its_fields(
+    school: Services,
+) -> None:
+    """An event's loaders serve every subscriber's operation (`Services.event_scope`), and
+    what a read asks for is worked out from one operation: an event reads whole items."""
+    schema = build_schema(school.settings)
+    _, _, shared = school.event_scope(("an event",))
+    first = '{ student(id: "s1") { classes { edges { node { subject } } } } }'
+    second = '{ student(id: "s1") { name classes { edges { node { studentCount version } } } } }'
+
+    async def both() -> list[Any]:
+        results = []
+        for query in (first, second):
+            context = Context.create(school, "one-event")
+            context.loaders = shared
+            results.append(await schema.execute(query, context_value=context))
+        return results
+
+    one, two = asyncio.run(both())
+    assert one.errors is None and two.errors is None, (one.errors, two.errors)
+    assert one.data == {"student": {"classes": {"edges": [{"node": {"subject": "Literature"}}]}}}
+    assert two.data["student"]["name"] == "Dara Patel"
+    (edge,) = two.data["student"]["classes"]["edges"]
+    assert edge["node"]["studentCount"] == 2 and edge["node"]["version"] >= 1
 
 
 # Every field of each node type, reached through a page: a roster (students), a student's

@@ -14,6 +14,7 @@ from graph_api.events.hub import Group
 from graph_api.events.live import LiveEvents
 from graph_api.graph.tokens import Authenticator, AuthResult
 from graph_api.model.cursors import Cursors
+from graph_api.model.keys import Kind
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.ledger import Ledger
@@ -57,6 +58,9 @@ class Services:
         if scope is None:
             scope = self._event_scopes[event] = _scope(self)
             scope[2].consistent = True
+            # Its subscribers' operations differ, and what a read of a type asks for is one
+            # operation's (`nodes.parts_of`): the event's reads are of whole items.
+            scope[2].parts = dict.fromkeys(Kind)
             while len(self._event_scopes) > EVENT_SCOPES:
                 self._event_scopes.popitem(last=False)
         return scope

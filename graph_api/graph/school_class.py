@@ -28,7 +28,10 @@ from graph_api.model.keys import Kind
 def _teacher(root: Class) -> Teacher:
     # The class (and every edge to it) copies the teacher's name: no read for `name`.
     known = root.known
-    teacher_known = {"name": known["teacherName"]} if "teacherName" in known else {}
+    # Without a copy (a part knows it as None, a whole item lacks it), `name` reads the
+    # teacher's own item.
+    name = known.get("teacherName")
+    teacher_known = {"name": name} if name is not None else {}
     if "teacherId" in known:  # a class's item and its copies carry it: no `then` to build
         return Teacher.of(known["teacherId"], teacher_known, root.loaders)
     return then(  # type: ignore[no-any-return]
