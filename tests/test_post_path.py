@@ -68,7 +68,7 @@ SHORT = {
     "an unknown operation name",
     "not JSON",
     "JSON, not an object",
-    "a batch",  # read here, then left to `run`
+    "a batch",  # seen to be a list, then left to `run`
     "a query that is not a string",
     "variables that are not an object",
     "extensions that are not an object",
@@ -122,6 +122,26 @@ def test_answers_it_gives_are_the_usual_ones(client: TestClient) -> None:
     status, _, body = _answer(client, JSON, JSON, _json({"query": 5}))
     assert status == 400
     assert body["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+
+
+@pytest.mark.parametrize(
+    "body", [_json({"query": QUERY}), b" \n[" + _json({"query": QUERY}) + b"]"]
+)
+def test_a_post_authenticates_its_token_once(
+    client: TestClient, services: Any, monkeypatch: pytest.MonkeyPatch, body: bytes
+) -> None:
+    checked: list[str | None] = []
+    authenticate = services.auth.authenticate
+
+    async def counted(header: str | None) -> Any:
+        checked.append(header)
+        return await authenticate(header)
+
+    monkeypatch.setattr(services.auth, "authenticate", counted)
+    headers = {"Content-Type": JSON, "Authorization": "Bearer not-a-token"}
+    response = client.post("/graphql", content=body, headers=headers)
+    assert response.status_code < 500
+    assert checked == ["Bearer not-a-token"]
 
 
 @pytest.mark.parametrize(
