@@ -636,7 +636,8 @@ def test_kept_plans_are_bounded(
     services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     student = targets(demo_items)["students"][0]
-    monkeypatch.setattr(plans, "MAX_OPERATIONS", 2)
+    monkeypatch.setattr(plans._roots, "limit", 2)
+    monkeypatch.setattr(plans._alike, "limit", 2)
     for n in range(1, 6):
         aliases = " ".join(f"b{i}: name" for i in range(n))
         query = f"query($id: ID!) {{ student(id: $id) {{ {aliases} }} }}"

@@ -14,6 +14,7 @@ from support import execute as run_query
 
 from graph_api.graph import prefetch
 from graph_api.graph.context import Context, Services
+from graph_api.graph.document import KeptBy
 from graph_api.graph.nodes import NodeBase
 from graph_api.graph.schema import build_schema, schema
 from graph_api.graph.school_class import Class
@@ -192,7 +193,7 @@ def whole_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every read of a node's item reads it whole, as before parts."""
     for node_type in (Student, Class, Sport, Teacher):
         monkeypatch.setattr(node_type, "field_attributes", {})
-    monkeypatch.setattr(prefetch, "_parts", {})  # what operations read, by the tables above
+    monkeypatch.setattr(prefetch, "_parts", KeptBy())  # what operations read, by these tables
 
 
 def answer(result: Result) -> tuple[Any, list[Any]]:

@@ -55,7 +55,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import QueryTooCostly
-from graph_api.graph.document import fragment_order, fragments_of, operations_of
+from graph_api.graph.document import KeptBy, fragment_order, fragments_of, operations_of
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.graph.query import MAX_IDS
 
@@ -236,18 +236,13 @@ class _Priced:
     visited: int
 
 
-# By schema, document and operation name (the document kept alive beside its formula, so
-# that its id stays its own): documents come from Strawberry's parser cache, the same
-# objects request after request. Bounded, as that cache is.
-_priced: dict[tuple[int, int, str | None], tuple[DocumentNode, _Priced]] = {}
-MAX_DOCUMENTS = 256
+_priced: KeptBy[_Priced] = KeptBy()  # by schema, document and operation name
 
 
 def _price(schema: GraphQLSchema, document: DocumentNode, operation_name: str | None) -> _Priced:
-    key = (id(schema), id(document), operation_name)
-    known = _priced.get(key)
-    if known is not None and known[0] is document:
-        return known[1]
+    known = _priced.get((schema, document), operation_name)
+    if known is not None:
+        return known
     operations = operations_of(document)
     if operation_name is not None:
         operations = [o for o in operations if o.name and o.name.value == operation_name]
@@ -258,10 +253,7 @@ def _price(schema: GraphQLSchema, document: DocumentNode, operation_name: str | 
         compiled = _Compile(schema, document)
         formula = compiled.formula(root, operations[0].selection_set)
         priced = _Priced(formula, operations[0].variable_definitions or (), compiled.visited)
-    if len(_priced) >= MAX_DOCUMENTS:
-        _priced.clear()
-    _priced[key] = (document, priced)
-    return priced
+    return _priced.put((schema, document), priced, operation_name)
 
 
 def operation_cost(

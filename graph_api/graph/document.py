@@ -12,7 +12,8 @@ fragment caught in a cycle counts nothing in the spread that closes the cycle
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
+from typing import Generic, TypeVar
 
 from graphql import (
     DocumentNode,
@@ -23,6 +24,37 @@ from graphql import (
     OperationDefinitionNode,
     SelectionSetNode,
 )
+
+V = TypeVar("V")
+DOCUMENTS = 256  # parsed documents Strawberry keeps (`graph.schema.CACHE_SIZE`), and so do we
+
+
+class KeptBy(Generic[V]):
+    """What is worked out once from objects that come back request after request (a
+    document, an operation, a schema: Strawberry's parser cache hands out the same document
+    objects), by their identity. Each value keeps its objects alive beside it, so that
+    their ids stay their own; at `limit` values (Strawberry's cache is bounded too) it
+    starts again empty. `key` adds what is not an object of its own (an operation's name).
+    """
+
+    def __init__(self, limit: int = DOCUMENTS) -> None:
+        self.limit = limit
+        self._values: dict[tuple[Hashable, ...], tuple[tuple[object, ...], V]] = {}
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, kept: tuple[object, ...], key: Hashable = None) -> V | None:
+        found = self._values.get((*map(id, kept), key))
+        if found is None or any(a is not b for a, b in zip(found[0], kept, strict=True)):
+            return None
+        return found[1]
+
+    def put(self, kept: tuple[object, ...], value: V, key: Hashable = None) -> V:
+        if len(self._values) >= self.limit:
+            self._values.clear()
+        self._values[(*map(id, kept), key)] = (kept, value)
+        return value
 
 
 def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:

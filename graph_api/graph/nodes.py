@@ -358,37 +358,35 @@ async def _load_items(
     node knew besides kept and an attribute the item lacks known as absent (None)."""
     if not partial:
         return
-    node_keys = [keys.node(n.kind, n.id) for n in partial]
-    if part is None:
-        found = await loaders.item.load_many(node_keys)
-        for node, item in zip(partial, found, strict=True):
-            if item is not None:  # none: its fields say NOT_FOUND, as they would have
-                node.known = item
-        return
-    found = await loaders.item.load_parts(node_keys, part)
-    absent = dict.fromkeys(part)
+    found = await loaders.item.load_each((keys.node(n.kind, n.id), part) for n in partial)
+    absent = dict.fromkeys(part or ())
     for node, item in zip(partial, found, strict=True):
-        if item is not None:
-            # A whole item (another read's, from the cache) is kept whole.
-            node.known = item if TYPE in item else {**node.known, **absent, **item}
+        if item is not None:  # none: its fields say NOT_FOUND, as they would have
+            node.known = _read_into(node.known, item, absent)
 
 
 async def by_id(info: Info, named: Sequence[tuple[Kind, str]]) -> list[NodeBase | None]:
     """Nodes by kind and id, in order, None for each with no item: one read of the level's
     BatchGetItem, for the attributes the operation's fields of each type read (`parts_of`),
-    whole items for a type where one of them is not known. A node read for a part knows
-    each attribute of the part, as absent (None) where its item lacks it."""
+    whole items for a type where one of them is not known."""
     loaders = info.context.loaders
-    parts = {kind: parts_of(info, kind) for kind, _ in named}
-    found = await loaders.item.load_each([(keys.node(k, id_), parts[k]) for k, id_ in named])
-    absent = {kind: dict.fromkeys(part) for kind, part in parts.items() if part is not None}
+    parts = {kind: parts_of(info, kind) for kind in dict.fromkeys(kind for kind, _ in named)}
+    found = await loaders.item.load_each((keys.node(k, id_), parts[k]) for k, id_ in named)
+    absent = {kind: dict.fromkeys(part or ()) for kind, part in parts.items()}
     by_kind = NodeBase.by_kind
-    nodes: list[NodeBase | None] = []
-    for (kind, id_), item in zip(named, found, strict=True):
-        if item is not None and TYPE not in item:  # a part (a whole item answers any read)
-            item = {**absent[kind], **item}
-        nodes.append(by_kind[kind].of(id_, item, loaders) if item is not None else None)
-    return nodes
+    return [
+        by_kind[kind].of(id_, _read_into({}, item, absent[kind]), loaders)
+        if item is not None
+        else None
+        for (kind, id_), item in zip(named, found, strict=True)
+    ]
+
+
+def _read_into(known: dict[str, Any], item: Item, absent: dict[str, None]) -> dict[str, Any]:
+    """What a node knows once its item is read: a whole item (asked for whole, or another
+    read's from the cache) as it is; a part over what it knew, each attribute of the part
+    that the item lacks known as absent (None)."""
+    return item if TYPE in item else {**known, **absent, **item}
 
 
 def parts_of(info: Info, kind: Kind) -> frozenset[str] | None:

@@ -10,8 +10,8 @@ unless a directive on a selection (`@skip`, `@include`, `@defer`) or a fragment'
 variables make what it collects depend on the request. For an operation with neither, the
 plan of its root is kept here, and a request binds it without planning again.
 
-Documents come from Strawberry's parser cache, the same objects request after request; a
-plan keeps its operation alive beside it, so that the operation's id stays its own.
+Plans are kept by the identity of their schema, operation and root type (`KeptBy`), as
+many as Strawberry keeps parsed documents.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from graphql import (
 )
 
 from graph_api.graph import runners
+from graph_api.graph.document import KeptBy
 from graph_api.graph.known import KnownObjects
 
 
@@ -51,21 +52,15 @@ class Plan:
     factory: runners.Factory  # the selection's function, compiled for its shape
 
 
-# By schema, operation and root type: (the operation and schema, kept alive; the plan).
-_roots: dict[tuple[int, int, int], tuple[Any, Any, Plan]] = {}
-# By operation: whether its collection is the same for every request (the operation kept).
-_alike: dict[int, tuple[OperationDefinitionNode, bool]] = {}
-MAX_OPERATIONS = 256  # as Strawberry's parser cache (`graph.schema.CACHE_SIZE`)
+_roots: KeptBy[Plan] = KeptBy()  # by schema, operation and root type
+_alike: KeptBy[bool] = KeptBy()  # by operation: whether its collection is the same
 
 
 def root_plan(
     schema: GraphQLSchema, operation: OperationDefinitionNode, root_type: GraphQLObjectType
 ) -> Plan | None:
     """The plan kept for this operation's root, if one is."""
-    known = _roots.get((id(schema), id(operation), id(root_type)))
-    if known is None or known[0] is not operation or known[1] is not schema:
-        return None
-    return known[2]
+    return _roots.get((schema, operation, root_type))
 
 
 def keep_root_plan(
@@ -76,11 +71,8 @@ def keep_root_plan(
 ) -> None:
     """Keep the root's plan for the operation's next requests, if its collection is the
     same for all of them."""
-    if not collected_alike(operation, fragments):
-        return
-    if len(_roots) >= MAX_OPERATIONS:
-        _roots.clear()
-    _roots[(id(schema), id(operation), id(plan.parent_type))] = (operation, schema, plan)
+    if collected_alike(operation, fragments):
+        _roots.put((schema, operation, plan.parent_type), plan)
 
 
 def collected_alike(
@@ -90,9 +82,9 @@ def collected_alike(
     no selection of it or of the document's fragments carries a directive (`@skip`,
     `@include` and `@defer` decide what is collected; any other is taken as one of them),
     and no fragment has variables of its own."""
-    known = _alike.get(id(operation))
-    if known is not None and known[0] is operation:
-        return known[1]
+    known = _alike.get((operation,))
+    if known is not None:
+        return known
     alike = not any(
         definition.directives or definition.variable_definitions
         for definition in fragments.values()
@@ -101,10 +93,7 @@ def collected_alike(
         for root in (operation.selection_set, *(f.selection_set for f in fragments.values()))
         for selection in _selections(root)
     )
-    if len(_alike) >= MAX_OPERATIONS:
-        _alike.clear()
-    _alike[id(operation)] = (operation, alike)
-    return alike
+    return _alike.put((operation,), alike)
 
 
 def _selections(selection_set: SelectionSetNode | None) -> Iterator[Any]:

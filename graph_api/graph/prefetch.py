@@ -28,7 +28,6 @@ from graphql import (
     InlineFragmentNode,
     ListValueNode,
     ObjectValueNode,
-    OperationDefinitionNode,
     SelectionSetNode,
     TypeInfo,
     TypeInfoVisitor,
@@ -40,6 +39,7 @@ from graphql import (
 )
 
 from graph_api.graph.context import Info
+from graph_api.graph.document import KeptBy
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Kind, Range
@@ -143,10 +143,7 @@ def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
 
 Parts = dict[str, frozenset[str] | None]  # GraphQL type → what reads of its items ask for
 
-# By operation (kept alive beside its answer, so that its id stays its own): documents come
-# from Strawberry's parser cache, the same objects request after request. Bounded, as it is.
-_parts: dict[int, tuple[OperationDefinitionNode, Parts]] = {}
-MAX_OPERATIONS = 256
+_parts: KeptBy[Parts] = KeptBy()  # by operation
 
 
 def operation_parts(info: Info, tables: Mapping[str, Mapping[str, tuple[str, ...]]]) -> Parts:
@@ -156,9 +153,9 @@ def operation_parts(info: Info, tables: Mapping[str, Mapping[str, tuple[str, ...
     the request asks for that one set, so that one read of a key answers all the others."""
     raw = info._raw_info
     operation = raw.operation
-    known = _parts.get(id(operation))
-    if known is not None and known[0] is operation:
-        return known[1]
+    known = _parts.get((operation,))
+    if known is not None:
+        return known
     schema = raw.schema
     selected_on: dict[str, set[str]] = defaultdict(set)
     type_info = TypeInfo(schema)
@@ -184,10 +181,7 @@ def operation_parts(info: Info, tables: Mapping[str, Mapping[str, tuple[str, ...
                 attributes = None
                 break
         parts[type_name] = frozenset(attributes) if attributes is not None else None
-    if len(_parts) >= MAX_OPERATIONS:
-        _parts.clear()
-    _parts[id(operation)] = (operation, parts)
-    return parts
+    return _parts.put((operation,), parts)
 
 
 def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:

@@ -17,6 +17,7 @@ from strawberry.types.graphql import OperationType
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.context import Context
+from graph_api.graph.document import DOCUMENTS
 from graph_api.graph.execution import ExecutionContext as FastExecutionContext
 from graph_api.graph.hooks import HookRunner
 from graph_api.graph.limits import limit_extensions, requested_operation
@@ -27,7 +28,7 @@ from graph_api.graph.subscription import Subscription
 from graph_api.settings import Settings
 
 DEFAULTS = Settings(cursor_secret=b"")
-CACHE_SIZE = 256
+CACHE_SIZE = DOCUMENTS
 
 
 class GraphSchema(strawberry.Schema):

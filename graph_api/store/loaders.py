@@ -134,16 +134,14 @@ class ItemLoader:
         return self._loader.load(Read(key, None))
 
     def load_many(self, keys: Iterable[Key]) -> Awaitable[list[Item | None]]:
-        loader = self._loader
-        return _each([loader.load(Read(key, None)) for key in keys])
+        return self.load_each((key, None) for key in keys)
 
     def load_parts(
         self, keys: Iterable[Key], attributes: frozenset[str]
     ) -> Awaitable[list[Item | None]]:
         """The items of `keys`, with at least `attributes` of each, if it has them (a part:
         an attribute it lacks is not in it, and neither are those not asked for)."""
-        loader = self._loader
-        return _each([loader.load(Read(key, attributes)) for key in keys])
+        return self.load_each((key, attributes) for key in keys)
 
     def load_each(
         self, reads: Iterable[tuple[Key, frozenset[str] | None]]
