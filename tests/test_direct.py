@@ -22,6 +22,7 @@ from graph_api.graph.context import Services
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.direct import DirectCalls
+from graph_api.store.ledger import Ledger
 from graph_api.store.signing import Signer
 from graph_api.store.transport import Transport
 
@@ -338,3 +339,151 @@ def test_only_a_client_that_makes_one_attempt_goes_direct(
         client.close()
         if transport is not None:
             transport.close()
+
+
+# -- plain calls: no botocore objects when nothing would see them ----------------------------
+
+
+class Ways:
+    """Which way each call of a Dynamo went out: botocore's prepared request (`send`) or the
+    plain headers and bytes of `_call_plain` (`exchange`)."""
+
+    def __init__(self, dynamo: Dynamo, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.taken: list[str] = []
+        transport = dynamo.transport
+        assert transport is not None
+        for way in ("send", "exchange"):
+            monkeypatch.setattr(transport, way, self._spy(way, getattr(transport, way)))
+
+    def _spy(self, way: str, real: Any) -> Any:
+        def spy(*args: Any) -> Any:
+            self.taken.append(way)
+            return real(*args)
+
+        return spy
+
+    def last(self) -> str:
+        return self.taken[-1]
+
+
+def class_query(table: str, class_id: str = "cls-001") -> dict[str, Any]:
+    return {
+        "TableName": table,
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": f"CLASS#{class_id}"}},
+    }
+
+
+def test_a_read_nobody_listens_to_goes_plain_and_answers_the_same(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With only botocore's own handlers and our counter on its events, a read goes out
+    plain, counted, with the answer of botocore's objects' path; a handler that needs those
+    objects takes the read back to that path while it is registered."""
+    dynamo = services.dynamo
+    ways = Ways(dynamo, monkeypatch)
+    params = class_query(services.settings.table)
+    dynamo.call_sync("Query", params, None)  # looks the events' handlers up, once
+    ledger = Ledger()
+    plain = dynamo.call_sync("Query", params, ledger)
+    assert ways.last() == "exchange" and ledger.requests == 1
+    seen: list[Any] = []
+
+    def inspect(request: Any, **_: Any) -> None:
+        seen.append(request)
+
+    events = dynamo.client.meta.events
+    events.register("before-send.dynamodb", inspect)
+    try:
+        ledger = Ledger()
+        full = dynamo.call_sync("Query", params, ledger)
+        assert ways.last() == "send" and ledger.requests == 1
+        assert [r.headers["X-Amz-Target"] for r in seen] == ["DynamoDB_20120810.Query"]
+    finally:
+        events.unregister("before-send.dynamodb", inspect)
+    for answer in (plain, full):
+        del answer["ResponseMetadata"]["RequestId"], answer["ResponseMetadata"]["HTTPHeaders"]
+    assert plain == full and plain["Count"] > 1
+    dynamo.call_sync("Query", params, None)
+    dynamo.call_sync("Query", params, None)
+    assert ways.taken[-1] == "exchange" and len(seen) == 1  # plain again, unseen
+
+
+def test_observers_of_a_plain_read_see_it_as_boto3_would_show_it(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`before-parameter-build` and `after-call` handlers (what times or counts calls) keep
+    a read plain and are called as on boto3's path: an edit of the parameters is what is
+    sent, and the call's end sees the HTTP response, the parsed answer and the context its
+    start saw."""
+    dynamo = services.dynamo
+    ways = Ways(dynamo, monkeypatch)
+    ended: list[tuple[int, int, Any]] = []
+
+    def one_only(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        params["Limit"] = 1
+        context["mark"] = "started"
+
+    def end(http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        ended.append((http_response.status_code, parsed["Count"], context.get("mark")))
+
+    events = dynamo.client.meta.events
+    events.register("before-parameter-build.dynamodb.Query", one_only)
+    events.register("after-call.dynamodb.Query", end)
+    try:
+        params = class_query(services.settings.table)
+        dynamo.call_sync("Query", params, None)
+        answer = dynamo.call_sync("Query", params, None)
+    finally:
+        events.unregister("before-parameter-build.dynamodb.Query", one_only)
+        events.unregister("after-call.dynamodb.Query", end)
+    assert ways.last() == "exchange"
+    assert answer["Count"] == 1
+    assert ended == [(200, 1, "started")] * 2
+
+
+def test_a_client_configured_from_the_environment_reads_plain(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`graph-api serve` leaves the endpoint to botocore (`AWS_ENDPOINT_URL_DYNAMODB`), which
+    then adds a handler of its own to every call (endpoint discovery, not required by these
+    reads): a read still goes plain."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    dynamo = Dynamo(Settings(backend="remote", region="eu-west-1", cursor_secret=b"x"))
+    try:
+        ways = Ways(dynamo, monkeypatch)
+        params = {"TableName": "no-such-table", "Key": {"PK": {"S": "x"}, "SK": {"S": "x"}}}
+        for _ in range(2):
+            with pytest.raises(ClientError, match="ResourceNotFoundException"):
+                dynamo.call_sync("GetItem", params, None)
+        assert ways.taken == ["send", "exchange"]  # the first looked the handlers up
+    finally:
+        dynamo.close()
+
+
+def test_in_lambda_a_read_carries_the_trace_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In AWS Lambda botocore adds the invocation's trace id to every request (recursion
+    detection): a read there takes the path that runs botocore's handler."""
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "graph-api")
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5e1b4151-5ac6c58f3b0e4f1fb8d8c1a5")
+    server = HTTPServer(answer_empty)
+    dynamo = Dynamo(
+        Settings(
+            backend="remote",
+            endpoint_url=f"http://127.0.0.1:{server.port}",
+            region="eu-west-1",
+            cursor_secret=b"x",
+        )
+    )
+    try:
+        for _ in range(2):
+            dynamo.call_sync("Query", class_query("graph"), None)
+        for raw in server.requests:
+            headers, _ = received(raw)
+            assert headers["X-Amzn-Trace-Id"] == "Root=1-5e1b4151-5ac6c58f3b0e4f1fb8d8c1a5"
+        assert len(server.requests) == 2
+    finally:
+        dynamo.close()
+        server.close()

@@ -597,16 +597,16 @@ def render(result: dict[str, Any]) -> str:
 class RequestRecorder:
     """The DynamoDB requests the API sends while `recording`, as they go on the wire (signed):
     botocore's `before-send` event, which the API's direct calls emit as botocore's own path
-    does. DynamoDB Local checks no signature's age, so a recorded request can be sent again."""
+    does. DynamoDB Local checks no signature's age, so a recorded request can be sent again.
+
+    Registered only while recording: a `before-send` handler takes the API's reads off their
+    plain path (store/direct.py), which the timed requests must measure as served.
+    """
 
     def __init__(self, client: Any) -> None:
-        self._recorded: list[dict[str, Any]] | None = None
-        client.meta.events.register("before-send.dynamodb", self._record)
+        self._events = client.meta.events
 
-    def _record(self, request: Any, **_: Any) -> None:  # None: the request is sent as usual
-        recorded = self._recorded
-        if recorded is None:
-            return
+    def _record(self, request: Any, recorded: list[dict[str, Any]]) -> None:
         url = urlsplit(request.url)
         body = request.body
         recorded.append(
@@ -622,11 +622,16 @@ class RequestRecorder:
 
     @contextmanager
     def recording(self) -> Iterator[list[dict[str, Any]]]:
-        self._recorded = recorded = []
+        recorded: list[dict[str, Any]] = []
+
+        def record(request: Any, **_: Any) -> None:  # None: the request is sent as usual
+            self._record(request, recorded)
+
+        self._events.register("before-send.dynamodb", record)
         try:
             yield recorded
         finally:
-            self._recorded = None
+            self._events.unregister("before-send.dynamodb", record)
 
 
 def _text(value: str | bytes) -> str:

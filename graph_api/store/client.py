@@ -123,7 +123,9 @@ class Dynamo:
         if self.transport is not None:
             self.transport.install(self.client)
         # On that transport, reads skip botocore's per-call pipeline (store/direct.py).
-        self.direct = DirectCalls.for_client(self.client, self.transport)
+        self.direct = DirectCalls.for_client(
+            self.client, self.transport, counters=(self._count_attempt,)
+        )
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")

@@ -34,16 +34,21 @@ token when none is given).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
+from botocore import handlers
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HeadersDict
+from botocore.discovery import block_endpoint_discovery_required_operations
 from botocore.hooks import first_non_none_response
 from botocore.model import OperationModel
+from botocore.retries.standard import RetryQuotaChecker
 
 from graph_api.store.signing import Signer, timestamp
-from graph_api.store.transport import Transport
+from graph_api.store.transport import Transport, aws_response
 
 OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query"})
 SERVICE_ID = "dynamodb"  # in event names: botocore's hyphenized service id
@@ -63,16 +68,54 @@ class _Operation(NamedTuple):
     model: OperationModel
     target: str  # X-Amz-Target
     events: dict[str, str]  # botocore's event kind -> its name for this operation
+    idle: frozenset[Any]  # botocore's handlers of its events that do nothing for it (`_idle`)
+
+
+# Private in botocore (its stubs do not declare it); absent, it is not registered either.
+_VALIDATION_MODE: Any = getattr(handlers, "_handle_request_validation_mode_member", None)
+
+
+def _function(handler: Any) -> Any:
+    return getattr(handler, "__func__", handler)  # a bound method: its function
+
+
+def _idle(model: OperationModel) -> frozenset[Any]:
+    """The handlers botocore registers on a client's events that do nothing for calls of
+    `model` (a read): no idempotency token or checksum mode to fill in, no API version
+    header, no endpoint discovery required, no Lambda trace header outside Lambda, and no
+    retry quota to give back (the client makes one attempt, so it never takes any)."""
+    idle: set[Any] = {RetryQuotaChecker.release_retry_quota}
+    if not model.idempotent_members:
+        idle.add(handlers.generate_idempotent_uuid)
+    if not model.http_checksum.get("requestValidationModeMember"):
+        idle.add(_VALIDATION_MODE)
+    if not model.is_endpoint_discovery_operation:
+        idle.add(handlers.inject_api_version_header_if_needed)
+    discovery: Any = model.endpoint_discovery  # a dict of the model's trait, or None
+    if not (discovery or {}).get("required"):
+        idle.add(block_endpoint_discovery_required_operations)
+    if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
+        idle.add(handlers.add_recursion_detection_header)
+    return frozenset(idle)
 
 
 class DirectCalls:
-    """`GetItem`, `BatchGetItem` and `Query` of one boto3 client, sent through `transport`."""
+    """`GetItem`, `BatchGetItem` and `Query` of one boto3 client, sent through `transport`.
 
-    def __init__(self, client: Any, transport: Transport) -> None:
+    `counters`: handlers of ours on `before-send` that read nothing of the request (the
+    ledger's count of attempts), which a plain call runs without one (`_plain`).
+    """
+
+    def __init__(self, client: Any, transport: Transport, counters: Iterable[Any] = ()) -> None:
         meta = client.meta
         self.client = client
         self.transport = transport
         self._events = meta.events
+        # botocore's emitter behind the client's aliaser: what each event name calls, cached
+        # until a handler is registered or unregistered (`_plain`).
+        self._emitter = getattr(meta.events, "_emitter", None)
+        self._counters = frozenset(_function(c) for c in counters)
+        self._checked: dict[str, tuple[Any, bool]] = {}
         self._service = meta.service_model
         self._credentials = client._request_signer._credentials  # botocore's, refreshable
         self._parser = client._endpoint._response_parser_factory.create_parser("json")
@@ -86,7 +129,9 @@ class DirectCalls:
         self._operations: dict[str, _Operation] = {}
 
     @classmethod
-    def for_client(cls, client: Any, transport: Transport | None) -> DirectCalls | None:
+    def for_client(
+        cls, client: Any, transport: Transport | None, counters: Iterable[Any] = ()
+    ) -> DirectCalls | None:
         """Direct calls for `client`, when our transport serves its endpoint at `/`, it
         signs with credentials and makes one attempt a call (`client._config`: our retry
         policy is store/retry.py's); None otherwise (boto3 sends everything)."""
@@ -96,15 +141,17 @@ class DirectCalls:
             return None  # botocore would retry them: its own path keeps the calls
         if urlsplit(transport.endpoint_url).path not in ("", "/"):
             return None
-        return cls(client, transport)
+        return cls(client, transport, counters)
 
     def _operation(self, name: str) -> _Operation:
         known = self._operations.get(name)
         if known is None:
+            model = self._service.operation_model(name)
             known = self._operations[name] = _Operation(
-                self._service.operation_model(name),
+                model,
                 f"{self._target_prefix}.{name}",
                 {kind: f"{kind}.{SERVICE_ID}.{name}" for kind in _EVENTS},
+                _idle(model),
             )
         return known
 
@@ -113,7 +160,11 @@ class DirectCalls:
         None, with nothing sent, for an operation this path does not send."""
         if operation not in OPERATIONS:
             return None
-        model, target, names = self._operation(operation)
+        known = self._operation(operation)
+        watched = self._plain(known)
+        if watched is not None:
+            return self._call_plain(known, params, watched)
+        model, target, names, _ = known
         events = self._events
         context: dict[str, Any] = {"client_region": self.client.meta.region_name}
         # As botocore's `_emit_api_params`: a handler may replace or edit the parameters.
@@ -130,10 +181,7 @@ class DirectCalls:
             model=model,
             context=context,
         )
-        try:
-            body = orjson.dumps(params)
-        except TypeError:  # bytes (a binary attribute): botocore writes them as base64
-            body = self.client._serializer.serialize_to_request(params, model)["body"]
+        body = self._body(params, model)
         headers = {
             "X-Amz-Target": target,
             "Content-Type": self._content_type,
@@ -166,10 +214,103 @@ class DirectCalls:
             model=model,
             context=context,
         )
-        if http.status_code >= 300:
+        return self._answer(operation, http.status_code, parsed)
+
+    def _plain(self, operation: _Operation) -> tuple[bool, bool] | None:
+        """How a call goes out without botocore's objects (`_call_plain`), or None when a
+        handler that may need them listens (to `provide-client-params`, `before-call`,
+        `before-send` or `before-parse`): then the call takes `call`'s path. Only
+        botocore's idle handlers and our counters may listen to those; handlers of
+        `before-parameter-build` and `after-call` (observers that time or count calls)
+        are still called: the pair says whether each has one.
+
+        Read off botocore's own cache of what each event name calls, which registering or
+        unregistering a handler empties: a name not looked up since says None, and the call
+        takes the path that emits (and so caches) it.
+        """
+        emitter = self._emitter
+        if emitter is None:
+            return None
+        cache = emitter._lookup_cache
+        checked = self._checked
+        watched = {"before-parameter-build": False, "after-call": False}
+        for kind, name in operation.events.items():
+            handlers = cache.get(name)
+            if handlers is None:
+                return None
+            known = checked.get(name)
+            if known is None or known[0] is not handlers:
+                quiet = operation.idle | (self._counters if kind == "before-send" else set())
+                known = checked[name] = (handlers, all(_function(h) in quiet for h in handlers))
+            if not known[1]:
+                if kind not in watched:
+                    return None
+                watched[kind] = True
+        return watched["before-parameter-build"], watched["after-call"]
+
+    def _call_plain(
+        self, operation: _Operation, params: dict[str, Any], watched: tuple[bool, bool]
+    ) -> dict[str, Any]:
+        """The call as `call` sends it, when `_plain` allows: the same request, signed the
+        same way, and the same parsed response, from plain headers and bytes; our counters
+        run where `before-send` would have run them, observers where they always do."""
+        model, target, names, _ = operation
+        watch_params, watch_answer = watched
+        context: dict[str, Any] = {"client_region": self.client.meta.region_name}
+        if watch_params:  # a handler may edit the parameters
+            self._events.emit(
+                names["before-parameter-build"], params=params, model=model, context=context
+            )
+        body = self._body(params, model)
+        credentials = self._credentials.get_frozen_credentials()
+        amz_date = timestamp()
+        headers = [
+            ("X-Amz-Target", target),
+            ("Content-Type", self._content_type),
+            ("User-Agent", self._user_agent),
+            ("X-Amz-Date", amz_date),
+        ]
+        if credentials.token:
+            headers.append(("X-Amz-Security-Token", credentials.token))
+        authorization = self._signer.authorization(
+            [*headers, ("Host", self.transport.host)],
+            body,
+            access_key=credentials.access_key,
+            secret_key=credentials.secret_key,
+            amz_date=amz_date,
+        )
+        headers.append(("Authorization", authorization))
+        headers.append(("Content-Length", str(len(body))))
+        for count in self._counters:
+            count()
+        status, received, content = self.transport.exchange(headers, body)
+        # Lower-cased, as botocore's parser looks headers up and reports them.
+        lowered = {name.lower(): value for name, value in received.items()}
+        response_dict = {
+            "headers": lowered,
+            "status_code": status,
+            "body": content,
+            "context": {"operation_name": model.name},
+        }
+        parsed = self._parse(model, response_dict, {}, status)
+        if watch_answer:
+            http = aws_response(self._url, status, received, content)
+            self._events.emit(
+                names["after-call"], http_response=http, parsed=parsed, model=model, context=context
+            )
+        return self._answer(model.name, status, parsed)
+
+    def _body(self, params: dict[str, Any], model: OperationModel) -> bytes:
+        try:
+            return orjson.dumps(params)
+        except TypeError:  # bytes (a binary attribute): botocore writes them as base64
+            return self.client._serializer.serialize_to_request(params, model)["body"]  # type: ignore[no-any-return]
+
+    def _answer(self, operation: str, status: int, parsed: dict[str, Any]) -> dict[str, Any]:
+        if status >= 300:
             code = parsed.get("Error", {}).get("Code")
             raise self.client.exceptions.from_code(code)(parsed, operation)
-        return parsed  # type: ignore[no-any-return]
+        return parsed
 
     def _send(
         self,
@@ -200,23 +341,33 @@ class DirectCalls:
         http = first_non_none_response(responses)
         if http is None:
             http = self.transport.send(request)
+        customized: dict[str, Any] = {}
         response_dict = {
             "headers": http.headers,
             "status_code": http.status_code,
             "body": http.content,
             "context": {"operation_name": model.name},
         }
-        customized: dict[str, Any] = {}
         events.emit(
             names["before-parse"],
             operation_model=model,
             response_dict=response_dict,
             customized_response_dict=customized,
         )
+        return http, self._parse(model, response_dict, customized, http.status_code)
+
+    def _parse(
+        self,
+        model: OperationModel,
+        response_dict: dict[str, Any],
+        customized: dict[str, Any],
+        status: int,
+    ) -> dict[str, Any]:
+        """The response parsed as botocore's endpoint parses it, for one attempt."""
         parsed: dict[str, Any] = self._parser.parse(response_dict, model.output_shape)
         parsed.update(customized)
         if "ResponseMetadata" in parsed:  # one attempt, as botocore's retry handler says
             parsed["ResponseMetadata"].update(RetryAttempts=0, MaxAttemptsReached=True)
-        if http.status_code >= 300:  # modeled error fields, as botocore's endpoint adds them
+        if status >= 300:  # modeled error fields, as botocore's endpoint adds them
             self._endpoint._add_modeled_error_fields(response_dict, parsed, model, self._parser)
-        return http, parsed
+        return parsed

@@ -60,6 +60,12 @@ class _Body:
         yield self.content
 
 
+def aws_response(url: str, status: int, headers: dict[str, str], body: bytes) -> AWSResponse:
+    """A response as botocore's HTTP session hands it over."""
+    raw_headers: Any = headers  # botocore wraps them in its case-insensitive HeadersDict
+    return AWSResponse(url, status, raw_headers, _Body(body))
+
+
 class _Closed(Exception):
     """The server closed the connection before a whole response."""
 
@@ -168,7 +174,30 @@ class Transport:
     # -- botocore's HTTP session interface ------------------------------------------------
 
     def send(self, request: AWSPreparedRequest) -> AWSResponse:
-        message = self._message(request)
+        status, headers, body = self._round_trip(
+            self._message(request), request.method, request.url, request
+        )
+        return aws_response(request.url, status, headers, body)
+
+    def exchange(
+        self, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        """A POST of `body` to the endpoint's `/` with these headers (`Host` is written here,
+        and `Content-Length` if absent): its status, headers and body, without botocore's
+        request and response objects (`store/direct.py`'s plain calls)."""
+        lines = ["POST / HTTP/1.1", f"Host: {self.host}"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        if not any(name == "Content-Length" for name, _ in headers):
+            lines.append(f"Content-Length: {len(body)}")
+        lines.append("Accept-Encoding: identity")
+        message = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        return self._round_trip(message, "POST", self.endpoint_url, None)
+
+    def _round_trip(
+        self, message: bytes, method: str, url: str, request: AWSPreparedRequest | None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """`message` written to a kept-alive connection, its response read: status, headers
+        (names as sent), body."""
         awaited = greenlets.waiting()
         sock = self._checkout(awaited)
         keep = False
@@ -181,18 +210,17 @@ class Transport:
                 # thread paused by a collection) would otherwise finish this call before the
                 # next one is even sent, and calls meant to overlap would run one by one.
                 io.ready(writing=False)
-            status, headers, body, keep = self._read_response(io, request.method)
+            status, headers, body, keep = self._read_response(io, method)
         except TimeoutError as error:
-            raise ReadTimeoutError(endpoint_url=request.url, error=error) from error
+            raise ReadTimeoutError(endpoint_url=url, error=error) from error
         except Exception as error:  # closed, reset, or not HTTP: as urllib3's ProtocolError
-            raise ConnectionClosedError(endpoint_url=request.url, request=request) from error
+            raise ConnectionClosedError(endpoint_url=url, request=request) from error
         finally:
             if keep and not self._closed and len(self._idle) < self.max_idle:
                 self._idle.append(sock)
             else:
                 sock.close()
-        raw_headers: Any = headers  # botocore wraps them in its case-insensitive HeadersDict
-        return AWSResponse(request.url, status, raw_headers, _Body(body))
+        return status, headers, body
 
     def _message(self, request: AWSPreparedRequest) -> bytes:
         parts = urlsplit(request.url)
