@@ -23,7 +23,7 @@ from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.direct import DirectCalls
 from graph_api.store.ledger import Ledger
-from graph_api.store.signing import Signer
+from graph_api.store.signing import Signer, timestamp
 from graph_api.store.transport import Transport
 
 # -- the signature ---------------------------------------------------------------------------
@@ -105,6 +105,18 @@ def test_a_new_day_or_new_credentials_sign_with_a_new_key(monkeypatch: pytest.Mo
             amz_date=amz_date,
         )
         assert got == expected
+
+
+def test_the_date_signed_is_the_second_of_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`X-Amz-Date` names the second the request is signed in, across midnight too."""
+    for now, expected in [
+        (1_795_823_999.2, "20261127T235959Z"),
+        (1_795_823_999.9, "20261127T235959Z"),
+        (1_795_824_000.0, "20261128T000000Z"),
+        (1_795_824_061.5, "20261128T000101Z"),
+    ]:
+        monkeypatch.setattr("graph_api.store.signing.clock", lambda now=now: now)
+        assert timestamp() == expected
 
 
 # -- on the wire -----------------------------------------------------------------------------

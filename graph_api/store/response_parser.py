@@ -14,7 +14,8 @@ errors). Its parser differs from botocore's `JSONParser` in two ways only, on su
 responses (HTTP < 300):
 
 - the body is decoded by orjson (stdlib `json` when orjson refuses it, as botocore would);
-- a map of `AttributeValue` (an item, a key) is taken as decoded, not walked. The rest of
+- a map of `AttributeValue` (an item, a key), and a list or map of those (a page's items,
+  a BatchGetItem's items by table), is taken as decoded, not walked. The rest of
   the output shape (`ConsumedCapacity`, `UnprocessedKeys`, `ItemCollectionMetrics`, ...) is
   still walked by botocore's own code, so unknown members are still dropped.
 
@@ -38,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from botocore.model import MapShape, Shape
+from botocore.model import ListShape, MapShape, Shape
 from botocore.parsers import JSONParser, ResponseParser, ResponseParserFactory
 
 # A binary attribute's type tag as a JSON key, with or without whitespace before the colon
@@ -57,9 +58,13 @@ _JSON: Any = JSONParser
 
 
 def holds_attribute_values(shape: Shape) -> bool:
-    """An attribute value, or a map of them (an item, a key)."""
+    """An attribute value, or maps and lists that hold only them: an item, a key, a page of
+    items, a BatchGetItem's items by table. botocore's walk of such a value hands back an
+    equal one (map keys are strings: attribute and table names)."""
     if isinstance(shape, MapShape):
-        return shape.value.name == "AttributeValue"
+        return holds_attribute_values(shape.value)
+    if isinstance(shape, ListShape):
+        return holds_attribute_values(shape.member)
     return shape.name == "AttributeValue"
 
 

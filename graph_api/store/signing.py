@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from time import time as clock
 
 from botocore.auth import SIGNED_HEADERS_BLACKLIST
 
@@ -25,9 +27,26 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 _UNSIGNED = frozenset(SIGNED_HEADERS_BLACKLIST)
 
 
+class _Stamp(threading.local):
+    """This thread's last `X-Amz-Date` and the second it names."""
+
+    second = -1
+    text = ""
+
+
+_stamp = _Stamp()
+
+
 def timestamp() -> str:
-    """`X-Amz-Date`: now, in UTC, as SigV4 writes it (botocore's `SIGV4_TIMESTAMP`)."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    """`X-Amz-Date`: now, in UTC, as SigV4 writes it (botocore's `SIGV4_TIMESTAMP`). It
+    names a whole second: written once a second, not once a call (`strftime` was ~10 µs of
+    a Query's client CPU)."""
+    second = int(clock())
+    stamp = _stamp
+    if second != stamp.second:
+        stamp.text = datetime.fromtimestamp(second, UTC).strftime("%Y%m%dT%H%M%SZ")
+        stamp.second = second
+    return stamp.text
 
 
 class Signer:
