@@ -3,6 +3,7 @@ and to their callers, what boto3's own path would have sent and answered."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import socket
 from collections.abc import Iterator
@@ -140,6 +141,28 @@ def received(raw: bytes) -> tuple[dict[str, str], bytes]:
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines)}, body
 
 
+class Ways:
+    """Which way each call of a Dynamo went out: botocore's prepared request (`send`) or the
+    plain headers and bytes of `_call_plain` (`exchange`)."""
+
+    def __init__(self, dynamo: Dynamo, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.taken: list[str] = []
+        transport = dynamo.transport
+        assert transport is not None
+        for way in ("send", "exchange"):
+            monkeypatch.setattr(transport, way, self._spy(way, getattr(transport, way)))
+
+    def _spy(self, way: str, real: Any) -> Any:
+        def spy(*args: Any) -> Any:
+            self.taken.append(way)
+            return real(*args)
+
+        return spy
+
+    def last(self) -> str:
+        return self.taken[-1]
+
+
 def dynamo_for(server: HTTPServer) -> Dynamo:
     """A client of the API for `server`'s endpoint, made as the API makes its own."""
     return Dynamo(
@@ -161,40 +184,46 @@ def recorded() -> Iterator[tuple[HTTPServer, Dynamo]]:
     server.close()
 
 
+@pytest.mark.parametrize("token", [None, "session-token"])
 def test_a_read_goes_out_signed_as_botocore_would_sign_it(
-    recorded: tuple[HTTPServer, Dynamo], monkeypatch: pytest.MonkeyPatch
+    recorded: tuple[HTTPServer, Dynamo], monkeypatch: pytest.MonkeyPatch, token: str | None
 ) -> None:
     """A server that checks signatures (AWS) would accept the request: signing what arrived
-    with botocore, at the request's own X-Amz-Date, gives the Authorization it carries."""
+    with botocore, at the request's own X-Amz-Date, gives the Authorization it carries. So
+    for the first call, which looks botocore's handlers up on its path, and for the next,
+    which goes plain, and both answer alike, to the headers."""
     server, dynamo = recorded
     assert dynamo.direct is not None
+    credentials = Credentials("local", "local", token)
+    monkeypatch.setattr(dynamo.direct, "_credentials", credentials)
+    ways = Ways(dynamo, monkeypatch)
     params = {
         "TableName": "graph",
         "KeyConditionExpression": "PK = :pk",
         "ExpressionAttributeValues": {":pk": {"S": "CLASS#ünïcode"}},
         "Limit": 3,
     }
-    answer = dynamo.call_sync("Query", params, None)
-    assert answer["Items"] == [] and answer["ResponseMetadata"]["RequestId"] == "r1"
-    [raw] = server.requests
-    headers, body = received(raw)
-    assert headers["X-Amz-Target"] == "DynamoDB_20120810.Query"
-    assert headers["Content-Type"] == "application/x-amz-json-1.0"
-    assert orjson.loads(body) == {**params, "ReturnConsumedCapacity": "TOTAL"}
-    when = dt.datetime.strptime(headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
-    # Accept-Encoding is written by the transport after signing, as http.client writes it
-    # under botocore's own path.
-    unsigned = ("Authorization", "Content-Length", "Accept-Encoding")
-    sent = {k: v for k, v in headers.items() if k not in unsigned}
-    expected = botocore_authorization(
-        f"http://127.0.0.1:{server.port}/",
-        sent,
-        body,
-        Credentials("local", "local"),
-        when,
-        monkeypatch,
-    )
-    assert headers["Authorization"] == expected
+    answers = [dynamo.call_sync("Query", params, None) for _ in range(2)]
+    assert ways.taken == ["send", "exchange"]
+    assert answers[0] == answers[1]
+    assert answers[0]["Items"] == [] and answers[0]["ResponseMetadata"]["RequestId"] == "r1"
+    assert answers[0]["ResponseMetadata"]["HTTPHeaders"]["x-amzn-requestid"] == "r1"
+    assert len(server.requests) == 2
+    for raw in server.requests:
+        headers, body = received(raw)
+        assert headers["X-Amz-Target"] == "DynamoDB_20120810.Query"
+        assert headers["Content-Type"] == "application/x-amz-json-1.0"
+        assert headers.get("X-Amz-Security-Token") == token
+        assert orjson.loads(body) == {**params, "ReturnConsumedCapacity": "TOTAL"}
+        when = dt.datetime.strptime(headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
+        # Accept-Encoding is written by the transport after signing, as http.client writes
+        # it under botocore's own path.
+        unsigned = ("Authorization", "Content-Length", "Accept-Encoding")
+        sent = {k: v for k, v in headers.items() if k not in unsigned}
+        expected = botocore_authorization(
+            f"http://127.0.0.1:{server.port}/", sent, body, credentials, when, monkeypatch
+        )
+        assert headers["Authorization"] == expected
 
 
 # -- to the caller ---------------------------------------------------------------------------
@@ -232,7 +261,9 @@ def outcome(dynamo: Dynamo, operation: str, params: dict[str, Any]) -> tuple[Any
     return ("answer", answer)
 
 
-def test_answers_and_errors_are_boto3s(services: Services, demo_items: list[Any]) -> None:
+def test_answers_and_errors_are_boto3s(
+    services: Services, demo_items: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same calls through the direct path and through boto3's own: equal answers (but
     the request id), equal errors, and only boto3's went through botocore's pipeline."""
     ours = services.dynamo
@@ -240,6 +271,7 @@ def test_answers_and_errors_are_boto3s(services: Services, demo_items: list[Any]
     boto3_only = Dynamo(services.settings)
     boto3_only.direct = None
     pipelines = Pipeline(ours), Pipeline(boto3_only)
+    ways = Ways(ours, monkeypatch)
     table = services.settings.table
     students = [i for i in demo_items if i["type"] == "student"]
     first = students[0]
@@ -264,12 +296,16 @@ def test_answers_and_errors_are_boto3s(services: Services, demo_items: list[Any]
         ("GetItem", {"TableName": table, "Key": {"PK": {"B": b"\x00\xff"}, "SK": {"S": "x"}}}),
     ]
     try:
-        outcomes = [
-            (outcome(ours, operation, params), outcome(boto3_only, operation, params))
-            for operation, params in calls
-        ]
-        for (a, b), (operation, _) in zip(outcomes, calls, strict=True):
-            assert a == b, operation
+        outcomes = []
+        for operation, params in calls:
+            # Ours twice: the first call of an operation looks botocore's handlers up on
+            # the path that emits (registering the counters emptied its cache), the second
+            # goes plain.
+            emitted, plain = outcome(ours, operation, params), outcome(ours, operation, params)
+            theirs = outcome(boto3_only, operation, params)
+            assert emitted == plain == theirs, operation
+            outcomes.append((plain, theirs))
+        assert ways.taken[1::2] == ["exchange"] * len(calls)  # each second call plain
         answers = [a[1] for a, _ in outcomes[:4]]
         assert answers[0]["Item"]["PK"] == key["PK"] and "Item" not in answers[1]
         assert len(answers[2]["Items"]) == 2 and "LastEvaluatedKey" in answers[2]
@@ -359,28 +395,6 @@ def test_only_a_client_that_makes_one_attempt_goes_direct(
 
 
 # -- plain calls: no botocore objects when nothing would see them ----------------------------
-
-
-class Ways:
-    """Which way each call of a Dynamo went out: botocore's prepared request (`send`) or the
-    plain headers and bytes of `_call_plain` (`exchange`)."""
-
-    def __init__(self, dynamo: Dynamo, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.taken: list[str] = []
-        transport = dynamo.transport
-        assert transport is not None
-        for way in ("send", "exchange"):
-            monkeypatch.setattr(transport, way, self._spy(way, getattr(transport, way)))
-
-    def _spy(self, way: str, real: Any) -> Any:
-        def spy(*args: Any) -> Any:
-            self.taken.append(way)
-            return real(*args)
-
-        return spy
-
-    def last(self) -> str:
-        return self.taken[-1]
 
 
 def class_query(table: str, class_id: str = "cls-001") -> dict[str, Any]:
@@ -497,3 +511,33 @@ def test_in_lambda_a_read_carries_the_trace_header(monkeypatch: pytest.MonkeyPat
     finally:
         dynamo.close()
         server.close()
+
+
+@dataclasses.dataclass
+class Tally:
+    """A handler that cannot be hashed (a dataclass that compares by value)."""
+
+    calls: int = 0
+
+    def __call__(self, **_: Any) -> None:
+        self.calls += 1
+
+
+def test_a_handler_that_cannot_be_hashed_sees_every_read(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """botocore takes any callable as a handler: one that cannot be hashed, on the reads'
+    answers, is called for each, and the reads still answer, plain."""
+    dynamo = services.dynamo
+    ways = Ways(dynamo, monkeypatch)
+    tally = Tally()
+    with pytest.raises(TypeError):
+        hash(tally)
+    events = dynamo.client.meta.events
+    events.register("after-call.dynamodb.Query", tally)
+    try:
+        for _ in range(2):
+            assert dynamo.call_sync("Query", class_query(services.settings.table), None)["Count"]
+    finally:
+        events.unregister("after-call.dynamodb.Query", tally)
+    assert tally.calls == 2 and ways.last() == "exchange"

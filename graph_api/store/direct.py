@@ -68,23 +68,37 @@ class _Operation(NamedTuple):
     model: OperationModel
     target: str  # X-Amz-Target
     events: dict[str, str]  # botocore's event kind -> its name for this operation
-    idle: frozenset[Any]  # botocore's handlers of its events that do nothing for it (`_idle`)
+    idle: frozenset[int]  # botocore's handlers of its events that do nothing for it (`_idle`)
 
 
 # Private in botocore (its stubs do not declare it); absent, it is not registered either.
 _VALIDATION_MODE: Any = getattr(handlers, "_handle_request_validation_mode_member", None)
 
 
-def _function(handler: Any) -> Any:
-    return getattr(handler, "__func__", handler)  # a bound method: its function
+class _Plain(NamedTuple):
+    """How a plain call goes (`DirectCalls._plain`)."""
+
+    watch_params: bool  # `before-parameter-build` has observers to call
+    watch_answer: bool  # so has `after-call`
+    counters: tuple[Any, ...]  # our `before-send` counters registered, in botocore's order
 
 
-def _idle(model: OperationModel) -> frozenset[Any]:
+def _identity(handler: Any) -> int:
+    """A handler by identity, its function's for a bound method: botocore takes any
+    callable, a handler that cannot be hashed too."""
+    return id(getattr(handler, "__func__", handler))
+
+
+def _idle(model: OperationModel) -> frozenset[int]:
     """The handlers botocore registers on a client's events that do nothing for calls of
-    `model` (a read): no idempotency token or checksum mode to fill in, no API version
-    header, no endpoint discovery required, no Lambda trace header outside Lambda, and no
-    retry quota to give back (the client makes one attempt, so it never takes any)."""
-    idle: set[Any] = {RetryQuotaChecker.release_retry_quota}
+    `model` (a read), by identity: no idempotency token or checksum mode to fill in, no API
+    version header, no endpoint discovery required, no retry quota to give back (the client
+    makes one attempt, so it never takes any), and no trace header outside AWS Lambda
+    (`_plain` checks where it runs on every call, as that handler does)."""
+    idle: set[Any] = {
+        RetryQuotaChecker.release_retry_quota,
+        handlers.add_recursion_detection_header,
+    }
     if not model.idempotent_members:
         idle.add(handlers.generate_idempotent_uuid)
     if not model.http_checksum.get("requestValidationModeMember"):
@@ -94,9 +108,7 @@ def _idle(model: OperationModel) -> frozenset[Any]:
     discovery: Any = model.endpoint_discovery  # a dict of the model's trait, or None
     if not (discovery or {}).get("required"):
         idle.add(block_endpoint_discovery_required_operations)
-    if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
-        idle.add(handlers.add_recursion_detection_header)
-    return frozenset(idle)
+    return frozenset(id(handler) for handler in idle)
 
 
 class DirectCalls:
@@ -114,8 +126,10 @@ class DirectCalls:
         # botocore's emitter behind the client's aliaser: what each event name calls, cached
         # until a handler is registered or unregistered (`_plain`).
         self._emitter = getattr(meta.events, "_emitter", None)
-        self._counters = frozenset(_function(c) for c in counters)
-        self._checked: dict[str, tuple[Any, bool]] = {}
+        self._counters = frozenset(_identity(c) for c in counters)
+        # Per event name: the handlers botocore's cache held when last looked at, whether
+        # a plain call may go with them, and the counters among them.
+        self._checked: dict[str, tuple[Any, bool, tuple[Any, ...]]] = {}
         self._service = meta.service_model
         self._credentials = client._request_signer._credentials  # botocore's, refreshable
         self._parser = client._endpoint._response_parser_factory.create_parser("json")
@@ -161,9 +175,9 @@ class DirectCalls:
         if operation not in OPERATIONS:
             return None
         known = self._operation(operation)
-        watched = self._plain(known)
-        if watched is not None:
-            return self._call_plain(known, params, watched)
+        plain = self._plain(known)
+        if plain is not None:
+            return self._call_plain(known, params, plain)
         model, target, names, _ = known
         events = self._events
         context: dict[str, Any] = {"client_region": self.client.meta.region_name}
@@ -216,46 +230,58 @@ class DirectCalls:
         )
         return self._answer(operation, http.status_code, parsed)
 
-    def _plain(self, operation: _Operation) -> tuple[bool, bool] | None:
+    def _plain(self, operation: _Operation) -> _Plain | None:
         """How a call goes out without botocore's objects (`_call_plain`), or None when a
         handler that may need them listens (to `provide-client-params`, `before-call`,
         `before-send` or `before-parse`): then the call takes `call`'s path. Only
         botocore's idle handlers and our counters may listen to those; handlers of
         `before-parameter-build` and `after-call` (observers that time or count calls)
-        are still called: the pair says whether each has one.
+        are still called. Inside AWS Lambda, always None: botocore's handler then adds the
+        invocation's trace header.
 
         Read off botocore's own cache of what each event name calls, which registering or
         unregistering a handler empties: a name not looked up since says None, and the call
         takes the path that emits (and so caches) it.
         """
         emitter = self._emitter
-        if emitter is None:
+        if emitter is None or "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
             return None
         cache = emitter._lookup_cache
         checked = self._checked
         watched = {"before-parameter-build": False, "after-call": False}
+        counters: tuple[Any, ...] = ()
         for kind, name in operation.events.items():
             handlers = cache.get(name)
             if handlers is None:
                 return None
             known = checked.get(name)
             if known is None or known[0] is not handlers:
-                quiet = operation.idle | (self._counters if kind == "before-send" else set())
-                known = checked[name] = (handlers, all(_function(h) in quiet for h in handlers))
+                known = checked[name] = self._check(operation, kind, handlers)
             if not known[1]:
                 if kind not in watched:
                     return None
                 watched[kind] = True
-        return watched["before-parameter-build"], watched["after-call"]
+            counters += known[2]
+        return _Plain(watched["before-parameter-build"], watched["after-call"], counters)
+
+    def _check(
+        self, operation: _Operation, kind: str, handlers: Any
+    ) -> tuple[Any, bool, tuple[Any, ...]]:
+        """`_checked`'s entry for one event's handlers: whether only idle handlers and
+        (on `before-send`) our counters are among them, and those counters, each as often
+        as registered, as botocore would call them."""
+        ours = self._counters if kind == "before-send" else frozenset()
+        quiet = all(_identity(h) in operation.idle or _identity(h) in ours for h in handlers)
+        return handlers, quiet, tuple(h for h in handlers if _identity(h) in ours)
 
     def _call_plain(
-        self, operation: _Operation, params: dict[str, Any], watched: tuple[bool, bool]
+        self, operation: _Operation, params: dict[str, Any], plain: _Plain
     ) -> dict[str, Any]:
         """The call as `call` sends it, when `_plain` allows: the same request, signed the
         same way, and the same parsed response, from plain headers and bytes; our counters
         run where `before-send` would have run them, observers where they always do."""
         model, target, names, _ = operation
-        watch_params, watch_answer = watched
+        watch_params, watch_answer, counters = plain
         context: dict[str, Any] = {"client_region": self.client.meta.region_name}
         if watch_params:  # a handler may edit the parameters
             self._events.emit(
@@ -281,7 +307,7 @@ class DirectCalls:
         )
         headers.append(("Authorization", authorization))
         headers.append(("Content-Length", str(len(body))))
-        for count in self._counters:
+        for count in counters:
             count()
         status, received, content = self.transport.exchange(headers, body)
         # Lower-cased, as botocore's parser looks headers up and reports them.

@@ -191,7 +191,7 @@ class Transport:
             lines.append(f"Content-Length: {len(body)}")
         lines.append("Accept-Encoding: identity")
         message = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-        return self._round_trip(message, "POST", self.endpoint_url, None)
+        return self._round_trip(message, "POST", self.endpoint_url.rstrip("/") + "/", None)
 
     def _round_trip(
         self, message: bytes, method: str, url: str, request: AWSPreparedRequest | None
