@@ -35,7 +35,7 @@ token when none is given).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -196,16 +196,11 @@ class DirectCalls:
             context=context,
         )
         body = self._body(params, model)
-        headers = {
-            "X-Amz-Target": target,
-            "Content-Type": self._content_type,
-            "User-Agent": self._user_agent,
-        }
         request_dict = {
             "url_path": "/",
             "query_string": "",
             "method": "POST",
-            "headers": headers,
+            "headers": self._headers(target),
             "body": body,
             "url": self._url,
             "context": context,
@@ -288,25 +283,8 @@ class DirectCalls:
                 names["before-parameter-build"], params=params, model=model, context=context
             )
         body = self._body(params, model)
-        credentials = self._credentials.get_frozen_credentials()
-        amz_date = timestamp()
-        headers = [
-            ("X-Amz-Target", target),
-            ("Content-Type", self._content_type),
-            ("User-Agent", self._user_agent),
-            ("X-Amz-Date", amz_date),
-        ]
-        if credentials.token:
-            headers.append(("X-Amz-Security-Token", credentials.token))
-        authorization = self._signer.authorization(
-            [*headers, ("Host", self.transport.host)],
-            body,
-            access_key=credentials.access_key,
-            secret_key=credentials.secret_key,
-            amz_date=amz_date,
-        )
-        headers.append(("Authorization", authorization))
-        headers.append(("Content-Length", str(len(body))))
+        headers = self._headers(target)
+        self._sign(headers, body)
         for count in counters:
             count()
         status, received, content = self.transport.exchange(headers, body)
@@ -325,6 +303,30 @@ class DirectCalls:
                 names["after-call"], http_response=http, parsed=parsed, model=model, context=context
             )
         return self._answer(model.name, status, parsed)
+
+    def _headers(self, target: str) -> dict[str, str]:
+        """A read's headers before it is signed."""
+        return {
+            "X-Amz-Target": target,
+            "Content-Type": self._content_type,
+            "User-Agent": self._user_agent,
+        }
+
+    def _sign(self, headers: MutableMapping[str, str], body: bytes) -> None:
+        """The date, the session token, the signature over them and the other headers, and
+        the body's length, added to `headers` as botocore's signer adds them."""
+        credentials = self._credentials.get_frozen_credentials()
+        headers["X-Amz-Date"] = amz_date = timestamp()
+        if credentials.token:
+            headers["X-Amz-Security-Token"] = credentials.token
+        headers["Authorization"] = self._signer.authorization(
+            [*headers.items(), ("Host", self.transport.host)],
+            body,
+            access_key=credentials.access_key,
+            secret_key=credentials.secret_key,
+            amz_date=amz_date,
+        )
+        headers["Content-Length"] = str(len(body))
 
     def _body(self, params: dict[str, Any], model: OperationModel) -> bytes:
         try:
@@ -346,21 +348,10 @@ class DirectCalls:
         context: dict[str, Any],
     ) -> tuple[AWSResponse, dict[str, Any]]:
         body: bytes = request_dict["body"]
-        credentials = self._credentials.get_frozen_credentials()
         # A before-call handler may have added some. botocore prepares requests with a
         # HeadersDict too (its stubs say HTTPHeaders).
         headers: Any = HeadersDict(request_dict["headers"])
-        headers["X-Amz-Date"] = amz_date = timestamp()
-        if credentials.token:
-            headers["X-Amz-Security-Token"] = credentials.token
-        headers["Authorization"] = self._signer.authorization(
-            [*headers.items(), ("Host", self.transport.host)],
-            body,
-            access_key=credentials.access_key,
-            secret_key=credentials.secret_key,
-            amz_date=amz_date,
-        )
-        headers["Content-Length"] = str(len(body))
+        self._sign(headers, body)
         request = AWSPreparedRequest("POST", self._url, headers, body, False, context)
         events = self._events
         responses = events.emit(names["before-send"], request=request)

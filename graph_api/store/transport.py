@@ -32,7 +32,7 @@ import socket
 import threading
 import urllib.request
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -180,17 +180,14 @@ class Transport:
         return aws_response(request.url, status, headers, body)
 
     def exchange(
-        self, headers: list[tuple[str, str]], body: bytes
+        self, headers: Mapping[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
         """A POST of `body` to the endpoint's `/` with these headers (`Host` is written here,
         and `Content-Length` if absent): its status, headers and body, without botocore's
         request and response objects (`store/direct.py`'s plain calls)."""
-        lines = ["POST / HTTP/1.1", f"Host: {self.host}"]
-        lines += [f"{name}: {value}" for name, value in headers]
-        if not any(name == "Content-Length" for name, _ in headers):
-            lines.append(f"Content-Length: {len(body)}")
-        lines.append("Accept-Encoding: identity")
-        message = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        message = self._written(
+            "POST", "/", headers.items(), body, length="Content-Length" not in headers
+        )
         return self._round_trip(message, "POST", self.endpoint_url.rstrip("/") + "/", None)
 
     def _round_trip(
@@ -228,9 +225,24 @@ class Transport:
         if parts.query:
             target += "?" + parts.query
         body = _bytes(request.body)
-        lines = [f"{request.method} {target} HTTP/1.1", f"Host: {self.host}"]
-        lines += [f"{name}: {_text(value)}" for name, value in request.headers.items()]
-        if "Content-Length" not in request.headers and (body or request.method == "POST"):
+        headers = ((name, _text(value)) for name, value in request.headers.items())
+        length = "Content-Length" not in request.headers and (body or request.method == "POST")
+        return self._written(request.method, target, headers, body, length=bool(length))
+
+    def _written(
+        self,
+        method: str,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        *,
+        length: bool,
+    ) -> bytes:
+        """A request's bytes as http.client writes them: `Host` first, `Content-Length`
+        added when `length`, no compressed answers asked for."""
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        if length:
             lines.append(f"Content-Length: {len(body)}")
         lines.append("Accept-Encoding: identity")  # as http.client: no compressed answers
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
