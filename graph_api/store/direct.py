@@ -34,6 +34,7 @@ token when none is given).
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Iterable, MutableMapping
 from typing import Any, NamedTuple
@@ -111,6 +112,16 @@ def _idle(model: OperationModel) -> frozenset[int]:
     return frozenset(id(handler) for handler in idle)
 
 
+def _response_dict(model: OperationModel, status: int, headers: Any, body: bytes) -> dict[str, Any]:
+    """A response as botocore's endpoint hands it to its parser."""
+    return {
+        "headers": headers,
+        "status_code": status,
+        "body": body,
+        "context": {"operation_name": model.name},
+    }
+
+
 class DirectCalls:
     """`GetItem`, `BatchGetItem` and `Query` of one boto3 client, sent through `transport`.
 
@@ -127,9 +138,9 @@ class DirectCalls:
         # until a handler is registered or unregistered (`_plain`).
         self._emitter = getattr(meta.events, "_emitter", None)
         self._counters = frozenset(_identity(c) for c in counters)
-        # Per event name: the handlers botocore's cache held when last looked at, whether
-        # a plain call may go with them, and the counters among them.
-        self._checked: dict[str, tuple[Any, bool, tuple[Any, ...]]] = {}
+        # Per operation: the handlers botocore's cache held for its events when last looked
+        # at, and how a call goes with them (`_plain`).
+        self._verdicts: dict[str, tuple[tuple[Any, ...], _Plain | None]] = {}
         self._service = meta.service_model
         self._credentials = client._request_signer._credentials  # botocore's, refreshable
         self._parser = client._endpoint._response_parser_factory.create_parser("json")
@@ -236,38 +247,42 @@ class DirectCalls:
 
         Read off botocore's own cache of what each event name calls, which registering or
         unregistering a handler empties: a name not looked up since says None, and the call
-        takes the path that emits (and so caches) it.
+        takes the path that emits (and so caches) it. The verdict is worked out again only
+        when one of the operation's entries in that cache is a new one.
         """
         emitter = self._emitter
         if emitter is None or "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
             return None
         cache = emitter._lookup_cache
-        checked = self._checked
-        watched = {"before-parameter-build": False, "after-call": False}
-        counters: tuple[Any, ...] = ()
-        for kind, name in operation.events.items():
-            handlers = cache.get(name)
-            if handlers is None:
-                return None
-            known = checked.get(name)
-            if known is None or known[0] is not handlers:
-                known = checked[name] = self._check(operation, kind, handlers)
-            if not known[1]:
-                if kind not in watched:
-                    return None
-                watched[kind] = True
-            counters += known[2]
-        return _Plain(watched["before-parameter-build"], watched["after-call"], counters)
+        handlers = tuple(cache.get(name) for name in operation.events.values())
+        known = self._verdicts.get(operation.model.name)
+        if known is not None and all(map(operator.is_, known[0], handlers)):
+            return known[1]
+        if None in handlers:
+            return None
+        verdict = self._verdict(operation, handlers)
+        self._verdicts[operation.model.name] = (handlers, verdict)
+        return verdict
 
-    def _check(
-        self, operation: _Operation, kind: str, handlers: Any
-    ) -> tuple[Any, bool, tuple[Any, ...]]:
-        """`_checked`'s entry for one event's handlers: whether only idle handlers and
-        (on `before-send`) our counters are among them, and those counters, each as often
-        as registered, as botocore would call them."""
-        ours = self._counters if kind == "before-send" else frozenset()
-        quiet = all(_identity(h) in operation.idle or _identity(h) in ours for h in handlers)
-        return handlers, quiet, tuple(h for h in handlers if _identity(h) in ours)
+    def _verdict(self, operation: _Operation, handlers: tuple[Any, ...]) -> _Plain | None:
+        """`_plain`'s answer for these handlers of the operation's events (in `_EVENTS`'
+        order): None if one that is neither idle nor an observer listens; else which
+        observers to call, and our counters among `before-send`'s handlers, each as often as
+        registered, as botocore would call them."""
+        idle = operation.idle
+        observed: set[str] = set()
+        counters: tuple[Any, ...] = ()
+        for kind, listening in zip(operation.events, handlers, strict=True):
+            ours: frozenset[int] = frozenset()
+            if kind == "before-send":
+                ours = self._counters
+                counters = tuple(h for h in listening if _identity(h) in ours)
+            if all(_identity(h) in idle or _identity(h) in ours for h in listening):
+                continue
+            if kind not in ("before-parameter-build", "after-call"):
+                return None
+            observed.add(kind)
+        return _Plain("before-parameter-build" in observed, "after-call" in observed, counters)
 
     def _call_plain(
         self, operation: _Operation, params: dict[str, Any], plain: _Plain
@@ -290,13 +305,7 @@ class DirectCalls:
         status, received, content = self.transport.exchange(headers, body)
         # Lower-cased, as botocore's parser looks headers up and reports them.
         lowered = {name.lower(): value for name, value in received.items()}
-        response_dict = {
-            "headers": lowered,
-            "status_code": status,
-            "body": content,
-            "context": {"operation_name": model.name},
-        }
-        parsed = self._parse(model, response_dict, {}, status)
+        parsed = self._parse(model, _response_dict(model, status, lowered, content), {})
         if watch_answer:
             http = aws_response(self._url, status, received, content)
             self._events.emit(
@@ -359,28 +368,20 @@ class DirectCalls:
         if http is None:
             http = self.transport.send(request)
         customized: dict[str, Any] = {}
-        response_dict = {
-            "headers": http.headers,
-            "status_code": http.status_code,
-            "body": http.content,
-            "context": {"operation_name": model.name},
-        }
+        response_dict = _response_dict(model, http.status_code, http.headers, http.content)
         events.emit(
             names["before-parse"],
             operation_model=model,
             response_dict=response_dict,
             customized_response_dict=customized,
         )
-        return http, self._parse(model, response_dict, customized, http.status_code)
+        return http, self._parse(model, response_dict, customized)
 
     def _parse(
-        self,
-        model: OperationModel,
-        response_dict: dict[str, Any],
-        customized: dict[str, Any],
-        status: int,
+        self, model: OperationModel, response_dict: dict[str, Any], customized: dict[str, Any]
     ) -> dict[str, Any]:
         """The response parsed as botocore's endpoint parses it, for one attempt."""
+        status = response_dict["status_code"]
         parsed: dict[str, Any] = self._parser.parse(response_dict, model.output_shape)
         parsed.update(customized)
         if "ResponseMetadata" in parsed:  # one attempt, as botocore's retry handler says
