@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from support import codes, make_settings, post
 
 from graph_api.graph.context import Services
-from graph_api.graph.cost import _as_given
+from graph_api.graph.cost import as_given
 from graph_api.graph.schema import build_schema
 from graph_api.http.app import create_app
 from graph_api.http.middleware import BodySizeLimit
@@ -556,16 +556,16 @@ VARIABLE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("definitions", "variables", "as_given"), VARIABLE_CASES)
+@pytest.mark.parametrize(("definitions", "variables", "unchanged"), VARIABLE_CASES)
 def test_the_cost_takes_variables_as_given_only_where_coercion_changes_nothing(
-    definitions: str, variables: dict[str, Any], as_given: bool
+    definitions: str, variables: dict[str, Any], unchanged: bool
 ) -> None:
     schema = build_schema()._schema
     operation = parse(f"query({definitions}) {{ __typename }}").definitions[0]
     assert isinstance(operation, OperationDefinitionNode)
     defined = operation.variable_definitions
-    taken = _as_given(schema, defined, variables)
-    assert (taken is not None) == as_given
+    taken = as_given(schema, defined, variables)
+    assert (taken is not None) == unchanged
     coerced = get_variable_values(schema, defined, variables)
     if taken is not None:
         assert not isinstance(coerced, list) and taken == coerced.coerced

@@ -15,7 +15,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from graph_api.errors import Forbidden, Unauthenticated, Unavailable
+from graph_api.errors import ApiError, Forbidden, Unauthenticated, Unavailable
 from graph_api.graph.context import Context, Info
 
 
@@ -23,22 +23,32 @@ class RequireAuth(SchemaExtension):
     def on_execute(self) -> Iterator[None]:
         execution = self.execution_context
         context = execution.context
-        if isinstance(context, Context) and context.services.auth.enabled:
-            writes = execution.operation_type == OperationType.MUTATION
-            if (writes or context.services.settings.auth_reads) and context.auth.principal is None:
-                reason = context.auth.problem or "no token was sent"
-                what = "mutations need" if writes else "this API needs"
-                message = f"{what} 'Authorization: Bearer <JWT>': {reason}"
-                # A JWKS that does not answer is ours to fix, not the client's token.
-                error = Unavailable if context.auth.unavailable else Unauthenticated
-                if execution.operation_type == OperationType.SUBSCRIPTION:
-                    # Strawberry subscribes whatever result this hook sets: raised, the
-                    # error ends the operation before anything is subscribed.
-                    raise error(message)
-                execution.result = ExecutionResult(
-                    data=None, errors=[GraphQLError(message, extensions={"code": error.code})]
-                )
+        refused = refusal(context, execution.operation_type)
+        if refused is not None:
+            error, message = refused
+            if execution.operation_type == OperationType.SUBSCRIPTION:
+                # Strawberry subscribes whatever result this hook sets: raised, the
+                # error ends the operation before anything is subscribed.
+                raise error(message)
+            execution.result = ExecutionResult(
+                data=None, errors=[GraphQLError(message, extensions={"code": error.code})]
+            )
         yield
+
+
+def refusal(context: object, operation_type: OperationType) -> tuple[type[ApiError], str] | None:
+    """Why this request may not run an operation of this type (the error and its message),
+    or None if it may."""
+    if not isinstance(context, Context) or not context.services.auth.enabled:
+        return None
+    writes = operation_type == OperationType.MUTATION
+    if not (writes or context.services.settings.auth_reads) or context.auth.principal is not None:
+        return None
+    reason = context.auth.problem or "no token was sent"
+    what = "mutations need" if writes else "this API needs"
+    # A JWKS that does not answer is ours to fix, not the client's token.
+    error = Unavailable if context.auth.unavailable else Unauthenticated
+    return error, f"{what} 'Authorization: Bearer <JWT>': {reason}"
 
 
 def require_personal_data_reader(info: Info, field: str) -> None:

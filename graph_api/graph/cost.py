@@ -266,7 +266,7 @@ def operation_cost(
     if priced.formula is None:
         return Cost(0, 0)
     given = dict(variables or {})
-    values = _as_given(schema, priced.definitions, given)
+    values = as_given(schema, priced.definitions, given)
     if values is None:
         # The values execution will use: defaults applied, `100.0` as 100, one id as a list.
         coerced = get_variable_values(schema, priced.definitions, given)
@@ -290,7 +290,7 @@ _UNCHANGED = {
 _INT_RANGE = range(-(2**31), 2**31)
 
 
-def _as_given(
+def as_given(
     schema: GraphQLSchema, definitions: Sequence[VariableDefinitionNode], given: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The variables as graphql-core would coerce them, when that changes nothing: each one

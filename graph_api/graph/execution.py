@@ -64,7 +64,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.base import StrawberryList, StrawberryOptional
 from strawberry.types.field import StrawberryField
 
-from graph_api.graph import plans, runners
+from graph_api.graph import early, plans, runners
 from graph_api.graph.awaitables import is_awaitable
 from graph_api.graph.known import KnownObjects, known_objects
 from graph_api.graph.prepared import PREPARE
@@ -315,6 +315,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         # selection set once per type and field nodes, so its identity stands for them (the
         # set kept alive).
         self._runs: dict[int, tuple[Any, runners.Run]] = {}
+        # Root fields started as the request arrived, by their first field node's id: each
+        # call of one takes its task (`graph.early`).
+        started = getattr(self.context_value, "started", None)
+        self._started: dict[int, Any] | None = started or None
 
     def execute_fields(
         self,
@@ -339,6 +343,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             if plan is None:
                 plan = self._plan_of(parent_type, grouped_field_set)
                 plans.keep_root_plan(self.schema, self.operation, self.fragment_definitions, plan)
+            early.learn(self, plan)
         else:
             plan = self._plan_of(parent_type, grouped_field_set)
         return self._bind(plan)(source_value, path)
@@ -592,7 +597,12 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         info: Any,
     ) -> Any:
         """The resolver function called as Strawberry's wrapper calls it: the source as
-        `self`, `root` or `parent`, Strawberry's Info, the arguments by their Python names."""
+        `self`, `root` or `parent`, Strawberry's Info, the arguments by their Python names;
+        a root field started as the request arrived gives its task instead."""
+        if self._started is not None:
+            started = self._started.pop(id(node), None)
+            if started is not None:
+                return started
         kwargs = self._kwargs(direct, field_def, node, field_details_list)
         for name in direct.source_names:
             kwargs[name] = source

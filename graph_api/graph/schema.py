@@ -14,6 +14,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
+from graph_api.graph import early
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.context import Context
@@ -32,6 +33,8 @@ CACHE_SIZE = DOCUMENTS
 
 
 class GraphSchema(strawberry.Schema):
+    settings: Settings = DEFAULTS  # the limits its extensions enforce (`build_schema`)
+
     def create_extensions_runner(
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
     ) -> HookRunner:
@@ -63,6 +66,16 @@ class GraphSchema(strawberry.Schema):
         # whether the client named one (graph.limits.operation_name_errors).
         token = requested_operation.set(operation_name)
         try:
+            # A query that has run before sends its root fields' reads first (`graph.early`).
+            await early.start(
+                self,
+                query,
+                operation_name,
+                variable_values,
+                context_value,
+                root_value,
+                allowed_operation_types,
+            )
             result = await super().execute(
                 query,
                 variable_values=variable_values,
@@ -130,7 +143,7 @@ def _formatted(result: ExecutionResult, context_value: Any) -> ExecutionResult:
 @cache
 def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
     """The schema with the limits `settings` ask for; one per distinct settings."""
-    return GraphSchema(
+    built = GraphSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
@@ -145,6 +158,8 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
         ],
         execution_context_class=FastExecutionContext,
     )
+    built.settings = settings
+    return built
 
 
 schema = build_schema()  # the default limits: for export-schema and tools
