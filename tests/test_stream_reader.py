@@ -606,7 +606,9 @@ def test_requests_per_batch_of_changes(stream: Stream) -> None:
             spent = reader.requests - before
         batches = len(published.batches)
         assert spent["UpdateItem:checkpoint"] == batches  # one checkpoint a batch published
-        assert spent["GetRecords"] >= batches
+        # A poll sent before `before` was taken may answer with the first batch (a request
+        # counts as it is sent): every other batch needs a GetRecords of its own.
+        assert spent["GetRecords"] >= batches - 1
         assert spent["GetShardIterator"] == 0
         print(f"\n40 changes in {batches} batch(es): {dict(spent)}")
 

@@ -51,7 +51,7 @@ from strawberry.types.graphql import OperationType
 
 from graph_api.graph import plans, runners
 from graph_api.graph.access import refusal
-from graph_api.graph.awaitables import is_awaitable
+from graph_api.graph.awaitables import is_awaitable, sent
 from graph_api.graph.context import Context
 from graph_api.graph.cost import as_given, operation_cost
 from graph_api.graph.document import KeptBy
@@ -60,10 +60,6 @@ from graph_api.graph.limits import variable_errors
 if TYPE_CHECKING:
     from graph_api.graph.execution import ExecutionContext, _Direct
     from graph_api.graph.schema import GraphSchema
-
-# Loop turns a start waits for its reads to leave: the resolvers' loads, the loaders'
-# dispatch, the batch's first step (which writes the request: `store/transport.py`).
-TURNS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +151,7 @@ async def start(
             continue
         task.add_done_callback(_retrieve)
         context.started[id(root.nodes[0])] = task
-    ledger = context.ledger
-    for _ in range(TURNS):
-        if ledger.requests or not context.started:
-            break
-        await asyncio.sleep(0)
+    await sent(context.ledger, 1 if context.started else 0)  # the first read has left
 
 
 def _call(

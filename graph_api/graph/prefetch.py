@@ -8,7 +8,9 @@ finds its page already read instead of sending a second request after the first.
 
 A teacher's classes do the same, each class with one Query: the level that would have sent
 one BatchGetItem for the classes' items (`studentCount`) beside a roster Query a class sends
-the Queries alone.
+the Queries alone, all at once (`start_partitions`). Until its Query answers, a class's item
+and roster page wait in the loaders' caches as futures, so each class completes as its own
+Query answers instead of all of them once the slowest has.
 
 `selected` tells a page which fields its nodes will resolve (`nodes.with_items`), and
 `operation_parts` which attributes the reads of each node type's items ask for
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from graphql import (
@@ -44,7 +47,7 @@ from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Kind, Range
 from graph_api.store.codec import Item
-from graph_api.store.loaders import Loaders, PageRequest
+from graph_api.store.loaders import Loaders, PageRequest, expect
 
 ROSTER_FIELD = "students"
 
@@ -209,26 +212,99 @@ async def node_with_roster(info: Info, kind: Kind, id_: str) -> Item | None:
     first = first_page_size(info)
     if first is None or loaders.naive:
         return await loaders.item.load(keys.node(kind, id_))
-    return await _read_partition(loaders, kind, id_, first)
+    node, _ = await _read_partition(loaders, kind, id_, first)
+    return node
 
 
-async def read_partitions(loaders: Loaders, kind: Kind, ids: Sequence[str], first: int) -> None:
-    """Prime each node of a page (a teacher's classes) with its item and its roster's first
-    `first` edges, one Query a node, all at once."""
-    if not loaders.naive:
-        await asyncio.gather(*(_read_partition(loaders, kind, id_, first) for id_ in ids))
+def start_partitions(loaders: Loaders, kind: Kind, ids: Sequence[str], first: int) -> int:
+    """Read each node of a page (a teacher's classes) with its roster's first `first` edges,
+    one Query a node, all at once and none waited for here; how many Queries that asks for
+    (`awaitables.sent` waits until they have left). Until its Query answers, a node's item and
+    its roster's page are futures in the loaders' caches, which its fields wait for: each
+    node completes as its own Query answers, not once the slowest has."""
+    if loaders.naive:
+        return 0
+    asked = 0
+    for id_ in ids:
+        page = PageRequest(keys.roster(kind, id_, Kind.STUDENT), first + 1)
+        node, roster = loaders.item.expect(keys.node(kind, id_)), expect(loaders.page, page)
+        read = loaders.page.load(PageRequest(Range(None, keys.partition(kind, id_), ""), first + 2))
+        asked += not read.done()  # type: ignore[attr-defined]
+        settle = partial(_settle, loaders, kind, id_, first, node, roster)
+        asyncio.ensure_future(read).add_done_callback(settle)
+    return asked
 
 
-async def _read_partition(loaders: Loaders, kind: Kind, id_: str, first: int) -> Item | None:
+def _settle(
+    loaders: Loaders,
+    kind: Kind,
+    id_: str,
+    first: int,
+    node: asyncio.Future[Item | None] | None,
+    roster: asyncio.Future[list[Item]] | None,
+    read: asyncio.Future[list[Item]],
+) -> None:
+    """Give what a partition's Query read to the loaders, and to the futures its node's
+    fields wait for."""
+    waiting = [f for f in (node, roster) if f is not None and not f.done()]
+    if read.cancelled() or read.exception() is not None:
+        for future in waiting:
+            if read.cancelled():
+                future.cancel()
+            else:
+                future.set_exception(read.exception())  # type: ignore[arg-type]
+        return
+    item, edges = _primed(loaders, kind, id_, first, read.result())
+    if node is not None and not node.done():
+        node.set_result(item)
+    if roster is None or roster.done():
+        return
+    if item is not None:
+        roster.set_result(edges)
+        return
+    # No node, so no page from its partition (`_primed` primes none): the roster's own Query,
+    # if its field is asked for, as without the prefetch.
+    page = PageRequest(keys.roster(kind, id_, Kind.STUDENT), first + 1)
+    loaders.page.cache_map.delete(page)
+    _chain(loaders.page.load(page), roster)
+
+
+def _chain(source: Any, target: asyncio.Future[Any]) -> None:
+    """Settle `target` as `source` settles."""
+
+    def copy(done: asyncio.Future[Any]) -> None:
+        if target.done():
+            return
+        if done.cancelled():
+            target.cancel()
+        elif done.exception() is not None:
+            target.set_exception(done.exception())  # type: ignore[arg-type]
+        else:
+            target.set_result(done.result())
+
+    asyncio.ensure_future(source).add_done_callback(copy)
+
+
+async def _read_partition(
+    loaders: Loaders, kind: Kind, id_: str, first: int
+) -> tuple[Item | None, list[Item]]:
     # The node sorts before its edges (`CLASS#c` < `STUDENT#…`, `SPORT#s` < `STUDENT#…`): one
     # more than the node and the page the field asks for (its `first + 1`).
-    node_key = keys.node(kind, id_)
     whole = Range(None, keys.partition(kind, id_), "")
     items = await loaders.page.load(PageRequest(whole, first + 2))
+    return _primed(loaders, kind, id_, first, items)
+
+
+def _primed(
+    loaders: Loaders, kind: Kind, id_: str, first: int, items: list[Item]
+) -> tuple[Item | None, list[Item]]:
+    """The node's item (None: there is none) and its roster's first `first + 1` edges, from
+    the Query of its partition, primed in the loaders (a future that `expect` put there
+    stays, for `_settle` to settle)."""
     node = items[0] if items and items[0][SK] == items[0][PK] else None
     roster = keys.roster(kind, id_, Kind.STUDENT)
-    edges = [i for i in items if i[SK].startswith(roster.prefix)]
-    loaders.item.prime(node_key, node)
+    edges = [i for i in items if i[SK].startswith(roster.prefix)][: first + 1]
+    loaders.item.prime(keys.node(kind, id_), node)
     if node is not None:
-        loaders.page.prime(PageRequest(roster, first + 1), edges[: first + 1])
-    return node
+        loaders.page.prime(PageRequest(roster, first + 1), edges)
+    return node, edges

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 import strawberry
 
 from graph_api.graph import paging, prefetch
+from graph_api.graph.awaitables import sent
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import (
     ID_DESCRIPTION,
@@ -17,7 +18,6 @@ from graph_api.graph.nodes import (
     NodeBase,
     node_fields,
     reads_of,
-    with_items,
 )
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.model.items import TEACHING
@@ -91,10 +91,12 @@ class Teacher(NodeBase, Node):
 
         async def with_rosters() -> Connection[Class]:
             found = await connection if isinstance(connection, CoroutineType) else connection
+            # Each class waits for its own Query (its item, its roster's page): the classes
+            # are completed as their Queries answer, once all of them have left.
+            context = info.context
             ids = [edge.node.id for edge in found.edges]
-            await prefetch.read_partitions(info.context.loaders, Kind.CLASS, ids, first)
-            # The classes' items are primed now: giving them to the nodes reads nothing.
-            whole = with_items(info, found)
-            return await whole if isinstance(whole, CoroutineType) else whole  # type: ignore[no-any-return]
+            asked = prefetch.start_partitions(context.loaders, Kind.CLASS, ids, first)
+            await sent(context.ledger, asked)
+            return found  # type: ignore[no-any-return]
 
         return with_rosters()  # type: ignore[return-value]

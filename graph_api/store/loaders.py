@@ -74,6 +74,20 @@ def _retrieve(future: asyncio.Future[object]) -> None:
         future.exception()
 
 
+def expect(loader: DataLoader[K, V], key: K) -> asyncio.Future[V] | None:
+    """A future put in the loader's cache for `key`, which the caller settles with what
+    another request read (`prefetch.start_partitions`): the key's loads wait for it instead
+    of reading it. None when the key is cached or waiting for a batch already."""
+    if not loader.cache or loader.cache_map.get(key) is not None:
+        return None
+    batch = loader.batch
+    if batch is not None and not batch.dispatched and any(t.key == key for t in batch.tasks):
+        return None
+    future: asyncio.Future[V] = loader.loop.create_future()
+    loader.cache_map.set(key, future)
+    return future
+
+
 class Read(NamedTuple):
     """An item asked for: whole (`attributes` None), or only those of its attributes."""
 
@@ -153,6 +167,10 @@ class ItemLoader:
     def load_part(self, key: Key, attributes: frozenset[str]) -> Awaitable[Item | None]:
         """`load_parts` of one key."""
         return self._loader.load(Read(key, attributes))
+
+    def expect(self, key: Key) -> asyncio.Future[Item | None] | None:
+        """`expect` of a whole read of `key`: it answers any read of the key."""
+        return expect(self._loader, Read(key, None))
 
     def prime(self, key: Key, item: Item | None) -> None:
         """`key`'s whole item, read by another request shape: it answers any read of the key,

@@ -1,0 +1,99 @@
+"""A teacher's classes with their rosters: one Query a class's partition (graph/prefetch.py),
+all sent together, each class completed as its own Query answers.
+
+What a client notices: the answers and the requests, also when a class's item is missing (its
+roster then costs a Query of its own, as it would without the prefetch) and when a class's
+Query fails (that class's fields fail where they are, coded and masked).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from support import ENROLL_MIN, create_class, create_student, create_teacher, ok, run
+
+from graph_api.graph.context import Services
+from graph_api.model import keys
+from graph_api.model.keys import Kind, Range
+from graph_api.store import codec
+from graph_api.store.table import Table
+
+ROSTERS = """query($id: ID!) { teacher(id: $id) { classes { edges { node {
+  id %s students(first: 10) { edges { node { name } } } } } } } }"""
+
+
+@pytest.fixture
+def school(empty_services: Services) -> Services:
+    """Teacher t1 teaches c1 (Ada, Bo) and c2 (Cy)."""
+    services = empty_services
+    create_teacher(services, "t1")
+    for class_id in ("c1", "c2"):
+        create_class(services, class_id, "t1")
+    for name, class_id in (("Ada", "c1"), ("Bo", "c1"), ("Cy", "c2")):
+        student = create_student(services, name)
+        ok(services, ENROLL_MIN, {"s": student["id"], "c": class_id})
+    return services
+
+
+def rosters(data: dict[str, Any]) -> dict[str, list[str]]:
+    edges = data["teacher"]["classes"]["edges"]
+    return {
+        e["node"]["id"]: sorted(s["node"]["name"] for s in e["node"]["students"]["edges"])
+        for e in edges
+    }
+
+
+def operations(result: Any) -> Counter[str]:
+    return Counter(c.operation for c in result.context.ledger.calls)
+
+
+def test_each_class_and_its_roster_is_one_query(school: Services) -> None:
+    result = run(school, ROSTERS % "studentCount", {"id": "t1"})
+    assert result.errors == []
+    assert rosters(result.data) == {"c1": ["Ada", "Bo"], "c2": ["Cy"]}
+    counts = [e["node"]["studentCount"] for e in result.data["teacher"]["classes"]["edges"]]
+    assert counts == [2, 1]
+    assert operations(result) == {"BatchGetItem": 1, "Query": 2}
+
+
+def test_a_class_whose_item_is_missing_reads_its_roster_on_its_own(school: Services) -> None:
+    node = keys.node(Kind.CLASS, "c2")
+    school.dynamo.call_sync(
+        "DeleteItem",
+        {"TableName": school.settings.table, "Key": codec.encode(dict(node.as_item()))},
+        None,
+    )
+    result = run(school, ROSTERS % "", {"id": "t1"})
+    assert result.errors == []
+    assert rosters(result.data) == {"c1": ["Ada", "Bo"], "c2": ["Cy"]}
+    # The teacher; each partition; c2's roster again, since its partition held no class.
+    assert operations(result) == {"BatchGetItem": 1, "Query": 3}
+    counted = run(school, ROSTERS % "studentCount", {"id": "t1"})
+    assert [(e["path"], e["extensions"]["code"]) for e in counted.errors] == [
+        (["teacher", "classes", "edges", 1, "node", "studentCount"], "NOT_FOUND")
+    ]
+
+
+def test_a_failed_query_of_one_class_fails_that_class_only(
+    school: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query_at_least = Table.query_at_least
+    broken = keys.partition(Kind.CLASS, "c2")
+
+    async def failing(self: Table, rng: Range, *args: Any, **kwargs: Any) -> Any:
+        if rng.pk == broken:
+            raise RuntimeError("secret detail")
+        return await query_at_least(self, rng, *args, **kwargs)
+
+    monkeypatch.setattr(Table, "query_at_least", failing)
+    result = run(school, ROSTERS % "studentCount", {"id": "t1"})
+    assert "secret detail" not in str(result.errors)
+    # c2's fields fail where c2 is; being non-null, they null the list up to `classes`.
+    c2 = ["teacher", "classes", "edges", 1, "node"]
+    assert sorted((e["path"], e["extensions"]["code"]) for e in result.errors) == [
+        ([*c2, "studentCount"], "INTERNAL_SERVER_ERROR"),
+        ([*c2, "students"], "INTERNAL_SERVER_ERROR"),
+    ]
+    assert result.data == {"teacher": {"classes": None}}
