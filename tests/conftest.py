@@ -3,9 +3,10 @@ tables of a test's own, and the app over HTTP. The helpers they use are tests/su
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -73,6 +74,22 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
     admin.batch_write(services.dynamo, settings.table, demo_items)
     yield services
     services.close()
+
+
+@pytest.fixture
+def services_with(endpoint: str, services: Services) -> Iterator[Callable[..., Services]]:
+    """Services over the seeded read table (which `services` creates) with other settings:
+    `services_with(max_cost=10)`; closed after the test."""
+    from graph_api.graph.context import Services
+
+    with contextlib.ExitStack() as stack:
+
+        def make(**overrides: Any) -> Services:
+            made = Services.create(make_settings(endpoint, table="test-read", **overrides))
+            stack.callback(made.close)
+            return made
+
+        yield make
 
 
 @pytest.fixture

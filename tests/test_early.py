@@ -9,13 +9,11 @@ ran before. What the start changes is when the first read leaves: before executi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import AUTH, Result, make_settings
+from support import AUTH, Result
 from test_request_counts import Q1, Q2, Q3, Q4, Q5, targets, wave_shape
 
 from graph_api.graph import execution
@@ -45,19 +43,6 @@ def sent_before_execution(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(execution.ExecutionContext, "__init__", init)
     return seen
-
-
-@pytest.fixture
-def services_with(endpoint: str, services: Services) -> Iterator[Any]:
-    """Services over the seeded read table (which `services` creates) with other settings."""
-    with contextlib.ExitStack() as stack:
-
-        def make(**overrides: Any) -> Services:
-            made = Services.create(make_settings(endpoint, table="test-read", **overrides))
-            stack.callback(made.close)
-            return made
-
-        yield make
 
 
 def run(

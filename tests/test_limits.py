@@ -14,7 +14,7 @@ import pytest
 from graphql import OperationDefinitionNode, parse
 from graphql.execution.values import get_variable_values
 from starlette.testclient import TestClient
-from support import codes, make_settings, post
+from support import codes, post
 
 from graph_api.graph.context import Services
 from graph_api.graph.cost import as_given
@@ -49,14 +49,12 @@ def assert_refused(body: Any, code: str) -> None:
 
 
 @pytest.fixture
-def client_with(endpoint: str, services: Services) -> Iterator[MakeClient]:
-    """Clients over the seeded read table (which `services` creates) with other settings."""
+def client_with(services_with: Callable[..., Services]) -> Iterator[MakeClient]:
+    """Clients over the seeded read table with other settings (`services_with`)."""
     with contextlib.ExitStack() as stack:
 
         def make(**overrides: Any) -> TestClient:
-            made = Services.create(make_settings(endpoint, table="test-read", **overrides))
-            stack.callback(made.close)
-            return stack.enter_context(TestClient(create_app(made)))
+            return stack.enter_context(TestClient(create_app(services_with(**overrides))))
 
         yield make
 
