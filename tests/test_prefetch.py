@@ -97,3 +97,8 @@ def test_a_failed_query_of_one_class_fails_that_class_only(
         ([*c2, "students"], "INTERNAL_SERVER_ERROR"),
     ]
     assert result.data == {"teacher": {"classes": None}}
+    # Without studentCount, c2's item is waited for by no field: its roster fails alone.
+    alone = run(school, ROSTERS % "", {"id": "t1"})
+    assert [(e["path"], e["extensions"]["code"]) for e in alone.errors] == [
+        ([*c2, "students"], "INTERNAL_SERVER_ERROR")
+    ]

@@ -253,6 +253,7 @@ def _settle(
                 future.cancel()
             else:
                 future.set_exception(read.exception())  # type: ignore[arg-type]
+                future.exception()  # retrieved: a field that never awaits it logs nothing
         return
     item, edges = _primed(loaders, kind, id_, first, read.result())
     if node is not None and not node.done():
