@@ -178,3 +178,14 @@ def test_a_failed_read_of_a_started_field_is_masked_as_before(
         ]
         assert "secret detail" not in str(result.errors)
     assert len(sent_before_execution) == 2
+
+
+@pytest.mark.parametrize("name", [{}, [], 7])
+def test_an_operation_name_that_is_not_a_string_is_refused_as_before(
+    client: Any, name: Any
+) -> None:
+    query = fresh("query Named { __typename }")
+    assert client.post("/graphql", json={"query": query}).status_code == 200
+    response = client.post("/graphql", json={"query": query, "operationName": name})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["extensions"]["code"] != "INTERNAL_SERVER_ERROR"

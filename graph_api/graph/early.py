@@ -127,8 +127,14 @@ async def start(
 ) -> None:
     """Start the operation's root fields, if it has run before and would run now, and
     return once their reads have left."""
-    if not isinstance(context, Context) or query is None or context.loaders.naive:
-        return
+    if (
+        not isinstance(context, Context)
+        or type(query) is not str
+        or not (operation_name is None or type(operation_name) is str)
+        or not (variables is None or type(variables) is dict)
+        or context.loaders.naive
+    ):
+        return  # what is not an operation's text, name and variables: Strawberry refuses it
     context.document_key = (query, operation_name)
     plan = _plans.get((schema,), context.document_key)
     if plan is None or (allowed is not None and OperationType.QUERY not in allowed):
