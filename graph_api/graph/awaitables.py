@@ -8,14 +8,11 @@ here instead.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from types import GeneratorType
 from typing import Any, TypeGuard
 
 from strawberry.execution import optimized_is_awaitable
-
-from graph_api.store.ledger import Ledger
 
 # What a completed field most often is: never awaitable, told without a call.
 COMPLETED = frozenset({dict, list, str, int, float, bool, type(None)})
@@ -62,19 +59,3 @@ def _by_type_decides(cls: type) -> bool:
         and getattr(cls, "__getattr__", None) is None
         and not issubclass(cls, GeneratorType)
     )
-
-
-# Loop turns `sent` lets pass at most: a load, the loader's dispatch, the batch's first step,
-# the tasks it gathers (whose first steps write the requests: `store/transport.py`).
-TURNS = 5
-
-
-async def sent(ledger: Ledger, asked: int, turns: int = TURNS) -> None:
-    """Return once `asked` more requests than now have left (the ledger counts each as
-    botocore sends it), or after `turns` loop turns: reads started without being awaited
-    (`graph.early`, `prefetch.start_partitions`) leave before the caller's own work goes on."""
-    target = ledger.requests + asked
-    for _ in range(turns if asked else 0):
-        await asyncio.sleep(0)
-        if ledger.requests >= target:
-            return

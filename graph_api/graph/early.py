@@ -5,9 +5,10 @@ Before a query's first resolver runs, Strawberry takes the request through its e
 graphql-core coerces the variables and collects the root's fields: Q1 of `make bench` sent
 its BatchGetItem 0.8 ms after `GraphSchema.execute` began, with caches cold as serving
 leaves them, and DynamoDB waited for all of it. For an operation that has run before,
-`start` calls its root fields' resolvers first, lets their reads leave, and only then
-hands the request to Strawberry, whose steps run while DynamoDB answers. Execution takes
-each started resolver's task in place of calling it (`ExecutionContext._call`).
+`start` calls its root fields' resolvers first, lets their reads leave
+(`store.ledger.sent`), and only then hands the request to Strawberry, whose steps run while
+DynamoDB answers. Execution takes each started resolver's task in place of calling it
+(`ExecutionContext._call`).
 
 What starts is what execution would call, with the same arguments, and only when it
 would run:
@@ -51,11 +52,12 @@ from strawberry.types.graphql import OperationType
 
 from graph_api.graph import plans, runners
 from graph_api.graph.access import refusal
-from graph_api.graph.awaitables import is_awaitable, sent
+from graph_api.graph.awaitables import is_awaitable
 from graph_api.graph.context import Context
 from graph_api.graph.cost import as_given, operation_cost
 from graph_api.graph.document import KeptBy
 from graph_api.graph.limits import variable_errors
+from graph_api.store.ledger import sent
 
 if TYPE_CHECKING:
     from graph_api.graph.execution import ExecutionContext, _Direct

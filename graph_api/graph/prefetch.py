@@ -219,7 +219,7 @@ async def node_with_roster(info: Info, kind: Kind, id_: str) -> Item | None:
 def start_partitions(loaders: Loaders, kind: Kind, ids: Sequence[str], first: int) -> int:
     """Read each node of a page (a teacher's classes) with its roster's first `first` edges,
     one Query a node, all at once and none waited for here; how many Queries that asks for
-    (`awaitables.sent` waits until they have left). Until its Query answers, a node's item and
+    (`store.ledger.sent` waits until they have left). Until its Query answers, a node's item and
     its roster's page are futures in the loaders' caches, which its fields wait for: each
     node completes as its own Query answers, not once the slowest has."""
     if loaders.naive:
@@ -230,7 +230,7 @@ def start_partitions(loaders: Loaders, kind: Kind, ids: Sequence[str], first: in
         node, roster = loaders.item.expect(keys.node(kind, id_)), expect(loaders.page, page)
         read = loaders.page.load(PageRequest(Range(None, keys.partition(kind, id_), ""), first + 2))
         asked += not read.done()  # type: ignore[attr-defined]
-        settle = partial(_settle, loaders, kind, id_, first, node, roster)
+        settle = partial(_settle, loaders, kind, id_, page, node, roster)
         asyncio.ensure_future(read).add_done_callback(settle)
     return asked
 
@@ -239,23 +239,19 @@ def _settle(
     loaders: Loaders,
     kind: Kind,
     id_: str,
-    first: int,
+    page: PageRequest,
     node: asyncio.Future[Item | None] | None,
     roster: asyncio.Future[list[Item]] | None,
     read: asyncio.Future[list[Item]],
 ) -> None:
     """Give what a partition's Query read to the loaders, and to the futures its node's
-    fields wait for."""
-    waiting = [f for f in (node, roster) if f is not None and not f.done()]
+    fields wait for (`page`: the roster's first page, which `roster` stands for)."""
     if read.cancelled() or read.exception() is not None:
-        for future in waiting:
-            if read.cancelled():
-                future.cancel()
-            else:
-                future.set_exception(read.exception())  # type: ignore[arg-type]
-                future.exception()  # retrieved: a field that never awaits it logs nothing
+        for future in (node, roster):
+            if future is not None:
+                _copy(read, future)
         return
-    item, edges = _primed(loaders, kind, id_, first, read.result())
+    item, edges = _primed(loaders, kind, id_, page.count - 1, read.result())
     if node is not None and not node.done():
         node.set_result(item)
     if roster is None or roster.done():
@@ -265,25 +261,22 @@ def _settle(
         return
     # No node, so no page from its partition (`_primed` primes none): the roster's own Query,
     # if its field is asked for, as without the prefetch.
-    page = PageRequest(keys.roster(kind, id_, Kind.STUDENT), first + 1)
     loaders.page.cache_map.delete(page)
-    _chain(loaders.page.load(page), roster)
+    asyncio.ensure_future(loaders.page.load(page)).add_done_callback(partial(_copy, target=roster))
 
 
-def _chain(source: Any, target: asyncio.Future[Any]) -> None:
-    """Settle `target` as `source` settles."""
-
-    def copy(done: asyncio.Future[Any]) -> None:
-        if target.done():
-            return
-        if done.cancelled():
-            target.cancel()
-        elif done.exception() is not None:
-            target.set_exception(done.exception())  # type: ignore[arg-type]
-        else:
-            target.set_result(done.result())
-
-    asyncio.ensure_future(source).add_done_callback(copy)
+def _copy(done: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
+    """Settle `target` as `done` settled (if nothing settled it first). An error is marked
+    retrieved: a field that never awaits `target` logs nothing."""
+    if target.done():
+        return
+    if done.cancelled():
+        target.cancel()
+    elif (error := done.exception()) is not None:
+        target.set_exception(error)
+        target.exception()
+    else:
+        target.set_result(done.result())
 
 
 async def _read_partition(

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 import strawberry
 
 from graph_api.graph import paging, prefetch
-from graph_api.graph.awaitables import sent
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import (
     ID_DESCRIPTION,
@@ -22,6 +21,7 @@ from graph_api.graph.nodes import (
 from graph_api.graph.paging import After, Before, Connection, First, Last
 from graph_api.model.items import TEACHING
 from graph_api.model.keys import Kind
+from graph_api.store.ledger import sent
 
 if TYPE_CHECKING:
     from graph_api.graph.school_class import Class

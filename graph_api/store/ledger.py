@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,3 +40,20 @@ class Ledger:
 
     def summary(self) -> dict[str, float | int]:
         return {"requests": self.requests, "consumedCapacity": round(self.capacity, 2)}
+
+
+# Loop turns `sent` lets pass at most: a load, the loader's dispatch, the batch's first step,
+# the tasks it gathers (whose first steps write the requests: `store/transport.py`).
+TURNS = 5
+
+
+async def sent(ledger: Ledger, asked: int, turns: int = TURNS) -> None:
+    """Return once `asked` more requests than now have left (the ledger counts each as
+    botocore sends it), or after `turns` loop turns: reads started without being awaited
+    (`graph.early`, `graph.prefetch.start_partitions`) leave before the caller's own work
+    goes on."""
+    target = ledger.requests + asked
+    for _ in range(turns if asked else 0):
+        await asyncio.sleep(0)
+        if ledger.requests >= target:
+            return
