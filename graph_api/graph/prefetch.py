@@ -9,8 +9,9 @@ finds its page already read instead of sending a second request after the first.
 A teacher's classes do the same, each class with one Query: the level that would have sent
 one BatchGetItem for the classes' items (`studentCount`) beside a roster Query a class sends
 the Queries alone, all at once (`start_partitions`). Until its Query answers, a class's item
-and roster page wait in the loaders' caches as futures, so each class completes as its own
-Query answers instead of all of them once the slowest has.
+and roster page wait in the loaders' caches as futures. The page loader answers a wave's
+Queries together, once the slowest has, so the classes complete together and what their
+fields read next (their students' items) leaves in one BatchGetItem, not one a class.
 
 `selected` tells a page which fields its nodes will resolve (`nodes.with_items`), and
 `operation_parts` which attributes the reads of each node type's items ask for
@@ -220,8 +221,9 @@ def start_partitions(loaders: Loaders, kind: Kind, ids: Sequence[str], first: in
     """Read each node of a page (a teacher's classes) with its roster's first `first` edges,
     one Query a node, all at once and none waited for here; how many Queries that asks for
     (`store.ledger.sent` waits until they have left). Until its Query answers, a node's item and
-    its roster's page are futures in the loaders' caches, which its fields wait for: each
-    node completes as its own Query answers, not once the slowest has."""
+    its roster's page are futures in the loaders' caches, which its fields wait for. The
+    Queries answer together, as one wave of the page loader: what the nodes' fields read next
+    leaves in one request, not one a node."""
     if loaders.naive:
         return 0
     asked = 0
