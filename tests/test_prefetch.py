@@ -1,5 +1,5 @@
 """A teacher's classes with their rosters: one Query a class's partition (graph/prefetch.py),
-all sent together, each class completed as its own Query answers.
+all sent together and answered together, so that the level below reads as one wave.
 
 What a client notices: the answers and the requests, also when a class's item is missing (its
 roster then costs a Query of its own, as it would without the prefetch) and when a class's
@@ -56,6 +56,18 @@ def test_each_class_and_its_roster_is_one_query(school: Services) -> None:
     counts = [e["node"]["studentCount"] for e in result.data["teacher"]["classes"]["edges"]]
     assert counts == [2, 1]
     assert operations(result) == {"BatchGetItem": 1, "Query": 2}
+
+
+def test_the_students_of_all_classes_are_read_in_one_batch(school: Services) -> None:
+    """The classes' Queries answer as one wave: the students' items that their rosters need
+    (a home is not on the roster's edge) leave in one BatchGetItem, not one a class."""
+    homes = "students(first: 10) { edges { node { name home { city } } } }"
+    query = ROSTERS.replace("students(first: 10) { edges { node { name } } }", homes) % ""
+    result = run(school, query, {"id": "t1"})
+    assert result.errors == []
+    assert rosters(result.data) == {"c1": ["Ada", "Bo"], "c2": ["Cy"]}
+    # The teacher; each partition; the three students' items together.
+    assert operations(result) == {"BatchGetItem": 2, "Query": 2}
 
 
 def test_a_class_whose_item_is_missing_reads_its_roster_on_its_own(school: Services) -> None:
