@@ -91,8 +91,8 @@ class Teacher(NodeBase, Node):
 
         async def with_rosters() -> Connection[Class]:
             found = await connection if isinstance(connection, CoroutineType) else connection
-            # Each class waits for its own Query (its item, its roster's page): the classes
-            # are completed as their Queries answer, once all of them have left.
+            # Each class's fields wait for its Query (its item, its roster's page), which
+            # answer together as one wave: the connection is returned once they have left.
             context = info.context
             ids = [edge.node.id for edge in found.edges]
             asked = prefetch.start_partitions(context.loaders, Kind.CLASS, ids, first)
