@@ -91,8 +91,8 @@ class Teacher(NodeBase, Node):
 
         async def with_rosters() -> Connection[Class]:
             found = await connection if isinstance(connection, CoroutineType) else connection
-            # Each class's fields wait for its Query (its item, its roster's page), which
-            # answer together as one wave: the connection is returned once they have left.
+            # Returned once the classes' Queries have left; how their fields wait for them is
+            # `prefetch.start_partitions`'s to say.
             context = info.context
             ids = [edge.node.id for edge in found.edges]
             asked = prefetch.start_partitions(context.loaders, Kind.CLASS, ids, first)
