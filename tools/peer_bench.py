@@ -523,7 +523,7 @@ def render(result: dict[str, Any]) -> str:
         f"{params['warmup']} warm-up + {params['requests']} timed requests per query and side, "
         f"one keep-alive connection each from a client process of their own, interleaved in "
         f"blocks of {params['block']}; "
-        f"{env['cpus']} CPUs, Python {env['python']}.",
+        f"{env['cpus']} CPUs, Python {env['python']} ({env['python_home']}).",
         "",
         "| query | us p50 ms | us p95 ms | peer p50 ms | peer p95 ms | p50 us/peer "
         "| our DynamoDB requests | our waves | our DynamoDB wall ms | peer SQL statements |",
@@ -957,7 +957,13 @@ def main() -> None:
         }
     )
     result["env"].update(
-        {"backend": backend, "cpus": os.cpu_count(), "python": platform.python_version()}
+        {
+            "backend": backend,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            # Which build: /usr (Debian's, PGO and LTO) or pyenv's (neither) differ by a fifth.
+            "python_home": sys.base_prefix,
+        }
     )
     result["seconds"] = time.monotonic() - begun
     print()
