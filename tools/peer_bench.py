@@ -961,7 +961,7 @@ def main() -> None:
             "backend": backend,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            # Which build: /usr (Debian's, PGO and LTO) or pyenv's (neither) differ by a fifth.
+            # Which build: Debian's (/usr, PGO and LTO) took 14-25 % less CPU than pyenv's.
             "python_home": sys.base_prefix,
         }
     )
