@@ -60,7 +60,7 @@ from graph_api.graph.limits import variable_errors
 from graph_api.store.ledger import sent
 
 if TYPE_CHECKING:
-    from graph_api.graph.execution import ExecutionContext, _Direct
+    from graph_api.graph.execution import Direct, ExecutionContext
     from graph_api.graph.schema import GraphSchema
 
 
@@ -71,7 +71,7 @@ class _Root:
     key: str  # the response key
     field_def: GraphQLField
     nodes: list[FieldNode]  # its field nodes (the resolve info's `field_nodes`)
-    direct: _Direct
+    direct: Direct
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,7 +138,7 @@ def _checked_by_value(type_: Any) -> TypeGuard[GraphQLObjectType]:
 _AS_COERCED: tuple[Any, ...] = (str, int, float, bool, strawberry_ID)
 
 
-class _Direct(NamedTuple):
+class Direct(NamedTuple):
     """How to call a resolver function without Strawberry's generic wrapper."""
 
     field: StrawberryField
@@ -154,7 +154,7 @@ class _Direct(NamedTuple):
     lists: tuple[str, ...]
 
 
-def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
+def _direct(field: GraphQLField, strawberry_schema: Any) -> Direct | None:
     """How `field`'s resolver function is called, when Strawberry's wrapper would only
     convert its arguments to themselves; None otherwise."""
     known = _directs.get(id(field))
@@ -182,7 +182,7 @@ def _direct(field: GraphQLField, strawberry_schema: Any) -> _Direct | None:
             p.name for p in (resolver.root_parameter, resolver.parent_parameter) if p
         )
         prepare = getattr(resolver.wrapped_func, PREPARE, None)
-        plan = _Direct(
+        plan = Direct(
             definition,
             resolver.wrapped_func,
             tuple((names.from_argument(a), a.python_name) for a in definition.arguments),
@@ -209,7 +209,7 @@ def _as_coerced_list(type_: Any) -> bool:
     return type(type_) is StrawberryList and _as_coerced(type_.of_type)
 
 
-_directs: dict[int, tuple[GraphQLField, _Direct | None]] = {}
+_directs: dict[int, tuple[GraphQLField, Direct | None]] = {}
 _STRAWBERRY_WRAPPERS = ("_resolver", "_async_resolver")  # GraphQLCoreConverter.from_resolver
 
 
@@ -233,7 +233,7 @@ class _Step:
         field_def: GraphQLField | None,
         plain: _Plain | None,
         itself: type | None,
-        direct: _Direct | None,
+        direct: Direct | None,
     ) -> None:
         self.name = name  # the response key
         self.field_details_list = field_details_list
@@ -589,7 +589,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
 
     def _call(
         self,
-        direct: _Direct,
+        direct: Direct,
         field_def: GraphQLField,
         node: Any,
         field_details_list: Any,
@@ -626,7 +626,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         return direct.prepare(**kwargs)
 
     def _kwargs(
-        self, direct: _Direct, field_def: GraphQLField, node: Any, field_details_list: Any
+        self, direct: Direct, field_def: GraphQLField, node: Any, field_details_list: Any
     ) -> dict[str, Any]:
         """A direct call's arguments by their Python names, its lists its own copies."""
         kwargs = dict(self._arguments_of(direct, field_def, node, field_details_list))
@@ -636,7 +636,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         return kwargs
 
     def _arguments_of(
-        self, direct: _Direct, field_def: GraphQLField, node: Any, field_details_list: Any
+        self, direct: Direct, field_def: GraphQLField, node: Any, field_details_list: Any
     ) -> dict[str, Any]:
         """A direct call's arguments by their Python names. The same field of the document
         under 30 parents has the same arguments (the variables are fixed for the operation):
