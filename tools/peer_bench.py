@@ -961,7 +961,7 @@ def main() -> None:
             "backend": backend,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            # Which build: Debian's (/usr, PGO and LTO) took 14-25 % less CPU than pyenv's.
+            # Which build ran: the README's "Benchmark" says how much the builds differ.
             "python_home": sys.base_prefix,
         }
     )
