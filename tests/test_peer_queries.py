@@ -23,7 +23,7 @@ from graph_api.model import keys
 from graph_api.model.keys import Kind
 from graph_api.store.codec import Item, decode
 from tools import peer_queries
-from tools.peer_bench import RequestRecorder, calls_within, shape, waves
+from tools.calls import RequestRecorder, calls_within, shape, waves
 from tools.timed_client import Replayed, Timed, alternate
 
 TARGETS = {

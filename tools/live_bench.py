@@ -818,7 +818,7 @@ def main() -> None:
     from graph_api.store import admin
     from tools import dynamodb_local, peer
     from tools.bench import serve
-    from tools.peer_bench import seed
+    from tools.seeding import seed
 
     mods = peer.modules(peer.copy())
     data = mods["dataset"].generate()

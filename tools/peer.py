@@ -5,21 +5,26 @@ The peer's folder is read-only and shared: we copy it into `.cache/peer/postgrap
 packages there (`run.sh --help` installs, then only prints bench.py's options), and import
 its modules from the copy: `dataset` (the seed-11 school and the query targets), `queries`
 (its documents and exact checks), `httpbench` (the keep-alive client) and `bench`
-(the throwaway PostgreSQL cluster and the PostGraphile server).
+(the throwaway PostgreSQL cluster and the PostGraphile server), which `running` starts.
 
     python -m tools.peer install   # copy + install, print the copy's folder
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = ROOT.parent / "shared" / "peers" / "postgraphile"
@@ -138,6 +143,53 @@ def postgres_bindir() -> Path:
         return Path(bench.find_pg_bindir())
     except SystemExit as error:  # bench.py exits with its message when there are none
         raise PeerUnavailable(f"{error} (Debian: apt-get install postgresql)") from None
+
+
+@dataclasses.dataclass
+class Running:
+    """The peer serving: its PostgreSQL cluster and PostGraphile's port and process."""
+
+    bench: ModuleType
+    pg: Any
+    port: int
+    pid: int  # PostGraphile's node process
+    versions: dict[str, str]
+
+    def statements(self) -> int:
+        return int(self.bench.app_calls(self.pg))
+
+
+@contextmanager
+def running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -> Iterator[Running]:
+    """The peer's PostgreSQL cluster (loaded) and PostGraphile, as its bench.py runs them."""
+    bench = mods["bench"]
+    bindir = postgres_bindir()
+    tmp = Path(tempfile.mkdtemp(prefix="pg-peer-bench-"))
+    pg = server = None
+    try:
+        try:
+            pg = bench.PgCluster(bindir, tmp, bench.free_port())
+            pg.init()
+            pg.start()
+            bench.load_database(pg, data)
+            url = f"postgres://{bench.APP_ROLE}@127.0.0.1:{pg.port}/{bench.DB}"
+            server = bench.PostGraphile(node, url, bench.free_port(), tmp / "postgraphile.log")
+            server.start()
+            versions = {
+                "postgraphile": bench.postgraphile_version(),
+                "node": bench.node_version(node).lstrip("v"),
+                "postgres": pg.version(),
+            }
+        except (Exception, SystemExit) as error:
+            detail = str(error).strip().splitlines() or [type(error).__name__]
+            raise PeerUnavailable(f"the peer did not start: {detail[0]}") from error
+        yield Running(bench, pg, server.port, server.proc.pid, versions)
+    finally:
+        if server is not None:
+            server.stop()
+        if pg is not None:
+            pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -3,17 +3,19 @@
 The peer (`../shared/peers/postgraphile`, see tools/peer.py) runs from a copy in
 `.cache/peer/`: a throwaway PostgreSQL cluster loaded with its seed-11 dataset, PostGraphile
 on a loopback port. We seed the same dataset into a fresh table of DynamoDB Local through our
-own GraphQL mutations (so the seeding follows whatever item layout the writes produce), serve
+own GraphQL mutations (tools/seeding.py), serve
 the API on another loopback port, check both sides' answers against the dataset, then time
 the five logical queries on both, interleaved in blocks, one keep-alive connection per side,
 the same number of timed requests each, sent from a process of their own
-(tools/timed_client.py says why). Then the floors: one more interleaved run of each query
-on both sides beside its DynamoDB calls, recorded as our API sent them and sent again
-straight to DynamoDB Local from the client process, with no API between, and `{ __typename }`
-on both sides: of each query's us/peer, the part the backend alone takes. Then Q1's
-throughput: 16 concurrent keep-alive clients for 10 s a side, the API served by `graph-api
-serve --workers N` (one per core by default) on the same table, with the CPU its processes
-spent per request (from /proc). Then live events, ours alone (tools/live_bench.py):
+(tools/timed_client.py says why), each of ours beside the DynamoDB calls the API's client
+made in it (tools/calls.py). Then the floors (tools/floors.py): one more interleaved run of
+each query on both sides beside its DynamoDB calls, recorded as our API sent them and sent
+again straight to DynamoDB Local from the client process, with no API between, and
+`{ __typename }` on both sides: of each query's us/peer, the part the backend alone takes.
+Then Q1's throughput (tools/throughput.py): 16 concurrent keep-alive clients for 10 s a side,
+the API served by `graph-api serve --workers N` (one per core by default) on the same table,
+with the CPU its processes spent per request (from /proc). Then live events, ours alone
+(tools/live_bench.py):
 write-to-event latency with 1,000 subscriptions on the in-process API, and the stream
 reader's requests with 1 subscription and with 1,000. Prints Markdown tables and writes
 `test-output/bench-peer-<time>.json`.
@@ -23,249 +25,42 @@ Without postgres or npm, says why and prints our side.
 from __future__ import annotations
 
 import argparse
-import bisect
 import dataclasses
 import datetime as dt
 import json
 import os
 import platform
-import shutil
 import signal
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
-from urllib.parse import urlsplit
 
 from graph_api.graph.context import Services
 from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import admin
-from graph_api.store.embedded import cpu_seconds, descendants
-from tools import api_server, dynamodb_local, live_bench, peer, peer_queries
+from tools import (
+    dynamodb_local,
+    floors,
+    live_bench,
+    peer,
+    peer_queries,
+    seeding,
+    throughput,
+    timed_client,
+)
 from tools.bench import serve
+from tools.calls import Call, CallClock, RequestRecorder, calls_within, shape, waves
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "test-output"
-HOME_FIELDS = ("country", "state", "city", "street")
-ALIASES = 20  # mutations per seeding request (the API allows 30 aliases)
-
-
-# -- DynamoDB calls of one GraphQL request, timed at the boto3 client ---------------------
-
-
-class CallClock:
-    """Every DynamoDB call the API's boto3 client makes, with its operation and interval.
-
-    Registered on botocore's events (public API, whatever the API's own code looks like):
-    a call starts before its parameters are serialized and ends when its response is parsed.
-    The bench sends one GraphQL request at a time, so the calls between two `take()`s are
-    that request's.
-    """
-
-    def __init__(self, client: Any) -> None:
-        self._calls: list[tuple[str, float, float]] = []
-        events = client.meta.events
-        events.register("before-parameter-build.dynamodb", self._start)
-        events.register("after-call.dynamodb", self._end)
-
-    @staticmethod
-    def _start(context: dict[str, Any], **_: Any) -> None:
-        context["bench_started"] = time.perf_counter()
-
-    def _end(self, model: Any, context: dict[str, Any], **_: Any) -> None:
-        started = context.get("bench_started")
-        if started is not None:
-            self._calls.append((model.name, started, time.perf_counter()))  # atomic append
-
-    def take(self) -> list[tuple[str, float, float]]:
-        calls, self._calls = self._calls, []
-        return calls
-
-
-Call = tuple[str, float, float]  # operation, started, ended (perf_counter seconds)
-
-
-def group(calls: list[Call]) -> list[list[Call]]:
-    """The calls in waves: calls that overlap in time (directly or through another) are one."""
-    out: list[list[Call]] = []
-    end = 0.0
-    for call in sorted(calls, key=lambda c: c[1]):
-        if out and call[1] <= end:
-            out[-1].append(call)
-            end = max(end, call[2])
-        else:
-            out.append([call])
-            end = call[2]
-    return out
-
-
-def waves(calls: list[Call]) -> tuple[int, float, float]:
-    """(waves, wall ms, serial ms): wall is the sum of the waves' spans (time with at least
-    one call in flight), serial the sum of the calls' own times."""
-    grouped = group(calls)
-    wall = sum(max(c[2] for c in w) - min(c[1] for c in w) for w in grouped)
-    serial = sum(c[2] - c[1] for c in calls)
-    return len(grouped), wall * 1000, serial * 1000
-
-
-def shape(calls: list[Call]) -> str:
-    """The waves' operations in order, e.g. `1 BatchGetItem → 30 Query`."""
-    return " \u2192 ".join(
-        " + ".join(f"{n} {op}" for op, n in sorted(Counter(c[0] for c in w).items()))
-        for w in group(calls)
-    )
-
-
-# -- seeding through our own mutations -------------------------------------------------
-
-
-def _document(
-    field: str, types: dict[str, str], rows: list[dict[str, Any]]
-) -> tuple[str, dict[str, Any]]:
-    params, selections, variables = [], [], {}
-    for i, row in enumerate(rows):
-        args = []
-        for name, type_ in types.items():
-            params.append(f"${name}{i}: {type_}")
-            args.append(f"{name}: ${name}{i}")
-            variables[f"{name}{i}"] = row[name]
-        selections.append(f"m{i}: {field}({', '.join(args)}) {{ userErrors {{ code message }} }}")
-    return f"mutation Seed({', '.join(params)}) {{\n" + "\n".join(selections) + "\n}", variables
-
-
-def seed(port: int, data: dict[str, Any], httpbench: ModuleType, workers: int) -> int:
-    """Write the dataset through the API's mutations; returns how many were sent."""
-    home = {h["student_id"]: h for h in data["homes"]}
-    phases: list[tuple[str, dict[str, str], list[dict[str, Any]]]] = [
-        (
-            "createTeacher",
-            {"input": "CreateTeacherInput!"},
-            [{"input": {"id": t["id"], "name": t["name"]}} for t in data["teachers"]],
-        ),
-        (
-            "createClass",
-            {"input": "CreateClassInput!"},
-            [
-                {"input": {"id": c["id"], "subject": c["subject"], "teacherId": c["teacher_id"]}}
-                for c in data["classes"]
-            ],
-        ),
-        (
-            "createSport",
-            {"input": "CreateSportInput!"},
-            [
-                {"input": {"id": s["id"], "name": s["name"], "coach": s["coach"]}}
-                for s in data["sports"]
-            ],
-        ),
-        (
-            "createStudent",
-            {"input": "CreateStudentInput!"},
-            [
-                {
-                    "input": {
-                        "id": s["id"],
-                        "name": s["name"],
-                        "email": s["email"],
-                        "home": {
-                            k: home[s["id"]][k] for k in ("country", "state", "city", "street")
-                        },
-                    }
-                }
-                for s in data["students"]
-            ],
-        ),
-        (
-            "enrollStudent",
-            {"studentId": "ID!", "classId": "ID!"},
-            [{"studentId": e["student_id"], "classId": e["class_id"]} for e in data["enrollments"]],
-        ),
-        (
-            "joinSport",
-            {"studentId": "ID!", "sportId": "ID!"},
-            [
-                {"studentId": x["student_id"], "sportId": x["sport_id"]}
-                for x in data["student_sports"]
-            ],
-        ),
-    ]
-    local = threading.local()
-
-    def send(job: tuple[str, dict[str, Any]]) -> None:
-        if not hasattr(local, "client"):
-            local.client = httpbench.GraphQLClient("127.0.0.1", port, timeout=120)
-        out = local.client.query(*job)  # raises on GraphQL errors
-        refused = [e for payload in out.values() for e in payload["userErrors"]]
-        if refused:
-            raise RuntimeError(f"seeding refused: {refused[:3]}")
-
-    sent = 0
-    with ThreadPoolExecutor(workers) as pool:
-        # Phases in order (an edge needs both its nodes); requests of a phase concurrently.
-        for field, types, rows in phases:
-            chunks = [rows[i : i + ALIASES] for i in range(0, len(rows), ALIASES)]
-            list(pool.map(send, [_document(field, types, chunk) for chunk in chunks]))
-            sent += len(rows)
-    return sent
-
-
-# -- the peer ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Peer:
-    bench: ModuleType
-    pg: Any
-    port: int
-    pid: int  # PostGraphile's node process
-    versions: dict[str, str]
-
-    def statements(self) -> int:
-        return int(self.bench.app_calls(self.pg))
-
-
-@contextmanager
-def peer_running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -> Iterator[Peer]:
-    """The peer's PostgreSQL cluster (loaded) and PostGraphile, as its bench.py runs them."""
-    bench = mods["bench"]
-    bindir = peer.postgres_bindir()
-    tmp = Path(tempfile.mkdtemp(prefix="pg-peer-bench-"))
-    pg = server = None
-    try:
-        try:
-            pg = bench.PgCluster(bindir, tmp, bench.free_port())
-            pg.init()
-            pg.start()
-            bench.load_database(pg, data)
-            url = f"postgres://{bench.APP_ROLE}@127.0.0.1:{pg.port}/{bench.DB}"
-            server = bench.PostGraphile(node, url, bench.free_port(), tmp / "postgraphile.log")
-            server.start()
-            versions = {
-                "postgraphile": bench.postgraphile_version(),
-                "node": bench.node_version(node).lstrip("v"),
-                "postgres": pg.version(),
-            }
-        except (Exception, SystemExit) as error:
-            detail = str(error).strip().splitlines() or [type(error).__name__]
-            raise peer.PeerUnavailable(f"the peer did not start: {detail[0]}") from error
-        yield Peer(bench, pg, server.port, server.proc.pid, versions)
-    finally:
-        if server is not None:
-            server.stop()
-        if pg is not None:
-            pg.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- measuring ---------------------------------------------------------------------------
@@ -289,28 +84,6 @@ def _answer(raw: bytes, what: str) -> dict[str, Any]:
     return out["data"]  # type: ignore[no-any-return]
 
 
-def timed(folder: Path, sides: list[dict[str, Any]], requests: int, warmup: int, block: int) -> Any:
-    """`sides` timed by tools/timed_client.py, from a process of its own: one result a side."""
-    job = {
-        "peer": str(folder),  # its client, httpbench.py
-        "sides": sides,
-        "requests": requests,
-        "warmup": warmup,
-        "block": block,
-    }
-    sent = subprocess.run(
-        [sys.executable, "-m", "tools.timed_client"],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    if sent.returncode != 0:
-        raise RuntimeError(f"the timed client failed: {sent.stderr.strip()[-2000:]}")
-    return json.loads(sent.stdout)
-
-
 def measure(
     ours: Side,
     theirs: Side | None,
@@ -325,7 +98,7 @@ def measure(
     DynamoDB calls the clock saw within its interval."""
     sides = [ours] if theirs is None else [ours, theirs]
     clock.take()
-    results = timed(
+    results = timed_client.timed(
         folder,
         [{"port": side.port, "body": side.body.decode()} for side in sides],
         requests,
@@ -343,17 +116,6 @@ def measure(
                     calls_within(calls, result["intervals"]), result["dynamodb"], strict=True
                 )
             ]
-
-
-def calls_within(calls: list[Call], intervals: list[tuple[float, float]]) -> list[list[Call]]:
-    """For each interval, the calls that started and ended inside it."""
-    calls = sorted(calls, key=lambda call: call[1])
-    starts = [call[1] for call in calls]
-    out = []
-    for begun, ended in intervals:
-        first, last = bisect.bisect_left(starts, begun), bisect.bisect_right(starts, ended)
-        out.append([call for call in calls[first:last] if call[2] <= ended])
-    return out
 
 
 def _sample(calls: list[Call], dynamodb: dict[str, Any] | None) -> dict[str, Any]:
@@ -394,106 +156,6 @@ def summarize(side: Side, httpbench: ModuleType) -> dict[str, Any]:
             }
         )
     return out
-
-
-# -- throughput: Q1 from concurrent clients -------------------------------------------
-
-
-@contextmanager
-def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, int]]:
-    """`graph-api serve --workers N` on the bench's table (N: serve's default when None);
-    yields its port and the parent's pid. The settings are the in-process server's."""
-    port = dynamodb_local.free_port()
-    env = {
-        **os.environ,
-        "GRAPH_API_BACKEND": "remote",
-        "GRAPH_API_TABLE": settings.table,
-        "GRAPH_API_LOG_LEVEL": "WARNING",
-        "GRAPH_API_PUBLIC_PERSONAL_DATA": str(settings.public_personal_data).lower(),
-        "GRAPH_API_JWKS_URL": "",
-        "GRAPH_API_JWT_SECRET": "",
-        "GRAPH_API_AUTH_READS": "false",
-        "AWS_REGION": settings.region,
-    }
-    if settings.endpoint_url:  # the DynamoDB Local this bench started, its throwaway keys
-        env.update(
-            AWS_ENDPOINT_URL_DYNAMODB=settings.endpoint_url,
-            AWS_ACCESS_KEY_ID="local",
-            AWS_SECRET_ACCESS_KEY="local",
-        )
-    command = [sys.executable, "-m", "graph_api.cli", "serve", "--host", "127.0.0.1"]
-    command += ["--port", str(port)] + (["--workers", str(workers)] if workers else [])
-    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as folder:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=folder)
-        try:
-            try:
-                api_server.wait_until_healthy(f"http://127.0.0.1:{port}", process)
-            except RuntimeError as error:
-                log.seek(0)
-                raise RuntimeError(
-                    f"{error}\n{log.read().decode(errors='replace')[-4000:]}"
-                ) from None
-            yield port, process.pid
-        finally:
-            api_server.stop(process)
-
-
-def throughput(
-    httpbench: ModuleType, port: int, pid: int, body: bytes, clients: int, seconds: float
-) -> dict[str, Any]:
-    """A short untimed burst, then `clients` keep-alive clients for `seconds`; with the CPU
-    the server's process and its descendants (workers) spent, per answered request."""
-    httpbench.throughput_run("127.0.0.1", port, body, clients=clients, seconds=2.0)
-    pids = [pid, *descendants(pid)]
-    before = cpu_seconds(pids)
-    out: dict[str, Any] = httpbench.throughput_run(
-        "127.0.0.1", port, body, clients=clients, seconds=seconds
-    )
-    out["processes"] = len(pids)
-    out["cpu_ms_per_request"] = (cpu_seconds(pids) - before) * 1000 / max(1, out["ok"])
-    return out
-
-
-def run_throughput(
-    args: argparse.Namespace,
-    settings: Settings,
-    running: Peer | None,
-    data: dict[str, Any],
-    targets: dict[str, Any],
-    school: peer_queries.School,
-    httpbench: ModuleType,
-    queries: ModuleType,
-) -> dict[str, Any]:
-    ours_spec = next(s for s in peer_queries.build(data, targets) if s.name == "Q1")
-    with api_workers(settings, args.api_workers) as (port, pid):
-        workers = len([p for p in descendants(pid) if _is_worker(p)])
-        client = httpbench.GraphQLClient("127.0.0.1", port)
-        check = ours_spec.check(client.query(ours_spec.query, ours_spec.variables), school, targets)
-        client.close()
-        body = httpbench.encode(ours_spec.query, ours_spec.variables)
-        us = throughput(httpbench, port, pid, body, args.clients, args.seconds)
-    out: dict[str, Any] = {"clients": args.clients, "workers": workers, "check": check, "us": us}
-    if running is not None:
-        theirs_spec = next(s for s in queries.build(targets) if s.name == "Q1")
-        body = httpbench.encode(theirs_spec.query, theirs_spec.variables)
-        out["peer"] = throughput(
-            httpbench, running.port, running.pid, body, args.clients, args.seconds
-        )
-    print(
-        f"Q1 x{args.clients}: us {us['rps']:.1f} requests/s ({workers} workers)"
-        + (f", peer {out['peer']['rps']:.1f}" if "peer" in out else ""),
-        flush=True,
-    )
-    return out
-
-
-def _is_worker(pid: int) -> bool:
-    """A uvicorn worker (multiprocessing's spawn), not its resource tracker."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"spawn_main" in cmdline.read()
-    except OSError:
-        return False
 
 
 # -- report ------------------------------------------------------------------------------
@@ -591,197 +253,7 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- floors: what DynamoDB alone takes for our calls --------------------------------------
-
-
-class RequestRecorder:
-    """The DynamoDB requests the API sends while `recording`, as they go on the wire (signed):
-    botocore's `before-send` event, which the API's direct calls emit as botocore's own path
-    does. DynamoDB Local checks no signature's age, so a recorded request can be sent again.
-
-    Registered only while recording: a `before-send` handler takes the API's reads off their
-    plain path (store/direct.py), which the timed requests must measure as served.
-    """
-
-    def __init__(self, client: Any) -> None:
-        self._events = client.meta.events
-
-    def _record(self, request: Any, recorded: list[dict[str, Any]]) -> None:
-        url = urlsplit(request.url)
-        body = request.body
-        recorded.append(
-            {
-                "scheme": url.scheme,
-                "host": url.hostname,
-                "port": url.port,
-                "path": url.path or "/",
-                "headers": {k: _text(v) for k, v in request.headers.items()},
-                "body": _text(body or b""),
-            }
-        )
-
-    @contextmanager
-    def recording(self) -> Iterator[list[dict[str, Any]]]:
-        recorded: list[dict[str, Any]] = []
-
-        def record(request: Any, **_: Any) -> None:  # None: the request is sent as usual
-            self._record(request, recorded)
-
-        self._events.register("before-send.dynamodb", record)
-        try:
-            yield recorded
-        finally:
-            self._events.unregister("before-send.dynamodb", record)
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def record_calls(
-    client: Any, body: bytes, recorder: RequestRecorder, clock: CallClock, attempts: int = 3
-) -> tuple[list[dict[str, Any]], list[Call]] | None:
-    """The DynamoDB requests our API sends for one GraphQL request, and their calls as the
-    clock saw them; None when a call of something else (the stream reader's lease) kept
-    slipping in: the requests recorded must be the ones the answer counts."""
-    for _ in range(attempts):
-        clock.take()
-        with recorder.recording() as recorded:
-            status, raw = client.post_raw(body)
-        calls = clock.take()
-        if status != 200:
-            raise RuntimeError(f"HTTP {status} while recording: {raw[:300]!r}")
-        counted = (json.loads(raw).get("extensions") or {}).get("dynamodb", {}).get("requests")
-        if counted == len(recorded) == len(calls):
-            return recorded, calls
-    return None
-
-
-TYPENAME = json.dumps({"query": "{ __typename }"}).encode()
-
-
-def measure_floors(
-    port: int,
-    theirs_port: int | None,
-    bodies: list[tuple[str, bytes, bytes | None]],
-    recorder: RequestRecorder,
-    clock: CallClock,
-    folder: Path,
-    httpbench: ModuleType,
-    requests: int,
-    warmup: int,
-    block: int,
-) -> dict[str, Any]:
-    """One more interleaved run: each query (name, our body, the peer's) on both sides beside
-    its DynamoDB calls sent again straight to the emulator, one after another, plus
-    `{ __typename }` on both sides (each server's HTTP and GraphQL floor). A query whose calls
-    overlap (Q3's Queries) gets no replay: one after another they would take longer than
-    the API takes for them."""
-    client = httpbench.GraphQLClient("127.0.0.1", port)
-    sides: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
-    for name, ours, theirs in bodies:
-        row: dict[str, Any] = {"name": name, "us": len(sides)}
-        sides.append({"port": port, "body": ours.decode()})
-        if theirs is not None and theirs_port is not None:
-            row["peer"] = len(sides)
-            sides.append({"port": theirs_port, "body": theirs.decode()})
-        found = record_calls(client, ours, recorder, clock)
-        if found is None:
-            row["no_replay"] = "other calls kept arriving while recording"
-        else:
-            recorded, calls = found
-            row["calls"] = len(recorded)
-            if any(len(wave) > 1 for wave in group(calls)):
-                row["no_replay"] = "its calls overlap"
-            elif any(r["scheme"] != "http" for r in recorded):
-                row["no_replay"] = "not a local endpoint"
-            else:
-                row["alone"] = len(sides)
-                sides.append(
-                    {"port": recorded[0]["port"], "host": recorded[0]["host"], "replay": recorded}
-                )
-        rows.append(row)
-    client.close()
-    typename = {"us": len(sides)}
-    sides.append({"port": port, "body": TYPENAME.decode()})
-    if theirs_port is not None:
-        typename["peer"] = len(sides)
-        sides.append({"port": theirs_port, "body": TYPENAME.decode()})
-    clock.take()
-    results = timed(folder, sides, requests, warmup, block)
-    calls = clock.take()
-
-    def p50(index: int | None) -> float | None:
-        if index is None:
-            return None
-        latencies = [ended - started for started, ended in results[index]["intervals"]]
-        return float(httpbench.summarize_ms(latencies)["median_ms"])
-
-    return {
-        "params": {"requests": requests, "warmup": warmup, "block": block},
-        "typename": {side: p50(index) for side, index in typename.items()},
-        "queries": [
-            {
-                "name": row["name"],
-                "us_ms": p50(row["us"]),
-                "peer_ms": p50(row.get("peer")),
-                "alone_ms": p50(row.get("alone")),
-                # The same calls as the API's clock saw them: serialize, send, parse.
-                "wall_ms": _median(
-                    [waves(c)[1] for c in calls_within(calls, results[row["us"]]["intervals"])]
-                ),
-                "calls": row.get("calls"),
-                "no_replay": row.get("no_replay"),
-            }
-            for row in rows
-        ],
-    }
-
-
-FLOOR_WARMUP = 50  # both sides are warm by now: the five queries ran before
-
-
-def run_floors(
-    args: argparse.Namespace,
-    running: Peer | None,
-    port: int,
-    recorder: RequestRecorder,
-    clock: CallClock,
-    folder: Path,
-    data: dict[str, Any],
-    targets: dict[str, Any],
-    mods: dict[str, ModuleType],
-) -> dict[str, Any]:
-    httpbench = mods["httpbench"]
-    theirs = {s.name: s for s in mods["queries"].build(targets)} if running else {}
-    bodies = [
-        (
-            spec.name,
-            httpbench.encode(spec.query, spec.variables),
-            httpbench.encode(theirs[spec.name].query, theirs[spec.name].variables)
-            if spec.name in theirs
-            else None,
-        )
-        for spec in peer_queries.build(data, targets)
-    ]
-    floors = measure_floors(
-        port,
-        running.port if running else None,
-        bodies,
-        recorder,
-        clock,
-        folder,
-        httpbench,
-        args.requests,
-        FLOOR_WARMUP,
-        args.block,
-    )
-    alone = ", ".join(
-        f"{q['name']} {q['alone_ms']:.2f} ms" for q in floors["queries"] if q["alone_ms"]
-    )
-    print(f"DynamoDB alone: {alone}", flush=True)
-    return floors
+# -- the floors' table (tools/floors.py measures them) -----------------------------------
 
 
 def render_floors(floors: dict[str, Any]) -> list[str]:
@@ -897,7 +369,7 @@ def main() -> None:
         admin.create(services.dynamo, settings.table)
         server, port = serve(services)
         t0 = time.monotonic()
-        mutations = seed(port, data, httpbench, args.workers)
+        mutations = seeding.seed(port, data, httpbench, args.workers)
         seeded = time.monotonic() - t0
         print(f"seeded {mutations} mutations in {seeded:.1f} s", flush=True)
         # The API's stream reader, in this process, then reads the seeding's records: timed
@@ -910,10 +382,10 @@ def main() -> None:
         recorder = RequestRecorder(services.dynamo.client)
 
         with ExitStack() as stack:
-            running: Peer | None = None
+            running: peer.Running | None = None
             if not unavailable:
                 try:
-                    running = stack.enter_context(peer_running(mods, node, data))
+                    running = stack.enter_context(peer.running(mods, node, data))
                 except peer.PeerUnavailable as error:
                     unavailable = str(error)
                     print(f"peer unavailable: {unavailable}; measuring our side only", flush=True)
@@ -921,11 +393,11 @@ def main() -> None:
                 args, running, port, clock, folder, data, targets, school, httpbench, queries
             )
             if not args.no_floors:
-                result["floors"] = run_floors(
+                result["floors"] = floors.run(
                     args, running, port, recorder, clock, folder, data, targets, mods
                 )
             if not args.no_throughput:
-                result["throughput"] = run_throughput(
+                result["throughput"] = throughput.run(
                     args, settings, running, data, targets, school, httpbench, queries
                 )
         if not args.no_live:  # the peer stopped: its processes take no CPU from ours
@@ -983,7 +455,7 @@ def main() -> None:
 
 def run(
     args: argparse.Namespace,
-    running: Peer | None,
+    running: peer.Running | None,
     port: int,
     clock: CallClock,
     folder: Path,

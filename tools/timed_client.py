@@ -10,20 +10,21 @@ interval with the DynamoDB calls its clock saw in it (`time.perf_counter` is the
 monotonic clock, the same in both processes).
 
 A side can also be DynamoDB itself: a query's calls as the API sent them, recorded by the
-bench (`peer_bench.RequestRecorder`), sent again one after another straight to the emulator
+bench (`calls.RequestRecorder`), sent again one after another straight to the emulator
 (`Replayed`): what the backend alone takes for that query, with no API between.
 
 Reads a job on stdin: {"peer": folder, "sides": [{"port", "body"} or {"port", "replay":
 [{"path", "headers", "body"}, ...], "host"}, ...], "requests", "warmup", "block"}; writes one
 result a side on stdout: {"intervals": [[start, end], ...], "dynamodb": [extensions.dynamodb
 or null, ...], "last": answer}. An answer other than HTTP 200, warm-up or timed, ends it
-with that answer on stderr and exit status 1.
+with that answer on stderr and exit status 1. `timed` runs it so.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tools import peer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -116,6 +119,29 @@ def alternate(sides: Sequence[Side], requests: int, warmup: int, block: int) -> 
             for _ in range(n):
                 side.post(timed=True)
         done += n
+
+
+def timed(folder: Path, sides: list[dict[str, Any]], requests: int, warmup: int, block: int) -> Any:
+    """`sides` timed by this module run as a process of its own (`main`): one result a
+    side. Called by the bench, in its process."""
+    job = {
+        "peer": str(folder),  # its client, httpbench.py
+        "sides": sides,
+        "requests": requests,
+        "warmup": warmup,
+        "block": block,
+    }
+    sent = subprocess.run(
+        [sys.executable, "-m", "tools.timed_client"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    if sent.returncode != 0:
+        raise RuntimeError(f"the timed client failed: {sent.stderr.strip()[-2000:]}")
+    return json.loads(sent.stdout)
 
 
 def main() -> None:

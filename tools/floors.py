@@ -1,0 +1,152 @@
+"""What DynamoDB alone takes for each query's calls, beside our API and the peer, in one
+more interleaved run of `make bench` (tools/peer_bench.py renders it).
+
+Each query's calls are recorded as our API sends them (`calls.RequestRecorder`), then sent
+again one after another straight to the emulator from the timed client's process
+(tools/timed_client.py), with no API between; `{ __typename }` on both sides gives each
+server's own HTTP and GraphQL floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tools import peer, peer_queries, timed_client
+from tools.calls import CallClock, RequestRecorder, calls_within, group, record_calls, waves
+
+TYPENAME = json.dumps({"query": "{ __typename }"}).encode()
+
+
+def measure(
+    port: int,
+    theirs_port: int | None,
+    bodies: list[tuple[str, bytes, bytes | None]],
+    recorder: RequestRecorder,
+    clock: CallClock,
+    folder: Path,
+    httpbench: ModuleType,
+    requests: int,
+    warmup: int,
+    block: int,
+) -> dict[str, Any]:
+    """One more interleaved run: each query (name, our body, the peer's) on both sides beside
+    its DynamoDB calls sent again straight to the emulator, one after another, plus
+    `{ __typename }` on both sides (each server's HTTP and GraphQL floor). A query whose calls
+    overlap (Q3's Queries) gets no replay: one after another they would take longer than
+    the API takes for them."""
+    client = httpbench.GraphQLClient("127.0.0.1", port)
+    sides: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    for name, ours, theirs in bodies:
+        row: dict[str, Any] = {"name": name, "us": len(sides)}
+        sides.append({"port": port, "body": ours.decode()})
+        if theirs is not None and theirs_port is not None:
+            row["peer"] = len(sides)
+            sides.append({"port": theirs_port, "body": theirs.decode()})
+        found = record_calls(client, ours, recorder, clock)
+        if found is None:
+            row["no_replay"] = "other calls kept arriving while recording"
+        else:
+            recorded, calls = found
+            row["calls"] = len(recorded)
+            if any(len(wave) > 1 for wave in group(calls)):
+                row["no_replay"] = "its calls overlap"
+            elif any(r["scheme"] != "http" for r in recorded):
+                row["no_replay"] = "not a local endpoint"
+            else:
+                row["alone"] = len(sides)
+                sides.append(
+                    {"port": recorded[0]["port"], "host": recorded[0]["host"], "replay": recorded}
+                )
+        rows.append(row)
+    client.close()
+    typename = {"us": len(sides)}
+    sides.append({"port": port, "body": TYPENAME.decode()})
+    if theirs_port is not None:
+        typename["peer"] = len(sides)
+        sides.append({"port": theirs_port, "body": TYPENAME.decode()})
+    clock.take()
+    results = timed_client.timed(folder, sides, requests, warmup, block)
+    calls = clock.take()
+
+    def p50(index: int | None) -> float | None:
+        if index is None:
+            return None
+        latencies = [ended - started for started, ended in results[index]["intervals"]]
+        return float(httpbench.summarize_ms(latencies)["median_ms"])
+
+    return {
+        "params": {"requests": requests, "warmup": warmup, "block": block},
+        "typename": {side: p50(index) for side, index in typename.items()},
+        "queries": [
+            {
+                "name": row["name"],
+                "us_ms": p50(row["us"]),
+                "peer_ms": p50(row.get("peer")),
+                "alone_ms": p50(row.get("alone")),
+                # The same calls as the API's clock saw them: serialize, send, parse.
+                "wall_ms": _median_or_none(
+                    [waves(c)[1] for c in calls_within(calls, results[row["us"]]["intervals"])]
+                ),
+                "calls": row.get("calls"),
+                "no_replay": row.get("no_replay"),
+            }
+            for row in rows
+        ],
+    }
+
+
+WARMUP = 50  # both sides are warm by now: the five queries ran before
+
+
+def run(
+    args: argparse.Namespace,
+    running: peer.Running | None,
+    port: int,
+    recorder: RequestRecorder,
+    clock: CallClock,
+    folder: Path,
+    data: dict[str, Any],
+    targets: dict[str, Any],
+    mods: dict[str, ModuleType],
+) -> dict[str, Any]:
+    """`measure` for the bench's five queries, the peer's beside ours when it runs; prints
+    what DynamoDB alone took for each."""
+    httpbench = mods["httpbench"]
+    theirs = {s.name: s for s in mods["queries"].build(targets)} if running else {}
+    bodies = [
+        (
+            spec.name,
+            httpbench.encode(spec.query, spec.variables),
+            httpbench.encode(theirs[spec.name].query, theirs[spec.name].variables)
+            if spec.name in theirs
+            else None,
+        )
+        for spec in peer_queries.build(data, targets)
+    ]
+    floors = measure(
+        port,
+        running.port if running else None,
+        bodies,
+        recorder,
+        clock,
+        folder,
+        httpbench,
+        args.requests,
+        WARMUP,
+        args.block,
+    )
+    alone = ", ".join(
+        f"{q['name']} {q['alone_ms']:.2f} ms" for q in floors["queries"] if q["alone_ms"]
+    )
+    print(f"DynamoDB alone: {alone}", flush=True)
+    return floors
+
+
+def _median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None

@@ -1,0 +1,119 @@
+"""Q1's throughput for `make bench`: concurrent keep-alive clients against `graph-api serve
+--workers N` on the bench's table and against the peer, with the CPU each server's
+processes spent per answered request (from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+from graph_api.settings import Settings
+from graph_api.store.embedded import cpu_seconds, descendants
+from tools import api_server, dynamodb_local, peer, peer_queries
+
+
+@contextmanager
+def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, int]]:
+    """`graph-api serve --workers N` on the bench's table (N: serve's default when None);
+    yields its port and the parent's pid. The settings are the in-process server's."""
+    port = dynamodb_local.free_port()
+    env = {
+        **os.environ,
+        "GRAPH_API_BACKEND": "remote",
+        "GRAPH_API_TABLE": settings.table,
+        "GRAPH_API_LOG_LEVEL": "WARNING",
+        "GRAPH_API_PUBLIC_PERSONAL_DATA": str(settings.public_personal_data).lower(),
+        "GRAPH_API_JWKS_URL": "",
+        "GRAPH_API_JWT_SECRET": "",
+        "GRAPH_API_AUTH_READS": "false",
+        "AWS_REGION": settings.region,
+    }
+    if settings.endpoint_url:  # the DynamoDB Local this bench started, its throwaway keys
+        env.update(
+            AWS_ENDPOINT_URL_DYNAMODB=settings.endpoint_url,
+            AWS_ACCESS_KEY_ID="local",
+            AWS_SECRET_ACCESS_KEY="local",
+        )
+    command = [sys.executable, "-m", "graph_api.cli", "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port)] + (["--workers", str(workers)] if workers else [])
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as folder:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=folder)
+        try:
+            try:
+                api_server.wait_until_healthy(f"http://127.0.0.1:{port}", process)
+            except RuntimeError as error:
+                log.seek(0)
+                raise RuntimeError(
+                    f"{error}\n{log.read().decode(errors='replace')[-4000:]}"
+                ) from None
+            yield port, process.pid
+        finally:
+            api_server.stop(process)
+
+
+def throughput(
+    httpbench: ModuleType, port: int, pid: int, body: bytes, clients: int, seconds: float
+) -> dict[str, Any]:
+    """A short untimed burst, then `clients` keep-alive clients for `seconds`; with the CPU
+    the server's process and its descendants (workers) spent, per answered request."""
+    httpbench.throughput_run("127.0.0.1", port, body, clients=clients, seconds=2.0)
+    pids = [pid, *descendants(pid)]
+    before = cpu_seconds(pids)
+    out: dict[str, Any] = httpbench.throughput_run(
+        "127.0.0.1", port, body, clients=clients, seconds=seconds
+    )
+    out["processes"] = len(pids)
+    out["cpu_ms_per_request"] = (cpu_seconds(pids) - before) * 1000 / max(1, out["ok"])
+    return out
+
+
+def run(
+    args: argparse.Namespace,
+    settings: Settings,
+    running: peer.Running | None,
+    data: dict[str, Any],
+    targets: dict[str, Any],
+    school: peer_queries.School,
+    httpbench: ModuleType,
+    queries: ModuleType,
+) -> dict[str, Any]:
+    """Q1 from `args.clients` clients for `args.seconds` a side: ours served by `api_workers`
+    (its answer checked first), then the peer's when it runs."""
+    ours_spec = next(s for s in peer_queries.build(data, targets) if s.name == "Q1")
+    with api_workers(settings, args.api_workers) as (port, pid):
+        workers = len([p for p in descendants(pid) if _is_worker(p)])
+        client = httpbench.GraphQLClient("127.0.0.1", port)
+        check = ours_spec.check(client.query(ours_spec.query, ours_spec.variables), school, targets)
+        client.close()
+        body = httpbench.encode(ours_spec.query, ours_spec.variables)
+        us = throughput(httpbench, port, pid, body, args.clients, args.seconds)
+    out: dict[str, Any] = {"clients": args.clients, "workers": workers, "check": check, "us": us}
+    if running is not None:
+        theirs_spec = next(s for s in queries.build(targets) if s.name == "Q1")
+        body = httpbench.encode(theirs_spec.query, theirs_spec.variables)
+        out["peer"] = throughput(
+            httpbench, running.port, running.pid, body, args.clients, args.seconds
+        )
+    print(
+        f"Q1 x{args.clients}: us {us['rps']:.1f} requests/s ({workers} workers)"
+        + (f", peer {out['peer']['rps']:.1f}" if "peer" in out else ""),
+        flush=True,
+    )
+    return out
+
+
+def _is_worker(pid: int) -> bool:
+    """A uvicorn worker (multiprocessing's spawn), not its resource tracker."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"spawn_main" in cmdline.read()
+    except OSError:
+        return False
