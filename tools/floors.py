@@ -9,14 +9,14 @@ server's own HTTP and GraphQL floor.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tools import peer, peer_queries, timed_client
+from tools import timed_client
+from tools.bench_run import BenchRun
 from tools.calls import CallClock, RequestRecorder, calls_within, group, record_calls, waves
 
 TYPENAME = json.dumps({"query": "{ __typename }"}).encode()
@@ -105,20 +105,11 @@ WARMUP = 50  # both sides are warm by now: the five queries ran before
 
 
 def run(
-    args: argparse.Namespace,
-    running: peer.Running | None,
-    port: int,
-    recorder: RequestRecorder,
-    clock: CallClock,
-    folder: Path,
-    data: dict[str, Any],
-    targets: dict[str, Any],
-    mods: dict[str, ModuleType],
+    bench: BenchRun, port: int, recorder: RequestRecorder, clock: CallClock, folder: Path
 ) -> dict[str, Any]:
     """`measure` for the bench's five queries, the peer's beside ours when it runs; prints
     what DynamoDB alone took for each."""
-    httpbench = mods["httpbench"]
-    theirs = {s.name: s for s in mods["queries"].build(targets)} if running else {}
+    httpbench, running, theirs = bench.httpbench, bench.running, bench.theirs()
     bodies = [
         (
             spec.name,
@@ -127,7 +118,7 @@ def run(
             if spec.name in theirs
             else None,
         )
-        for spec in peer_queries.build(data, targets)
+        for spec in bench.ours()
     ]
     floors = measure(
         port,
@@ -137,9 +128,9 @@ def run(
         clock,
         folder,
         httpbench,
-        args.requests,
+        bench.args.requests,
         WARMUP,
-        args.block,
+        bench.args.block,
     )
     alone = ", ".join(
         f"{q['name']} {q['alone_ms']:.2f} ms" for q in floors["queries"] if q["alone_ms"]

@@ -57,6 +57,7 @@ from tools import (
     timed_client,
 )
 from tools.bench import serve
+from tools.bench_run import BenchRun
 from tools.calls import Call, CallClock, RequestRecorder, calls_within, shape, waves
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -331,7 +332,7 @@ def main() -> None:
     except peer.PeerUnavailable as error:
         raise SystemExit(f"make bench: {error}") from None
     mods = peer.modules(folder)
-    dataset, httpbench, queries = mods["dataset"], mods["httpbench"], mods["queries"]
+    dataset, httpbench = mods["dataset"], mods["httpbench"]
     data = dataset.generate()
     targets = dataset.pick_targets(data)
     school = peer_queries.School(data)
@@ -389,17 +390,12 @@ def main() -> None:
                 except peer.PeerUnavailable as error:
                     unavailable = str(error)
                     print(f"peer unavailable: {unavailable}; measuring our side only", flush=True)
-            result = run(
-                args, running, port, clock, folder, data, targets, school, httpbench, queries
-            )
+            bench = BenchRun(args, mods, data, targets, school, running)
+            result = run(bench, port, clock, folder)
             if not args.no_floors:
-                result["floors"] = floors.run(
-                    args, running, port, recorder, clock, folder, data, targets, mods
-                )
+                result["floors"] = floors.run(bench, port, recorder, clock, folder)
             if not args.no_throughput:
-                result["throughput"] = throughput.run(
-                    args, settings, running, data, targets, school, httpbench, queries
-                )
+                result["throughput"] = throughput.run(bench, settings)
         if not args.no_live:  # the peer stopped: its processes take no CPU from ours
             live_began = time.monotonic()
             try:
@@ -453,24 +449,16 @@ def main() -> None:
         raise SystemExit("make bench: live events not delivered as written: " + "; ".join(trouble))
 
 
-def run(
-    args: argparse.Namespace,
-    running: peer.Running | None,
-    port: int,
-    clock: CallClock,
-    folder: Path,
-    data: dict[str, Any],
-    targets: dict[str, Any],
-    school: peer_queries.School,
-    httpbench: ModuleType,
-    queries: ModuleType,
-) -> dict[str, Any]:
+def run(bench: BenchRun, port: int, clock: CallClock, folder: Path) -> dict[str, Any]:
+    """Our five queries and the peer's, each answer checked, then timed side by side."""
+    args, running, httpbench = bench.args, bench.running, bench.httpbench
+    data, targets, school = bench.data, bench.targets, bench.school
     env: dict[str, Any] = dict(running.versions) if running else {}
     ours_client = httpbench.GraphQLClient("127.0.0.1", port)
     theirs_client = httpbench.GraphQLClient("127.0.0.1", running.port) if running else None
-    peer_specs = {s.name: s for s in queries.build(targets)}
+    peer_specs = bench.theirs()
     out = []
-    for spec in peer_queries.build(data, targets):
+    for spec in bench.ours():
         ours = Side(port, httpbench.encode(spec.query, spec.variables))
         row: dict[str, Any] = {"name": spec.name, "title": spec.title, "query": spec.query}
         row["check"] = spec.check(ours_client.query(spec.query, spec.variables), school, targets)

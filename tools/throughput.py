@@ -5,7 +5,6 @@ processes spent per answered request (from /proc).
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -17,7 +16,8 @@ from typing import Any
 
 from graph_api.settings import Settings
 from graph_api.store.embedded import cpu_seconds, descendants
-from tools import api_server, dynamodb_local, peer, peer_queries
+from tools import api_server, dynamodb_local
+from tools.bench_run import BenchRun
 
 
 @contextmanager
@@ -75,29 +75,22 @@ def throughput(
     return out
 
 
-def run(
-    args: argparse.Namespace,
-    settings: Settings,
-    running: peer.Running | None,
-    data: dict[str, Any],
-    targets: dict[str, Any],
-    school: peer_queries.School,
-    httpbench: ModuleType,
-    queries: ModuleType,
-) -> dict[str, Any]:
+def run(bench: BenchRun, settings: Settings) -> dict[str, Any]:
     """Q1 from `args.clients` clients for `args.seconds` a side: ours served by `api_workers`
     (its answer checked first), then the peer's when it runs."""
-    ours_spec = next(s for s in peer_queries.build(data, targets) if s.name == "Q1")
+    args, running, httpbench = bench.args, bench.running, bench.httpbench
+    ours_spec = next(s for s in bench.ours() if s.name == "Q1")
     with api_workers(settings, args.api_workers) as (port, pid):
         workers = len([p for p in descendants(pid) if _is_worker(p)])
         client = httpbench.GraphQLClient("127.0.0.1", port)
-        check = ours_spec.check(client.query(ours_spec.query, ours_spec.variables), school, targets)
+        answer = client.query(ours_spec.query, ours_spec.variables)
+        check = ours_spec.check(answer, bench.school, bench.targets)
         client.close()
         body = httpbench.encode(ours_spec.query, ours_spec.variables)
         us = throughput(httpbench, port, pid, body, args.clients, args.seconds)
     out: dict[str, Any] = {"clients": args.clients, "workers": workers, "check": check, "us": us}
     if running is not None:
-        theirs_spec = next(s for s in queries.build(targets) if s.name == "Q1")
+        theirs_spec = bench.theirs()["Q1"]
         body = httpbench.encode(theirs_spec.query, theirs_spec.variables)
         out["peer"] = throughput(
             httpbench, running.port, running.pid, body, args.clients, args.seconds
