@@ -53,8 +53,9 @@ def serving(students: int = 20, **env: str) -> Iterator[str]:
 
 
 @contextmanager
-def served(students: int = 20, **env: str) -> Iterator[Served]:
-    """Run the API; yields its URL and process (a test that kills it, as a crash would)."""
+def served(students: int = 20, workers: int | None = None, **env: str) -> Iterator[Served]:
+    """Run the API (`--workers`: serve's default when None); yields its URL and process (a
+    test that kills it, as a crash would)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     environment = {
@@ -70,7 +71,11 @@ def served(students: int = 20, **env: str) -> Iterator[Served]:
     # checkout's belongs to the developer's `make run`.
     with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as folder:
         process = subprocess.Popen(
-            [*command, "--port", str(port)], env=environment, stdout=log, stderr=log, cwd=folder
+            [*command, "--port", str(port), *(["--workers", str(workers)] if workers else [])],
+            env=environment,
+            stdout=log,
+            stderr=log,
+            cwd=folder,
         )
         try:
             try:

@@ -90,7 +90,7 @@ def measure(
                 "peer_ms": p50(row.get("peer")),
                 "alone_ms": p50(row.get("alone")),
                 # The same calls as the API's clock saw them: serialize, send, parse.
-                "wall_ms": _median_or_none(
+                "wall_ms": statistics.median(
                     [waves(c)[1] for c in calls_within(calls, results[row["us"]]["intervals"])]
                 ),
                 "calls": row.get("calls"),
@@ -137,7 +137,3 @@ def run(
     )
     print(f"DynamoDB alone: {alone}", flush=True)
     return floors
-
-
-def _median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None

@@ -134,25 +134,21 @@ def _sample(calls: list[Call], dynamodb: dict[str, Any] | None) -> dict[str, Any
     }
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
 def summarize(side: Side, httpbench: ModuleType) -> dict[str, Any]:
     out: dict[str, Any] = dict(httpbench.summarize_ms(side.latencies))
     if side.samples:
         requests = [s["requests"] for s in side.samples if s["requests"] is not None]
         out.update(
             {
-                "dynamodb_requests": _median(requests) if requests else None,
+                "dynamodb_requests": statistics.median(requests) if requests else None,
                 "dynamodb_requests_range": [min(requests), max(requests)] if requests else None,
-                "calls": _median([s["calls"] for s in side.samples]),
+                "calls": statistics.median([s["calls"] for s in side.samples]),
                 "operations": side.samples[-1]["operations"],
                 # Waves are read off timings: the most frequent grouping is the plan's.
                 "shape": Counter(s["shape"] for s in side.samples).most_common(1)[0][0],
-                "waves": _median([s["waves"] for s in side.samples]),
-                "dynamodb_wall_ms": _median([s["wall_ms"] for s in side.samples]),
-                "dynamodb_serial_ms": _median([s["serial_ms"] for s in side.samples]),
+                "waves": statistics.median([s["waves"] for s in side.samples]),
+                "dynamodb_wall_ms": statistics.median([s["wall_ms"] for s in side.samples]),
+                "dynamodb_serial_ms": statistics.median([s["serial_ms"] for s in side.samples]),
                 "extensions": side.samples[-1]["extensions"],
             }
         )

@@ -5,18 +5,15 @@ processes spent per answered request (from /proc).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 from graph_api.settings import Settings
 from graph_api.store.embedded import cpu_seconds, descendants
-from tools import api_server, dynamodb_local
+from tools import api_server
 from tools.bench_run import BenchRun
 
 
@@ -24,12 +21,9 @@ from tools.bench_run import BenchRun
 def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, int]]:
     """`graph-api serve --workers N` on the bench's table (N: serve's default when None);
     yields its port and the parent's pid. The settings are the in-process server's."""
-    port = dynamodb_local.free_port()
     env = {
-        **os.environ,
         "GRAPH_API_BACKEND": "remote",
         "GRAPH_API_TABLE": settings.table,
-        "GRAPH_API_LOG_LEVEL": "WARNING",
         "GRAPH_API_PUBLIC_PERSONAL_DATA": str(settings.public_personal_data).lower(),
         "GRAPH_API_JWKS_URL": "",
         "GRAPH_API_JWT_SECRET": "",
@@ -42,21 +36,8 @@ def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, 
             AWS_ACCESS_KEY_ID="local",
             AWS_SECRET_ACCESS_KEY="local",
         )
-    command = [sys.executable, "-m", "graph_api.cli", "serve", "--host", "127.0.0.1"]
-    command += ["--port", str(port)] + (["--workers", str(workers)] if workers else [])
-    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory() as folder:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=folder)
-        try:
-            try:
-                api_server.wait_until_healthy(f"http://127.0.0.1:{port}", process)
-            except RuntimeError as error:
-                log.seek(0)
-                raise RuntimeError(
-                    f"{error}\n{log.read().decode(errors='replace')[-4000:]}"
-                ) from None
-            yield port, process.pid
-        finally:
-            api_server.stop(process)
+    with api_server.served(workers=workers, **env) as server:
+        yield urlsplit(server.url).port or 80, server.process.pid
 
 
 def throughput(
