@@ -64,7 +64,7 @@ lint: $(STAMP)  ## ruff, mypy, and uv.lock up to date with pyproject.toml
 # Needs Java 17 and npm (DynamoDB Local), Debian's postgresql (the peer); without the peer's
 # needs it says why in one line and measures our side only. BENCH_ARGS="--requests 200",
 # "--no-live" (skips the live events' minute), "--live-writes 50".
-bench: $(STAMP)  ## us beside the PostGraphile peer: five queries, then live events (about 3 min)
+bench: $(STAMP)  ## us beside the PostGraphile peer: five queries, then live events (about 4-5 min)
 	$(BIN)/python -m tools.peer_bench $(BENCH_ARGS)
 
 # PROFILE_QUERY=Q1..Q5 (default Q1). The query runs in process with DynamoDB's answers served

@@ -298,10 +298,12 @@ def _on_sigterm(signum: int, _frame: FrameType | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100, help="timed requests a query a side")
-    # Both sides run on JITs (DynamoDB Local's JVM, PostGraphile's V8): after 10 requests
-    # a query's latency was still falling (Q3 4.8 -> 3.1 ms, its peer's 1.3 -> 1.2 ms).
+    # Both sides run on JITs (DynamoDB Local's JVM, PostGraphile's V8), and what we compare
+    # is their steady state. After 300 requests a query the peer was still getting faster,
+    # and we much less: in four back-to-back pairs of runs on 11-28, 2,000 instead of 300
+    # took Q4's ratio from 2.74-2.95x to 3.06-3.33x (README, "The runs so far").
     parser.add_argument(
-        "--warmup", type=int, default=300, help="untimed requests a query a side first"
+        "--warmup", type=int, default=2000, help="untimed requests a query a side first"
     )
     parser.add_argument("--block", type=int, default=10, help="requests a side before switching")
     parser.add_argument("--workers", type=int, default=4, help="connections that seed")
