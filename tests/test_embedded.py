@@ -653,6 +653,62 @@ def test_item_reads_written_as_json_match_motos_own_serializer(
     assert len(ours[0]["Items"]) == 2 and ours[1]["Items"] and ours[2]["Item"]
 
 
+def test_projected_reads_answer_what_motos_own_projection_answers(
+    inside: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+
+    svc = inside
+    create_teacher(svc, "t1")
+    create_class(svc, "c1", "t1", subject="Chemistry")
+    create_student(svc, "Ada", "ada@ex.org", id="s1", home=_home())
+    assert enroll(svc, "s1", "c1").problems == []
+    client, name = svc.dynamo.client, svc.settings.table
+    student = {"PK": {"S": "STUDENT#s1"}, "SK": {"S": "STUDENT#s1"}}
+    # Top-level attributes (what the API asks), one missing, a map, a nested path and a list
+    # element (moto's own code), names through placeholders.
+    projections: list[tuple[str, dict[str, str]]] = [
+        ("PK, SK, #n, email", {"#n": "name"}),
+        ("home, classes, nothing", {}),
+        ("#h.city, #n", {"#h": "home", "#n": "name"}),
+        ("version, studentId, studentName", {}),
+        ("tags[0], PK", {}),
+    ]
+
+    def answers() -> list[Any]:
+        found: list[Any] = []
+        for expression, names in projections:
+            asked: dict[str, Any] = {"ProjectionExpression": expression}
+            if names:
+                asked["ExpressionAttributeNames"] = names
+            found.append(client.get_item(TableName=name, Key=student, **asked)["Item"])
+            batch = client.batch_get_item(RequestItems={name: {"Keys": [student], **asked}})
+            found.append(batch["Responses"][name])
+            roster = client.query(
+                TableName=name,
+                KeyConditionExpression="PK = :p",
+                ExpressionAttributeValues={":p": {"S": "CLASS#c1"}},
+                **asked,
+            )
+            found.append(roster["Items"])
+        return found
+
+    ours = answers()
+    assert ours[0] == {
+        "PK": student["PK"],
+        "SK": student["SK"],
+        "name": {"S": "Ada"},
+        "email": {"S": "ada@ex.org"},
+    }
+    assert set(ours[3]) == {"home", "classes"} and "c1" in ours[3]["classes"]["M"]
+    assert ours[6] == {"home": {"M": {"city": {"S": _home()["city"]}}}, "name": {"S": "Ada"}}
+    # The class's partition: the class item (its version), then its roster's edge.
+    assert [set(item) for item in ours[11]] == [{"version"}, {"studentId", "studentName"}]
+    assert ours[11][1] == {"studentId": {"S": "s1"}, "studentName": {"S": "Ada"}}
+    monkeypatch.setattr(Item, "project", Item.project.__wrapped__)  # moto's own
+    assert answers() == ours
+
+
 def test_the_server_keeps_nothing_of_what_it_answered(inside: Services) -> None:
     """moto's models keep every instance they make; the embedded server's must not, or its
     memory grows with every query (each answer is made of copies of the items)."""

@@ -6,9 +6,9 @@ exactly as against DynamoDB Local or AWS. moto keeps everything in memory.
 moto alone is a mock, not a database: its transactions copy whole tables, its queries sort
 the whole table, it ignores `ClientRequestToken`, it does not isolate a transaction
 from concurrent readers, and its stream records refused transactions. `moto_fixes`
-(installing `partitions`, `transactions`, `responses` and `streams` into moto's backend) and
-`wsgi` (the server in front of it, which also answers DynamoDB Streams) restore DynamoDB's
-behaviour; they are the only modules that know moto's internals.
+(installing `partitions`, `transactions`, `responses`, `projections` and `streams` into
+moto's backend) and `wsgi` (the server in front of it, which also answers DynamoDB Streams)
+restore DynamoDB's behaviour; they are the only modules that know moto's internals.
 
 By default the server runs in a child process of its own, as a database would: its CPU
 work gets its own core and its own GIL, so the API's requests never queue behind moto's.

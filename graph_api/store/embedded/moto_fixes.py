@@ -6,6 +6,7 @@ pinned by `tests/test_embedded.py`; each goes away when moto does the same:
 - `partitions`: a Query reads one partition (of the table or a GSI), not the whole table;
 - `transactions`: a transaction copies only the items it touches and becomes visible at once;
 - `responses`: item reads are written as JSON directly;
+- `projections`: a projected read copies only the attributes it names, not the whole item;
 - `expressions`: a condition or update expression is parsed once per text, not for every
   action that carries it (twice for a transaction's conditions);
 - `streams`: DynamoDB Streams of committed changes only, trimmed, served on the same port
@@ -30,11 +31,19 @@ from moto.dynamodb import comparisons
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb import responses as dynamodb_responses
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.responses import DynamoResult
 
-from graph_api.store.embedded import expressions, partitions, responses, streams, transactions
+from graph_api.store.embedded import (
+    expressions,
+    partitions,
+    projections,
+    responses,
+    streams,
+    transactions,
+)
 
 _applied = False
 _apply_lock = threading.Lock()
@@ -62,6 +71,7 @@ def apply() -> None:
         DynamoDBBackend.update_table_streams = streams.update_table_streams  # type: ignore[method-assign]
         DynamoDBBackend.delete_table = streams.retired_with_table(DynamoDBBackend.delete_table)  # type: ignore[method-assign]
         DynamoResult.execute_result = responses.as_json(DynamoResult.execute_result)  # type: ignore[method-assign]
+        Item.project = projections.top_level_as_stored(Item.project)  # type: ignore[method-assign, assignment]
         # `moto.core.responses` calls the name it imported from `moto.core.utils`.
         listed = functools.cache(core_responses.method_names_from_class)  # type: ignore[attr-defined]
         core_responses.method_names_from_class = listed  # type: ignore[attr-defined]
