@@ -25,12 +25,38 @@ class BenchRun:
         """The peer's keep-alive client and its figures (`summarize_ms`, `throughput_run`)."""
         return self.mods["httpbench"]
 
-    def ours(self) -> list[peer_queries.Ours]:
-        """Our five queries."""
-        return peer_queries.build(self.data, self.targets)
+    def queries(self) -> list[BenchQuery]:
+        """The five queries: ours, the peer's when it runs, and the bodies each side is sent."""
+        encode = self.httpbench.encode
+        theirs = (
+            {spec.name: spec for spec in self.mods["queries"].build(self.targets)}
+            if self.running is not None
+            else {}
+        )
+        out = []
+        for ours in peer_queries.build(self.data, self.targets):
+            peer_spec = theirs.get(ours.name)
+            out.append(
+                BenchQuery(
+                    ours,
+                    encode(ours.query, ours.variables),
+                    peer_spec,
+                    encode(peer_spec.query, peer_spec.variables) if peer_spec else None,
+                )
+            )
+        return out
 
-    def theirs(self) -> dict[str, Any]:
-        """The peer's five queries by name; none when it does not run."""
-        if self.running is None:
-            return {}
-        return {spec.name: spec for spec in self.mods["queries"].build(self.targets)}
+
+@dataclasses.dataclass(frozen=True)
+class BenchQuery:
+    """One query on both sides: our document and its check (`peer_queries.Ours`), the peer's
+    (its `queries.py` spec, None when it does not run), and the body each side is sent."""
+
+    ours: peer_queries.Ours
+    body: bytes
+    theirs: Any | None
+    theirs_body: bytes | None
+
+    @property
+    def name(self) -> str:
+        return self.ours.name

@@ -109,17 +109,8 @@ def run(
 ) -> dict[str, Any]:
     """`measure` for the bench's five queries, the peer's beside ours when it runs; prints
     what DynamoDB alone took for each."""
-    httpbench, running, theirs = bench.httpbench, bench.running, bench.theirs()
-    bodies = [
-        (
-            spec.name,
-            httpbench.encode(spec.query, spec.variables),
-            httpbench.encode(theirs[spec.name].query, theirs[spec.name].variables)
-            if spec.name in theirs
-            else None,
-        )
-        for spec in bench.ours()
-    ]
+    httpbench, running = bench.httpbench, bench.running
+    bodies = [(q.name, q.body, q.theirs_body) for q in bench.queries()]
     floors = measure(
         port,
         running.port if running else None,

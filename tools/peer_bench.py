@@ -454,16 +454,15 @@ def run(bench: BenchRun, port: int, clock: CallClock, folder: Path) -> dict[str,
     env: dict[str, Any] = dict(running.versions) if running else {}
     ours_client = httpbench.GraphQLClient("127.0.0.1", port)
     theirs_client = httpbench.GraphQLClient("127.0.0.1", running.port) if running else None
-    peer_specs = bench.theirs()
     out = []
-    for spec in bench.ours():
-        ours = Side(port, httpbench.encode(spec.query, spec.variables))
+    for query in bench.queries():
+        spec, theirs_spec = query.ours, query.theirs
+        ours = Side(port, query.body)
         row: dict[str, Any] = {"name": spec.name, "title": spec.title, "query": spec.query}
         row["check"] = spec.check(ours_client.query(spec.query, spec.variables), school, targets)
         theirs = None
-        if running is not None and theirs_client is not None:
-            theirs_spec = peer_specs[spec.name]
-            theirs = Side(running.port, httpbench.encode(theirs_spec.query, theirs_spec.variables))
+        if running is not None and theirs_client is not None and query.theirs_body is not None:
+            theirs = Side(running.port, query.theirs_body)
             answer = theirs_client.query(theirs_spec.query, theirs_spec.variables)
             row["peer_check"] = theirs_spec.check(answer, data, targets)
             before = running.statements()

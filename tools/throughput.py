@@ -60,21 +60,18 @@ def run(bench: BenchRun, settings: Settings) -> dict[str, Any]:
     """Q1 from `args.clients` clients for `args.seconds` a side: ours served by `api_workers`
     (its answer checked first), then the peer's when it runs."""
     args, running, httpbench = bench.args, bench.running, bench.httpbench
-    ours_spec = next(s for s in bench.ours() if s.name == "Q1")
+    q1 = next(q for q in bench.queries() if q.name == "Q1")
     with api_workers(settings, args.api_workers) as (port, pid):
         workers = len([p for p in descendants(pid) if _is_worker(p)])
         client = httpbench.GraphQLClient("127.0.0.1", port)
-        answer = client.query(ours_spec.query, ours_spec.variables)
-        check = ours_spec.check(answer, bench.school, bench.targets)
+        answer = client.query(q1.ours.query, q1.ours.variables)
+        check = q1.ours.check(answer, bench.school, bench.targets)
         client.close()
-        body = httpbench.encode(ours_spec.query, ours_spec.variables)
-        us = throughput(httpbench, port, pid, body, args.clients, args.seconds)
+        us = throughput(httpbench, port, pid, q1.body, args.clients, args.seconds)
     out: dict[str, Any] = {"clients": args.clients, "workers": workers, "check": check, "us": us}
-    if running is not None:
-        theirs_spec = bench.theirs()["Q1"]
-        body = httpbench.encode(theirs_spec.query, theirs_spec.variables)
+    if running is not None and q1.theirs_body is not None:
         out["peer"] = throughput(
-            httpbench, running.port, running.pid, body, args.clients, args.seconds
+            httpbench, running.port, running.pid, q1.theirs_body, args.clients, args.seconds
         )
     print(
         f"Q1 x{args.clients}: us {us['rps']:.1f} requests/s ({workers} workers)"
