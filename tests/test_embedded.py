@@ -597,18 +597,26 @@ def test_updates_in_a_transaction_match_single_item_updates(
         assert transacted == single
 
 
+def _ada_in_chemistry(svc: Services) -> tuple[Client, str, dict[str, Any]]:
+    """Student s1 (Ada, with a home) enrolled in class c1 of teacher t1: the client, the
+    table's name and the student's key."""
+    create_teacher(svc, "t1")
+    create_class(svc, "c1", "t1", subject="Chemistry")
+    create_student(svc, "Ada", "ada@ex.org", id="s1", home=_home())
+    assert enroll(svc, "s1", "c1").problems == []
+    return (
+        svc.dynamo.client,
+        svc.settings.table,
+        {"PK": {"S": "STUDENT#s1"}, "SK": {"S": "STUDENT#s1"}},
+    )
+
+
 def test_item_reads_written_as_json_match_motos_own_serializer(
     inside: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from graph_api.store.embedded import responses
 
-    svc = inside
-    create_teacher(svc, "t1")
-    create_class(svc, "c1", "t1", subject="Chemistry")
-    create_student(svc, "Ada", "ada@ex.org", id="s1", home=_home())
-    assert enroll(svc, "s1", "c1").problems == []
-    client, name = svc.dynamo.client, svc.settings.table
-    student = {"PK": {"S": "STUDENT#s1"}, "SK": {"S": "STUDENT#s1"}}
+    client, name, student = _ada_in_chemistry(inside)
     # The class's partition holds the class and its roster (the enrolment edge); GSI1 holds
     # the edge inverted, under its student.
     calls: list[tuple[str, dict[str, Any]]] = [
@@ -658,13 +666,7 @@ def test_projected_reads_answer_what_motos_own_projection_answers(
 ) -> None:
     from moto.dynamodb.models.dynamo_type import Item
 
-    svc = inside
-    create_teacher(svc, "t1")
-    create_class(svc, "c1", "t1", subject="Chemistry")
-    create_student(svc, "Ada", "ada@ex.org", id="s1", home=_home())
-    assert enroll(svc, "s1", "c1").problems == []
-    client, name = svc.dynamo.client, svc.settings.table
-    student = {"PK": {"S": "STUDENT#s1"}, "SK": {"S": "STUDENT#s1"}}
+    client, name, student = _ada_in_chemistry(inside)
     # Top-level attributes (what the API asks), one missing, a map, a nested path and a list
     # element (moto's own code), names through placeholders.
     projections: list[tuple[str, dict[str, str]]] = [
