@@ -17,7 +17,15 @@ from typing import Any
 
 from tools import timed_client
 from tools.bench_run import BenchRun
-from tools.calls import CallClock, RequestRecorder, calls_within, group, record_calls, waves
+from tools.calls import (
+    SAMPLED,
+    CallClock,
+    RequestRecorder,
+    calls_within,
+    group,
+    record_calls,
+    waves,
+)
 
 TYPENAME = json.dumps({"query": "{ __typename }"}).encode()
 
@@ -70,8 +78,12 @@ def measure(
     if theirs_port is not None:
         typename["peer"] = len(sides)
         sides.append({"port": theirs_port, "body": TYPENAME.decode()})
-    clock.take()
     results = timed_client.timed(folder, sides, requests, warmup, block)
+    clock.take()
+    with clock.watching():
+        sampled = timed_client.timed(
+            folder, [sides[row["us"]] for row in rows], SAMPLED, 0, SAMPLED
+        )
     calls = clock.take()
 
     def p50(index: int | None) -> float | None:
@@ -91,12 +103,12 @@ def measure(
                 "alone_ms": p50(row.get("alone")),
                 # The same calls as the API's clock saw them: serialize, send, parse.
                 "wall_ms": statistics.median(
-                    [waves(c)[1] for c in calls_within(calls, results[row["us"]]["intervals"])]
+                    [waves(c)[1] for c in calls_within(calls, sampled[i]["intervals"])]
                 ),
                 "calls": row.get("calls"),
                 "no_replay": row.get("no_replay"),
             }
-            for row in rows
+            for i, row in enumerate(rows)
         ],
     }
 

@@ -58,7 +58,7 @@ from tools import (
 )
 from tools.bench import serve
 from tools.bench_run import BenchRun
-from tools.calls import Call, CallClock, RequestRecorder, calls_within, shape, waves
+from tools.calls import SAMPLED, Call, CallClock, RequestRecorder, calls_within, shape, waves
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "test-output"
@@ -74,7 +74,9 @@ class Side:
     port: int
     body: bytes
     latencies: list[float] = dataclasses.field(default_factory=list)
-    samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # ours: `measure`
+    # Ours: `extensions.dynamodb.requests` of each timed request, as its answer said.
+    counted: list[int | None] = dataclasses.field(default_factory=list)
     last: bytes = b""
 
 
@@ -95,10 +97,10 @@ def measure(
     block: int,
 ) -> None:
     """Warm-up, then `requests` timed requests a side, alternating blocks of `block`, sent
-    by tools/timed_client.py from a process of its own; each of our timed requests gets the
-    DynamoDB calls the clock saw within its interval."""
+    by tools/timed_client.py from a process of its own. Then `SAMPLED` more of ours,
+    untimed, with the clock watching: their DynamoDB calls give the query's calls and waves,
+    and the timed requests carry no probe."""
     sides = [ours] if theirs is None else [ours, theirs]
-    clock.take()
     results = timed_client.timed(
         folder,
         [{"port": side.port, "body": side.body.decode()} for side in sides],
@@ -106,24 +108,28 @@ def measure(
         warmup,
         block,
     )
-    calls = clock.take()
     for side, result in zip(sides, results, strict=True):
         side.last = result["last"].encode()
         side.latencies = [ended - started for started, ended in result["intervals"]]
-        if side is ours:
-            side.samples = [
-                _sample(within, dynamodb)
-                for within, dynamodb in zip(
-                    calls_within(calls, result["intervals"]), result["dynamodb"], strict=True
-                )
-            ]
+    ours.counted = [(d or {}).get("requests") for d in results[0]["dynamodb"]]
+    clock.take()
+    with clock.watching():
+        (sampled,) = timed_client.timed(
+            folder, [{"port": ours.port, "body": ours.body.decode()}], SAMPLED, 0, SAMPLED
+        )
+    calls = clock.take()
+    ours.samples = [
+        _sample(within, dynamodb)
+        for within, dynamodb in zip(
+            calls_within(calls, sampled["intervals"]), sampled["dynamodb"], strict=True
+        )
+    ]
 
 
 def _sample(calls: list[Call], dynamodb: dict[str, Any] | None) -> dict[str, Any]:
     """One request's figures: what its answer said, and its calls as the clock saw them."""
     count, wall, serial = waves(calls)
     return {
-        "requests": (dynamodb or {}).get("requests"),
         "extensions": dynamodb,
         "calls": len(calls),
         "operations": dict(Counter(name for name, _, _ in calls)),
@@ -137,7 +143,7 @@ def _sample(calls: list[Call], dynamodb: dict[str, Any] | None) -> dict[str, Any
 def summarize(side: Side, httpbench: ModuleType) -> dict[str, Any]:
     out: dict[str, Any] = dict(httpbench.summarize_ms(side.latencies))
     if side.samples:
-        requests = [s["requests"] for s in side.samples if s["requests"] is not None]
+        requests = [n for n in side.counted if n is not None]
         out.update(
             {
                 "dynamodb_requests": statistics.median(requests) if requests else None,
