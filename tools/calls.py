@@ -11,10 +11,13 @@ import bisect
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+Call = tuple[str, float, float]  # operation, started, ended (perf_counter seconds)
+T = TypeVar("T")
 
 
 class CallClock:
@@ -32,7 +35,7 @@ class CallClock:
     """
 
     def __init__(self, client: Any) -> None:
-        self._calls: list[tuple[str, float, float]] = []
+        self._calls: list[Call] = []
         self._events = client.meta.events
 
     @contextmanager
@@ -45,6 +48,13 @@ class CallClock:
             self._events.unregister("before-parameter-build.dynamodb", self._start)
             self._events.unregister("after-call.dynamodb", self._end)
 
+    def calls_of(self, send: Callable[[], T]) -> tuple[T, list[Call]]:
+        """What `send()` returns, and the calls made while it ran, the clock watching."""
+        self.take()
+        with self.watching():
+            sent = send()
+        return sent, self.take()
+
     @staticmethod
     def _start(context: dict[str, Any], **_: Any) -> None:
         context["bench_started"] = time.perf_counter()
@@ -54,12 +64,10 @@ class CallClock:
         if started is not None:
             self._calls.append((model.name, started, time.perf_counter()))  # atomic append
 
-    def take(self) -> list[tuple[str, float, float]]:
+    def take(self) -> list[Call]:
         calls, self._calls = self._calls, []
         return calls
 
-
-Call = tuple[str, float, float]  # operation, started, ended (perf_counter seconds)
 
 # Requests of ours sent again after a timed run, untimed, while the clock watches: the calls
 # a query makes, and their waves, without the clock on the requests that were timed.
@@ -159,10 +167,8 @@ def record_calls(
     clock saw them; None when a call of something else (the stream reader's lease) kept
     slipping in: the requests recorded must be the ones the answer counts."""
     for _ in range(attempts):
-        clock.take()
-        with clock.watching(), recorder.recording() as recorded:
-            status, raw = client.post_raw(body)
-        calls = clock.take()
+        with recorder.recording() as recorded:
+            (status, raw), calls = clock.calls_of(lambda: client.post_raw(body))
         if status != 200:
             raise RuntimeError(f"HTTP {status} while recording: {raw[:300]!r}")
         counted = (json.loads(raw).get("extensions") or {}).get("dynamodb", {}).get("requests")

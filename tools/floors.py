@@ -79,12 +79,8 @@ def measure(
         typename["peer"] = len(sides)
         sides.append({"port": theirs_port, "body": TYPENAME.decode()})
     results = timed_client.timed(folder, sides, requests, warmup, block)
-    clock.take()
-    with clock.watching():
-        sampled = timed_client.timed(
-            folder, [sides[row["us"]] for row in rows], SAMPLED, 0, SAMPLED
-        )
-    calls = clock.take()
+    ours = [sides[row["us"]] for row in rows]
+    sampled, calls = clock.calls_of(lambda: timed_client.timed(folder, ours, SAMPLED, 0, SAMPLED))
 
     def p50(index: int | None) -> float | None:
         if index is None:

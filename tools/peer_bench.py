@@ -112,12 +112,10 @@ def measure(
         side.last = result["last"].encode()
         side.latencies = [ended - started for started, ended in result["intervals"]]
     ours.counted = [(d or {}).get("requests") for d in results[0]["dynamodb"]]
-    clock.take()
-    with clock.watching():
-        (sampled,) = timed_client.timed(
-            folder, [{"port": ours.port, "body": ours.body.decode()}], SAMPLED, 0, SAMPLED
-        )
-    calls = clock.take()
+    ours_side = [{"port": ours.port, "body": ours.body.decode()}]
+    (sampled,), calls = clock.calls_of(
+        lambda: timed_client.timed(folder, ours_side, SAMPLED, 0, SAMPLED)
+    )
     ours.samples = [
         _sample(within, dynamodb)
         for within, dynamodb in zip(
