@@ -101,20 +101,14 @@ def measure(
     untimed, with the clock watching: their DynamoDB calls give the query's calls and waves,
     and the timed requests carry no probe."""
     sides = [ours] if theirs is None else [ours, theirs]
-    results = timed_client.timed(
-        folder,
-        [{"port": side.port, "body": side.body.decode()} for side in sides],
-        requests,
-        warmup,
-        block,
-    )
+    asked = [{"port": side.port, "body": side.body.decode()} for side in sides]
+    results = timed_client.timed(folder, asked, requests, warmup, block)
     for side, result in zip(sides, results, strict=True):
         side.last = result["last"].encode()
         side.latencies = [ended - started for started, ended in result["intervals"]]
     ours.counted = [(d or {}).get("requests") for d in results[0]["dynamodb"]]
-    ours_side = [{"port": ours.port, "body": ours.body.decode()}]
     (sampled,), calls = clock.calls_of(
-        lambda: timed_client.timed(folder, ours_side, SAMPLED, 0, SAMPLED)
+        lambda: timed_client.timed(folder, asked[:1], SAMPLED, 0, SAMPLED)
     )
     ours.samples = [
         _sample(within, dynamodb)
