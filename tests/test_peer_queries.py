@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from graph_api.model import keys
 from graph_api.model.keys import Kind
 from graph_api.store.codec import Item, decode
 from tools import peer_queries
-from tools.calls import RequestRecorder, calls_within, shape, waves
+from tools.calls import RequestRecorder, calls_within, pauses, shape, waves
 from tools.timed_client import Replayed, Timed, alternate
 
 TARGETS = {
@@ -103,6 +104,26 @@ def test_a_request_gets_the_calls_made_within_its_interval() -> None:
     assert [c[1] for c in second] == [2.1]
 
 
+def test_the_pauses_before_each_call_are_their_lower_quartile_over_requests_in_a_row() -> None:
+    requests = [
+        [("Query", 1.0, 1.2), ("BatchGetItem", 1.5, 1.9)],
+        [("Query", 2.9, 3.1), ("BatchGetItem", 3.3, 3.6)],  # 1.0 after the last call, 0.2
+        [("Query", 4.8, 5.0), ("BatchGetItem", 5.4, 5.6)],  # 1.2 after it, 0.4
+        [("Query", 6.7, 6.9), ("BatchGetItem", 7.2, 7.5)],  # 1.1, 0.3
+        [("Query", 8.5, 8.7), ("BatchGetItem", 9.6, 9.8)],  # 1.0, 0.9: a busy moment
+    ]
+    assert pauses(requests) == pytest.approx([1.0, 0.3])
+
+
+def test_no_pauses_when_the_requests_made_other_calls_or_calls_at_once() -> None:
+    one = [("Query", 1.0, 1.2), ("BatchGetItem", 1.5, 1.9)]
+    assert pauses([one]) is None  # a pause before the first call needs a request before it
+    assert pauses([one, [("Query", 2.0, 2.2)]]) is None
+    assert pauses([one, [("BatchGetItem", 2.0, 2.2), ("Query", 2.5, 2.9)]]) is None
+    together = [("Query", 1.0, 1.4), ("Query", 1.1, 1.5)]
+    assert pauses([together, [("Query", 2.0, 2.4), ("Query", 2.1, 2.5)]]) is None
+
+
 # -- floors: a query's DynamoDB calls sent again, with no API between ----------------------
 
 
@@ -161,6 +182,27 @@ def test_a_replay_sends_its_requests_in_order_on_one_connection_and_times_them_t
     assert server.connections == 1
     assert len(replayed.intervals) == 2
     assert replayed.last == b"second"
+
+
+def test_a_paced_replay_waits_before_each_request_and_times_the_requests_alone() -> None:
+    server = HTTPServer(_answer(b"200 OK"))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    replay = [("/", {}, b"first"), ("/", {}, b"second")]
+    replayed = Replayed(conn, replay, [0.05, 0.1])
+    try:
+        began = time.perf_counter()
+        replayed.post(timed=True)
+        took = time.perf_counter() - began
+    finally:
+        replayed.close()
+        server.close()
+    assert [request.partition(b"\r\n\r\n")[2] for request in server.requests] == [
+        b"first",
+        b"second",
+    ]
+    ((started, ended),) = replayed.intervals
+    # A sleep lasts at least its pause: the sample spans what is left, the requests.
+    assert started >= began and ended - started <= took - 0.15
 
 
 def test_a_replay_answered_with_an_error_stops_the_timing() -> None:

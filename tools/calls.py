@@ -8,6 +8,7 @@ Both hook botocore's public events, whatever the API's own code looks like.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import time
 from collections import Counter
@@ -114,6 +115,29 @@ def calls_within(calls: list[Call], intervals: list[tuple[float, float]]) -> lis
         first, last = bisect.bisect_left(starts, begun), bisect.bisect_right(starts, ended)
         out.append([call for call in calls[first:last] if call[2] <= ended])
     return out
+
+
+def pauses(requests: list[list[Call]]) -> list[float] | None:
+    """The API's pauses between its calls for requests sent one after another: for each call
+    of a request, the time since the call before it ended (the first call's, since the
+    previous request's last one), its lower quartile over the requests. None unless every
+    request made the same calls one at a time.
+
+    Lower bounds of how long DynamoDB waits between the calls: measured between the clock's
+    events (a call's start before its parameters are serialized, its end once its answer is
+    parsed), they leave out our client's share of each call; the lower quartile, as a busy
+    moment only lengthens them.
+    """
+    shapes = {tuple(call[0] for call in calls) for calls in requests}
+    if len(requests) < 2 or len(shapes) != 1 or any(len(w) > 1 for w in group(requests[0])):
+        return None
+    gaps: list[list[float]] = [[] for _ in requests[0]]
+    for before, calls in itertools.pairwise(requests):
+        previous = before[-1][2]
+        for i, (_, started, ended) in enumerate(calls):
+            gaps[i].append(started - previous)
+            previous = ended
+    return [sorted(gap)[len(gap) // 4] for gap in gaps]
 
 
 class RequestRecorder:

@@ -11,13 +11,14 @@ monotonic clock, the same in both processes).
 
 A side can also be DynamoDB itself: a query's calls as the API sent them, recorded by the
 bench (`calls.RequestRecorder`), sent again one after another straight to the emulator
-(`Replayed`): what the backend alone takes for that query, with no API between.
+(`Replayed`), back to back or with the API's pauses between them: what the backend alone
+takes for that query, with no API between.
 
 Reads a job on stdin: {"peer": folder, "sides": [{"port", "body"} or {"port", "replay":
-[{"path", "headers", "body"}, ...], "host"}, ...], "requests", "warmup", "block"}; writes one
-result a side on stdout: {"intervals": [[start, end], ...], "dynamodb": [extensions.dynamodb
-or null, ...], "last": answer}. An answer other than HTTP 200, warm-up or timed, ends it
-with that answer on stderr and exit status 1. `timed` runs it so.
+[{"path", "headers", "body"}, ...], "host", "pauses" (optional)}, ...], "requests", "warmup",
+"block"}; writes one result a side on stdout: {"intervals": [[start, end], ...],
+"dynamodb": [extensions.dynamodb or null, ...], "last": answer}. An answer other than HTTP
+200, warm-up or timed, ends it with that answer on stderr and exit status 1. `timed` runs it so.
 """
 
 from __future__ import annotations
@@ -77,14 +78,25 @@ class Timed(_Timings):
 @dataclass
 class Replayed(_Timings):
     """Recorded DynamoDB requests sent again, in their order, on one keep-alive connection
-    to the emulator: one timed sample spans them all."""
+    to the emulator: one timed sample spans them all.
+
+    With `pauses`, each request waits its pause first (the API's pauses between its calls,
+    `calls.pauses`), and a sample spans the requests' own time, the pauses left out: what
+    the emulator takes when it is called at the API's pace, idle in between.
+    """
 
     conn: http.client.HTTPConnection
     requests: list[tuple[str, dict[str, str], bytes]]  # path, headers, body: as sent by the API
+    pauses: list[float] = field(default_factory=list)  # seconds before each request
 
     def post(self, timed: bool) -> None:
         started = time.perf_counter()
-        for path, headers, body in self.requests:
+        paused = 0.0
+        for i, (path, headers, body) in enumerate(self.requests):
+            if self.pauses:
+                before = time.perf_counter()
+                time.sleep(self.pauses[i])
+                paused += time.perf_counter() - before
             self.conn.request("POST", path, body, headers)
             response = self.conn.getresponse()
             raw = response.read()
@@ -94,7 +106,7 @@ class Replayed(_Timings):
                 )
             self.last = raw
         if timed:
-            self.intervals.append((started, time.perf_counter()))
+            self.intervals.append((started, time.perf_counter() - paused))
 
     def close(self) -> None:
         self.conn.close()
@@ -153,7 +165,7 @@ def main() -> None:
             host = asked.get("host", "127.0.0.1")
             conn = http.client.HTTPConnection(host, asked["port"], timeout=30)
             replay = [(r["path"], r["headers"], r["body"].encode()) for r in asked["replay"]]
-            sides.append(Replayed(conn, replay))
+            sides.append(Replayed(conn, replay, asked.get("pauses") or []))
         else:
             client = httpbench.GraphQLClient("127.0.0.1", asked["port"])
             sides.append(Timed(client, asked["body"].encode()))
