@@ -144,13 +144,10 @@ def run(
         bench.args.block,
     )
     alone = ", ".join(
-        f"{q['name']} {q['alone_ms']:.2f} ms ({_ms(q['paced_ms'])} at our pace)"
+        f"{q['name']} {q['alone_ms']:.2f} ms"
+        + (f" ({q['paced_ms']:.2f} ms at our pace)" if q["paced_ms"] else "")
         for q in floors["queries"]
         if q["alone_ms"]
     )
     print(f"DynamoDB alone: {alone}", flush=True)
     return floors
-
-
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f} ms"

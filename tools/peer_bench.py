@@ -275,10 +275,10 @@ def render_floors(floors: dict[str, Any]) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for q in floors["queries"]:
-        us, them, alone, paced = q["us_ms"], q["peer_ms"], q["alone_ms"], q.get("paced_ms")
+        us, them, alone, paced = q["us_ms"], q["peer_ms"], q["alone_ms"], q["paced_ms"]
         calls = f"{q['calls']} call{'' if q['calls'] == 1 else 's'}"
         shown = f"{alone:.2f} ({calls})" if alone else f"n/a: {q['no_replay']}"
-        pauses = ", ".join(f"{p:.2f}" for p in q.get("pauses_ms") or [])
+        pauses = ", ".join(f"{p:.2f}" for p in q["pauses_ms"])
         at_pace = f"{paced:.2f} ({pauses})" if paced else "n/a"
         ratios = ["n/a", "n/a", "n/a"]
         if them:
