@@ -65,21 +65,21 @@ lint: $(STAMP)  ## ruff, mypy, and uv.lock up to date with pyproject.toml
 # needs it says why in one line and measures our side only. BENCH_ARGS="--requests 200",
 # "--no-live" (skips the live events' minute), "--live-writes 50".
 bench: $(STAMP)  ## us beside the PostGraphile peer: five queries, then live events (about 4-5 min)
-	$(BIN)/python -m tools.peer_bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.plain $(BENCH_ARGS)
 
 # PROFILE_QUERY=Q1..Q5 (default Q1). The query runs in process with DynamoDB's answers served
-# from memory (tools/replay.py), so the graph shows GraphQL execution and our code only.
+# from memory (bench/replay.py), so the graph shows GraphQL execution and our code only.
 PROFILE_QUERY ?= Q1
 profile: $(STAMP)  ## flame graph of a bench query, GraphQL + our code: test-output/profile-Q1.svg
 	@mkdir -p test-output
 	$(BIN)/py-spy record --rate 250 --format flamegraph -o test-output/profile-$(PROFILE_QUERY).svg \
-		-- $(BIN)/python -m tools.replay --query $(PROFILE_QUERY) --seconds 10
+		-- $(BIN)/python -m bench.replay --query $(PROFILE_QUERY) --seconds 10
 
 bench-naive: $(STAMP)  ## DynamoDB requests and latency per query, batched vs naive
-	$(BIN)/python -m tools.bench
+	$(BIN)/python -m bench.naive
 
 bench-embedded: $(STAMP)  ## the embedded backend as make run serves it (500 and 5,000 students)
-	$(BIN)/python -m tools.bench_embedded
+	$(BIN)/python -m bench.embedded
 
 schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 	$(BIN)/graph-api export-schema -o schema/schema.graphql

@@ -22,6 +22,7 @@ from graphql.pyutils import is_awaitable as graphql_is_awaitable
 from support import seed
 from test_request_counts import Shapes, render, targets
 
+from bench import queries as peer_queries
 from graph_api.graph import execution, known, plans, runners
 from graph_api.graph.context import Context, Services
 from graph_api.graph.prepared import prepared_by
@@ -29,7 +30,6 @@ from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.graph.school_class import Class
 from graph_api.model import items
 from graph_api.store.codec import Item
-from tools import peer_queries
 
 
 def both(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:

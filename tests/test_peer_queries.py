@@ -1,4 +1,4 @@
-"""`make bench`'s five queries (tools/peer_queries.py) stay valid in our schema.
+"""`make bench`'s five queries (bench/queries.py) stay valid in our schema.
 
 The bench itself runs outside `make test` (it needs DynamoDB Local, PostgreSQL and the
 peer); this catches, in milliseconds, a schema change that would break it, and checks how
@@ -19,13 +19,13 @@ from graphql import OperationDefinitionNode, parse, validate
 from graphql.execution.values import get_variable_values
 from support import HTTPServer, dynamodb_requests, execute
 
+from bench import queries as peer_queries
+from bench.calls import RequestRecorder, calls_within, pauses, shape, waves
+from bench.timed_client import Replayed, Timed, alternate
 from graph_api.graph.schema import build_schema
 from graph_api.model import keys
 from graph_api.model.keys import Kind
 from graph_api.store.codec import Item, decode
-from tools import peer_queries
-from tools.calls import RequestRecorder, calls_within, pauses, shape, waves
-from tools.timed_client import Replayed, Timed, alternate
 
 TARGETS = {
     "q1_student_ids": [f"s{i:04d}" for i in range(1, 31)],

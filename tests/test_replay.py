@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tools import replay
+from bench import replay
 
 
 def test_replay_answers_the_five_queries_without_errors() -> None:

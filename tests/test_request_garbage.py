@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from test_request_counts import targets
 
+from bench import queries as peer_queries
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.store.codec import Item
-from tools import peer_queries
 
 
 async def _post(app: Any, document: str, variables: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from bench.naive import MUTATIONS, measure, measure_writes, post, serve
 from graph_api import cli
 from graph_api.graph.context import Services
 from graph_api.http.hosting import tune_collector
@@ -29,7 +30,6 @@ from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.embedded import rss_kb
 from tools import load
-from tools.bench import MUTATIONS, measure, measure_writes, post, serve
 
 BY_LOCATION = """{ studentsByLocation(country: "Canada", first: 25) {
     edges { node { name classes { edges { node { subject teacher { name } } } } } } } }"""

@@ -1,4 +1,4 @@
-"""The bench's timed requests, sent from a process of their own (`python -m tools.timed_client`).
+"""The bench's timed requests, sent from a process of their own (`python -m bench.timed_client`).
 
 `make bench` serves our API from its own process, a thread beside the clock that times the
 API's DynamoDB calls. A client in that process shares the server's interpreter lock: once
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tools import peer
+from bench import peer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -144,7 +144,7 @@ def timed(folder: Path, sides: list[dict[str, Any]], requests: int, warmup: int,
         "block": block,
     }
     sent = subprocess.run(
-        [sys.executable, "-m", "tools.timed_client"],
+        [sys.executable, "-m", "bench.timed_client"],
         input=json.dumps(job),
         capture_output=True,
         text=True,

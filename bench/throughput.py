@@ -11,10 +11,10 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench.run import BenchRun
 from graph_api.settings import Settings
 from graph_api.store.embedded import cpu_seconds, descendants
 from tools import api_server
-from tools.bench_run import BenchRun
 
 
 @contextmanager

@@ -1,21 +1,21 @@
 """`make bench`: our API beside the PostGraphile peer, in one run, on the same school.
 
-The peer (`../shared/peers/postgraphile`, see tools/peer.py) runs from a copy in
+The peer (`../shared/peers/postgraphile`, see bench/peer.py) runs from a copy in
 `.cache/peer/`: a throwaway PostgreSQL cluster loaded with its seed-11 dataset, PostGraphile
 on a loopback port. We seed the same dataset into a fresh table of DynamoDB Local through our
-own GraphQL mutations (tools/seeding.py), serve
+own GraphQL mutations (bench/seeding.py), serve
 the API on another loopback port, check both sides' answers against the dataset, then time
 the five logical queries on both, interleaved in blocks, one keep-alive connection per side,
 the same number of timed requests each, sent from a process of their own
-(tools/timed_client.py says why), each of ours beside the DynamoDB calls the API's client
-made in it (tools/calls.py). Then the floors (tools/floors.py): one more interleaved run of
+(bench/timed_client.py says why), each of ours beside the DynamoDB calls the API's client
+made in it (bench/calls.py). Then the floors (bench/floors.py): one more interleaved run of
 each query on both sides beside its DynamoDB calls, recorded as our API sent them and sent
 again straight to DynamoDB Local from the client process, with no API between, and
 `{ __typename }` on both sides: of each query's us/peer, the part the backend alone takes.
-Then Q1's throughput (tools/throughput.py): 16 concurrent keep-alive clients for 10 s a side,
+Then Q1's throughput (bench/throughput.py): 16 concurrent keep-alive clients for 10 s a side,
 the API served by `graph-api serve --workers N` (one per core by default) on the same table,
 with the CPU its processes spent per request (from /proc). Then live events, ours alone
-(tools/live_bench.py):
+(bench/live.py):
 write-to-event latency with 1,000 subscriptions on the in-process API, and the stream
 reader's requests with 1 subscription and with 1,000. Prints Markdown tables and writes
 `test-output/bench-peer-<time>.json`.
@@ -42,23 +42,17 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
+from bench import floors, peer, seeding, throughput, timed_client
+from bench import live as live_bench
+from bench import queries as peer_queries
+from bench.calls import SAMPLED, Call, CallClock, RequestRecorder, calls_within, shape, waves
+from bench.naive import serve
+from bench.run import BenchRun
 from graph_api.graph.context import Services
 from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import admin
-from tools import (
-    dynamodb_local,
-    floors,
-    live_bench,
-    peer,
-    peer_queries,
-    seeding,
-    throughput,
-    timed_client,
-)
-from tools.bench import serve
-from tools.bench_run import BenchRun
-from tools.calls import SAMPLED, Call, CallClock, RequestRecorder, calls_within, shape, waves
+from tools import dynamodb_local
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "test-output"
@@ -97,7 +91,7 @@ def measure(
     block: int,
 ) -> None:
     """Warm-up, then `requests` timed requests a side, alternating blocks of `block`, sent
-    by tools/timed_client.py from a process of its own. Then `SAMPLED` more of ours,
+    by bench/timed_client.py from a process of its own. Then `SAMPLED` more of ours,
     untimed, with the clock watching: their DynamoDB calls give the query's calls and waves,
     and the timed requests carry no probe."""
     sides = [ours] if theirs is None else [ours, theirs]
@@ -248,7 +242,7 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- the floors' table (tools/floors.py measures them) -----------------------------------
+# -- the floors' table (bench/floors.py measures them) -----------------------------------
 
 
 def render_floors(floors: dict[str, Any]) -> list[str]:

@@ -1,4 +1,4 @@
-"""What every phase of one `make bench` run shares (tools/peer_bench.py makes it): the
+"""What every phase of one `make bench` run shares (bench/plain.py makes it): the
 command line, the peer's modules and dataset, and the peer when it runs."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ import dataclasses
 from types import ModuleType
 from typing import Any
 
-from tools import peer, peer_queries
+from bench import peer
+from bench import queries as peer_queries
 
 
 @dataclasses.dataclass(frozen=True)
 class BenchRun:
     args: argparse.Namespace
-    mods: dict[str, ModuleType]  # the peer's modules (tools/peer.py)
+    mods: dict[str, ModuleType]  # the peer's modules (bench/peer.py)
     data: dict[str, Any]  # its seed-11 school
     targets: dict[str, Any]  # what its queries ask for
     school: peer_queries.School  # `data` indexed, to check our answers

@@ -7,7 +7,7 @@ its modules from the copy: `dataset` (the seed-11 school and the query targets),
 (its documents and exact checks), `httpbench` (the keep-alive client) and `bench`
 (the throwaway PostgreSQL cluster and the PostGraphile server), which `running` starts.
 
-    python -m tools.peer install   # copy + install, print the copy's folder
+    python -m bench.peer install   # copy + install, print the copy's folder
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -27,12 +28,13 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCE = ROOT.parent / "shared" / "peers" / "postgraphile"
+PEER_PATH = Path("shared", "peers", "postgraphile")
 COPY = ROOT / ".cache" / "peer" / "postgraphile"
 # What run.sh and npm create inside the copy: kept across re-copies (run.sh re-installs
 # when package.json or package-lock.json change), never copied from the source.
 _INSTALLED = frozenset({"node_modules", ".cache", "results", "RESULTS.md"})
 _STAMP = ".source.sha256"
+PEER_BENCH = "postgraphile_bench"  # the name its bench.py is imported under
 
 
 class PeerUnavailable(Exception):
@@ -40,7 +42,14 @@ class PeerUnavailable(Exception):
 
 
 def source_dir() -> Path:
-    return Path(os.environ.get("PEER_DIR", DEFAULT_SOURCE)).resolve()
+    """PEER_DIR, else `../shared/peers/postgraphile` of the checkout or of a folder above it
+    (a git worktree under the main checkout's parent finds the same peer)."""
+    if os.environ.get("PEER_DIR"):
+        return Path(os.environ["PEER_DIR"]).resolve()
+    for parent in ROOT.parents:
+        if (parent / PEER_PATH / "dataset.py").is_file():
+            return (parent / PEER_PATH).resolve()
+    return (ROOT.parent / PEER_PATH).resolve()
 
 
 def _source_files(source: Path) -> list[Path]:
@@ -124,11 +133,19 @@ def modules(folder: Path = COPY) -> dict[str, ModuleType]:
     """The peer's modules, imported from the copy: dataset, queries, httpbench, bench."""
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
-    import bench  # type: ignore[import-not-found]
     import dataset  # type: ignore[import-not-found]
     import httpbench  # type: ignore[import-not-found]
     import queries  # type: ignore[import-not-found]
 
+    # Its bench.py under another name: `bench` is this package.
+    bench = sys.modules.get(PEER_BENCH)
+    if bench is None:
+        spec = importlib.util.spec_from_file_location(PEER_BENCH, folder / "bench.py")
+        if spec is None or spec.loader is None:
+            raise PeerUnavailable(f"cannot import {folder / 'bench.py'}")
+        bench = importlib.util.module_from_spec(spec)
+        sys.modules[PEER_BENCH] = bench
+        spec.loader.exec_module(bench)
     for module in (bench, dataset, httpbench, queries):
         where = Path(module.__file__ or "").resolve().parent
         if where != folder.resolve():
@@ -194,7 +211,7 @@ def running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -> Ite
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python -m tools.peer install")
+        raise SystemExit("usage: python -m bench.peer install")
     try:
         folder = copy()
         print(f"{folder} (node: {install(folder)}, PostgreSQL: {postgres_bindir()})")

@@ -7,7 +7,7 @@ BatchGetItem of 30 students and a class roster Query measures, in this process:
 - call: CPU of a whole boto3 call (serialize, sign, send, parse), with a client built on
   botocore's stock factory and one built as `Dynamo` builds it.
 
-    .venv/bin/python -m tools.parse_bench [--students 500] [--rounds 300]
+    .venv/bin/python -m bench.parse [--students 500] [--rounds 300]
 """
 
 from __future__ import annotations

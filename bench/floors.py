@@ -1,8 +1,8 @@
 """What DynamoDB alone takes for each query's calls, beside our API and the peer, in one
-more interleaved run of `make bench` (tools/peer_bench.py renders it).
+more interleaved run of `make bench` (bench/plain.py renders it).
 
 Each query's calls are recorded as our API sends them (`calls.RequestRecorder`), then sent
-again straight to the emulator from the timed client's process (tools/timed_client.py), with
+again straight to the emulator from the timed client's process (bench/timed_client.py), with
 no API between: back to back, and at the API's pace (each after the pause the API leaves
 before it, `calls.pauses`), since DynamoDB Local answers slower after an idle spell.
 `{ __typename }` on both sides gives each server's own HTTP and GraphQL floor.
@@ -16,9 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tools import timed_client
-from tools.bench_run import BenchRun
-from tools.calls import (
+from bench import timed_client
+from bench.calls import (
     SAMPLED,
     CallClock,
     RequestRecorder,
@@ -28,6 +27,7 @@ from tools.calls import (
     record_calls,
     waves,
 )
+from bench.run import BenchRun
 
 TYPENAME = json.dumps({"query": "{ __typename }"}).encode()
 

@@ -2,10 +2,10 @@
 instance, what reading the change stream costs with 1 subscriber and with 1,000, and what
 resolving each subscriber's selection costs.
 
-The API is the bench's own in-process server (uvicorn on a thread, `tools.bench.serve`), so
+The API is the bench's own in-process server (uvicorn on a thread, `bench.naive.serve`), so
 the stream reader's request counter (`StreamReader.requests`) and the hub's size are read
 directly: no app hook, no log to scrape. The subscribers run in a child process (`python -m
-tools.live_bench subscribers`: graphql-transport-ws connections on websockets' asyncio
+bench.live subscribers`: graphql-transport-ws connections on websockets' asyncio
 client), so that parsing thousands of events does not take the server's GIL. Both processes
 time with `time.monotonic()`, CLOCK_MONOTONIC on Linux: one clock for the whole machine.
 
@@ -18,8 +18,8 @@ k-th event answers the k-th write that concerns it, and its content (joined/left
 student, the new name) is checked against that write. Missing, extra and mismatched events
 are counted and printed before any latency.
 
-    python -m tools.live_bench            # alone: DynamoDB Local, the peer's dataset seeded
-    python -m tools.live_bench --table T  # on a table `make bench`'s seeding made (dev)
+    python -m bench.live            # alone: DynamoDB Local, the peer's dataset seeded
+    python -m bench.live --table T  # on a table `make bench`'s seeding made (dev)
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ import orjson
 # graph_api and the other tools are imported where they are used: the subscribers' child
 # process imports this module too, and needs only websockets and orjson.
 if TYPE_CHECKING:
+    from bench.queries import School
     from graph_api.events.reader import StreamReader
     from graph_api.graph.context import Services
-    from tools.peer_queries import School
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_P95_MS = 1000.0  # issue 15: p95 write-to-event latency on DynamoDB Local
@@ -310,7 +310,7 @@ class Subscribers:
         self._changed = threading.Condition()
         self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tools.live_bench", "subscribers", url],
+            [sys.executable, "-m", "bench.live", "subscribers", url],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -813,12 +813,13 @@ def main() -> None:
     import dataclasses as dc
     import uuid
 
+    from bench import peer
+    from bench.naive import serve
+    from bench.seeding import seed
     from graph_api.graph.context import Services
     from graph_api.settings import Settings
     from graph_api.store import admin
-    from tools import dynamodb_local, peer
-    from tools.bench import serve
-    from tools.seeding import seed
+    from tools import dynamodb_local
 
     mods = peer.modules(peer.copy())
     data = mods["dataset"].generate()
@@ -886,7 +887,7 @@ def run_from_args(
     targets: dict[str, Any],
     dynamodb_pid: int | None,
 ) -> dict[str, Any]:
-    from tools import peer_queries
+    from bench import queries as peer_queries
 
     return run(
         services,

@@ -6,8 +6,8 @@ from the demo school's items kept in memory (no boto3, no threads, no JSON). It 
 CPU time per request and per resolved field of each query; `make profile` runs it under
 py-spy for a flame graph.
 
-    python -m tools.replay                      # all five, 3 s each
-    python -m tools.replay --query Q1 --seconds 10
+    python -m bench.replay                      # all five, 3 s each
+    python -m bench.replay --query Q1 --seconds 10
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import queries as peer_queries
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.graph.tokens import AuthResult
@@ -36,7 +37,6 @@ from graph_api.store.ledger import Ledger
 from graph_api.store.loaders import Loaders
 from graph_api.store.retry import RetryBudget
 from graph_api.store.table import Page, Table, key_names
-from tools import peer_queries
 
 STUDENTS = 500  # the size of the peer's school
 SEED = 11
