@@ -15,7 +15,7 @@ UV_VERSION := $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}'
 # uv finds this machine's Python (the venv's); it never downloads one.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test test-dynamodb-local dynamodb-local load lint bench profile bench-naive bench-embedded schema clean lock
+.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (dev extra and this project, editable, included): nothing is resolved at install,
@@ -61,10 +61,18 @@ lint: $(STAMP)  ## ruff, mypy, and uv.lock up to date with pyproject.toml
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Needs Java 17 and npm (DynamoDB Local), Debian's postgresql (the peer); without the peer's
-# needs it says why in one line and measures our side only. BENCH_ARGS="--requests 200",
-# "--no-live" (skips the live events' minute), "--live-writes 50".
-bench: $(STAMP)  ## us beside the PostGraphile peer: five queries, then live events (about 4-5 min)
+# Needs Java 17 and npm (DynamoDB Local), Debian's stunnel4 (TLS in front of it) and
+# postgresql (the peer); without the peer's needs it says why and measures our API only.
+# BASE=<git ref>: that commit's API too, from a worktree in .cache/bench-base/ with its own
+# venv, served beside ours, the two taking turns (BASE=HEAD: two copies of the same code,
+# ~1.00x). BENCH_ARGS="--requests 200 --warmup 200", "--no-throughput", "--plain" (our API on
+# plain HTTP as well), "--no-peer". Result: test-output/bench-<time>.json.
+bench: $(STAMP)  ## our API over TLS beside PostGraphile (and BASE=<ref>): CPU per request, Q1 x16
+	$(BIN)/python -m bench $(if $(BASE),--base $(BASE)) $(BENCH_ARGS)
+
+# The earlier in-process run on plain HTTP: DynamoDB calls' waves, the floors (DynamoDB
+# alone), live events. BENCH_ARGS as its --help says.
+bench-plain: $(STAMP)  ## in-process API on plain HTTP beside the peer: waves, floors, live events
 	$(BIN)/python -m bench.plain $(BENCH_ARGS)
 
 # PROFILE_QUERY=Q1..Q5 (default Q1). The query runs in process with DynamoDB's answers served

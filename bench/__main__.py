@@ -1,0 +1,5 @@
+"""`python -m bench`: what `make bench` runs (bench/production.py)."""
+
+from bench.production import main
+
+main()
