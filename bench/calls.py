@@ -1,5 +1,5 @@
 """The API's DynamoDB calls as its boto3 client makes them: timed (`CallClock`), grouped
-into waves, and recorded as sent (`RequestRecorder`), for `make bench` (bench/plain.py,
+into waves, and recorded as sent (`RequestRecorder`), for `make bench-plain` (bench/plain.py,
 bench/floors.py).
 
 Both hook botocore's public events, whatever the API's own code looks like.

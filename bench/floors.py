@@ -1,5 +1,5 @@
 """What DynamoDB alone takes for each query's calls, beside our API and the peer, in one
-more interleaved run of `make bench` (bench/plain.py renders it).
+more interleaved run of `make bench-plain` (bench/plain.py renders it).
 
 Each query's calls are recorded as our API sends them (`calls.RequestRecorder`), then sent
 again straight to the emulator from the timed client's process (bench/timed_client.py), with

@@ -1,4 +1,4 @@
-"""Live events for `make bench`: write-to-event latency with 1,000 subscriptions on one
+"""Live events for `make bench-plain`: write-to-event latency with 1,000 subscriptions on one
 instance, what reading the change stream costs with 1 subscriber and with 1,000, and what
 resolving each subscriber's selection costs.
 
@@ -19,7 +19,7 @@ student, the new name) is checked against that write. Missing, extra and mismatc
 are counted and printed before any latency.
 
     python -m bench.live            # alone: DynamoDB Local, the peer's dataset seeded
-    python -m bench.live --table T  # on a table `make bench`'s seeding made (dev)
+    python -m bench.live --table T  # on a table a bench's seeding made (dev)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`make bench`: DynamoDB requests and HTTP latency per query, batched beside naive.
+"""`make bench-naive`: DynamoDB requests and HTTP latency per query, batched beside naive.
 
 Seeds a fresh table (on the endpoint in AWS_ENDPOINT_URL_DYNAMODB if set; else on a
 DynamoDB Local it starts, or with `--backend moto` an embedded moto), serves the API twice

@@ -1,4 +1,4 @@
-"""`make bench`: our API beside the PostGraphile peer, in one run, on the same school.
+"""`make bench-plain`: our API in process on plain HTTP beside the PostGraphile peer, one run.
 
 The peer (`../shared/peers/postgraphile`, see bench/peer.py) runs from a copy in
 `.cache/peer/`: a throwaway PostgreSQL cluster loaded with its seed-11 dataset, PostGraphile
@@ -166,7 +166,7 @@ def render(result: dict[str, Any]) -> str:
         else f"not measured ({result['peer_unavailable']})"
     )
     lines = [
-        f"### make bench, {result['started_utc']}",
+        f"### make bench-plain, {result['started_utc']}",
         "",
         f"Us: the API on {env['backend']}, seeded through its mutations "
         f"({result['seeding']['mutations']} in {result['seeding']['seconds']:.0f} s). "
@@ -326,7 +326,7 @@ def main() -> None:
     try:
         folder = peer.copy()
     except peer.PeerUnavailable as error:
-        raise SystemExit(f"make bench: {error}") from None
+        raise SystemExit(f"make bench-plain: {error}") from None
     mods = peer.modules(folder)
     dataset, httpbench = mods["dataset"], mods["httpbench"]
     data = dataset.generate()
@@ -442,7 +442,9 @@ def main() -> None:
     trouble = live_bench.problems(result["live"]) if "live" in result else []
     trouble += [result["live_failed"]] if "live_failed" in result else []
     if trouble:  # a bench that lost events fails, whatever its latency
-        raise SystemExit("make bench: live events not delivered as written: " + "; ".join(trouble))
+        raise SystemExit(
+            "make bench-plain: live events not delivered as written: " + "; ".join(trouble)
+        )
 
 
 def run(bench: BenchRun, port: int, clock: CallClock, folder: Path) -> dict[str, Any]:

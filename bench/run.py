@@ -1,4 +1,4 @@
-"""What every phase of one `make bench` run shares (bench/plain.py makes it): the
+"""What every phase of one bench run shares (bench/plain.py and bench/production.py make it): the
 command line, the peer's modules and dataset, and the peer when it runs."""
 
 from __future__ import annotations

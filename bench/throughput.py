@@ -1,4 +1,4 @@
-"""Q1's throughput for `make bench`: concurrent keep-alive clients against `graph-api serve
+"""Q1's throughput for `make bench-plain`: concurrent keep-alive clients against `graph-api serve
 --workers N` on the bench's table and against the peer, with the CPU each server's
 processes spent per answered request (from /proc).
 """

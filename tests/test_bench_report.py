@@ -1,0 +1,90 @@
+"""`make bench`'s figures: the CPU a server's processes used (/proc) and the tables that compare
+head with the base and with PostGraphile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+from bench import proc, report
+
+
+def test_stat_is_read_past_a_command_name_with_spaces_and_parentheses() -> None:
+    raw = "4242 (graph-api (w) 1) S 17 4242 4242 0 -1 4194560 9 0 0 0 120 35 4 2 20 0 3 0 99\n"
+    assert proc.parse_stat(raw) == proc.Stat(ppid=17, ticks=155)
+
+
+def test_descendants_are_children_and_their_children_only() -> None:
+    parents = {10: 1, 11: 10, 12: 10, 13: 11, 20: 1, 21: 20}
+    assert sorted(proc.descendants(10, parents)) == [11, 12, 13]
+    assert proc.descendants(13, parents) == []
+
+
+def test_a_child_process_cpu_counts_in_its_parents_tree() -> None:
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", spin + "input()"], stdin=subprocess.PIPE)
+    try:
+        while proc.cpu_seconds([child.pid]) < 0.25:  # its busy loop, then it waits for input
+            pass
+        assert child.pid in proc.descendants(os.getpid())
+        assert proc.tree_cpu_seconds(os.getpid()) >= proc.cpu_seconds([os.getpid()]) + 0.25
+    finally:
+        child.communicate(b"\n")
+    assert proc.cpu_seconds([child.pid]) == 0  # gone: counts nothing
+
+
+def _result(head: list[float], base: list[float], requests: tuple[int, int] = (3, 3)) -> Any:
+    sides = [("head", "api"), ("base", "api"), ("PostGraphile", "peer")]
+    return {
+        "sides": [{"label": label, "kind": kind, "what": label} for label, kind in sides],
+        "queries": [
+            {
+                "name": f"Q{i + 1}",
+                "title": "",
+                "sides": {
+                    "head": {"cpu_ms_per_request": h, "median_ms": 5, "dynamodb_requests": 3},
+                    "base": {
+                        "cpu_ms_per_request": b,
+                        "median_ms": 6,
+                        "dynamodb_requests": requests[i % 2],
+                    },
+                    "PostGraphile": {"cpu_ms_per_request": 1.0, "median_ms": 2},
+                },
+            }
+            for i, (h, b) in enumerate(zip(head, base, strict=True))
+        ],
+        "throughput": {
+            "clients": 16,
+            "sides": {
+                "head": {"rps": 240, "median_ms": 60, "errors": 0, "cpu_ms_per_request": 6},
+                "base": {"rps": 200, "median_ms": 70, "errors": 0, "cpu_ms_per_request": 8},
+            },
+        },
+    }
+
+
+def test_the_cpu_table_compares_the_sums_not_the_ratios() -> None:
+    lines = report.cpu_table(_result([1.0, 8.0], [2.0, 8.0]))
+    q1, q2, summed = lines[2], lines[3], lines[4]
+    assert q1.startswith("| Q1 | 1.00 | 2.00 | 1.00 | 0.50\u00d7 | 1.00\u00d7 | 2.00\u00d7 |")
+    assert "| 1.00\u00d7 |" in q2
+    # (1 + 8) / (2 + 8), not the ratios' mean (0.75)
+    assert summed.startswith("| five summed | 9.00 | 10.00 | 2.00 | 0.90\u00d7 | 4.50\u00d7 |")
+
+
+def test_the_bar_says_which_of_issue_45s_conditions_are_met() -> None:
+    met = report.against_base(_result([4.0, 4.0], [5.0, 5.0]))
+    assert [line.split(":")[0] for line in met] == ["- met"] * 4
+    missed = report.against_base(_result([4.0, 5.5], [5.0, 5.0], requests=(3, 4)))
+    assert missed[0].startswith("- NOT met: five queries' API CPU summed, head/base 0.95\u00d7")
+    assert missed[1].startswith("- NOT met: the worst query, Q2 1.10\u00d7")
+    assert missed[2].startswith("- NOT met: DynamoDB requests per query equal: Q2 3 vs 4")
+
+
+def test_without_a_base_there_is_no_head_over_base_column_or_bar() -> None:
+    result = _result([1.0], [2.0])
+    result["sides"] = [s for s in result["sides"] if s["label"] != "base"]
+    assert "head/base" not in report.cpu_table(result)[0]
+    assert report.against_base(result) == []
