@@ -464,7 +464,7 @@ def run_phase(
                 f"{subscribers.errors[:3]} {subscribers.failure()}"
             )
         connected = time.monotonic() - began
-        from graph_api.store.embedded import cpu_seconds
+        from bench.proc import cpu_seconds
 
         others = [subscribers.process.pid, *([dynamodb_pid] if dynamodb_pid else [])]
         cpu_before = [time.process_time(), *(cpu_seconds([pid]) for pid in others)]

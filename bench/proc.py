@@ -63,3 +63,17 @@ def cpu_seconds(pids: Iterable[int]) -> float:
 def tree_cpu_seconds(pid: int) -> float:
     """The CPU of `pid` and of its descendants alive now (a server's workers)."""
     return cpu_seconds([pid, *descendants(pid)])
+
+
+def workers(pid: int) -> list[int]:
+    """The uvicorn workers below `graph-api serve` (multiprocessing's spawn), not its resource
+    tracker."""
+    found = []
+    for child in descendants(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+                if b"spawn_main" in cmdline.read():
+                    found.append(child)
+        except OSError:
+            pass
+    return found

@@ -233,7 +233,7 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--base", help="a git ref to compare with (make bench BASE=REF)")
     parser.add_argument("--requests", type=int, default=500, help="timed requests a query a side")
-    parser.add_argument("--warmup", type=int, default=500, help="untimed requests first, a side")
+    parser.add_argument("--warmup", type=int, default=300, help="untimed requests first, a side")
     parser.add_argument("--block", type=int, default=10, help="requests a side before switching")
     parser.add_argument("--clients", type=int, default=16, help="Q1 throughput: clients")
     parser.add_argument("--seconds", type=float, default=12.0, help="Q1 throughput: s a side")
@@ -321,7 +321,7 @@ def main() -> None:
             q1 = next(q for q in bench.queries() if q.name == "Q1")
             with ExitStack() as serving:
                 tp_sides = [_api_side(serving, c, env, args.api_workers, "") for c in checkouts]
-                workers = len(proc.descendants(tp_sides[0].pid))
+                workers = len(proc.workers(tp_sides[0].pid))
                 tp_sides += [s for s in sides if s.kind == "peer"]
                 bodies = {s.label: s.body(q1) or b"" for s in tp_sides}
                 result["throughput"] = measure_throughput(httpbench, tp_sides, bodies, args)

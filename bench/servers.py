@@ -25,7 +25,8 @@ BASES = ROOT / ".cache" / "bench-base"
 
 @dataclass(frozen=True)
 class Checkout:
-    """A checkout whose venv is installed: `label` is what the tables call it."""
+    """A checkout whose venv is installed: `label` is what the tables call it ("head" or
+    "base"), `commit` what they say it runs."""
 
     label: str
     root: Path
@@ -76,7 +77,7 @@ def base(ref: str) -> Checkout:
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip()[-2000:]
         raise SystemExit(f"make bench: the base's venv did not install:\n{tail}")
-    return Checkout(f"base {ref}" if ref != sha[:7] else "base", folder, sha[:7])
+    return Checkout("base", folder, sha[:7] if ref.startswith(sha[:7]) else f"{ref} ({sha[:7]})")
 
 
 def run_cli(checkout: Checkout, env: Mapping[str, str], *args: str) -> None:

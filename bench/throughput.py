@@ -11,9 +11,9 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench import proc
 from bench.run import BenchRun
 from graph_api.settings import Settings
-from graph_api.store.embedded import cpu_seconds, descendants
 from tools import api_server
 
 
@@ -46,13 +46,13 @@ def throughput(
     """A short untimed burst, then `clients` keep-alive clients for `seconds`; with the CPU
     the server's process and its descendants (workers) spent, per answered request."""
     httpbench.throughput_run("127.0.0.1", port, body, clients=clients, seconds=2.0)
-    pids = [pid, *descendants(pid)]
-    before = cpu_seconds(pids)
+    pids = [pid, *proc.descendants(pid)]
+    before = proc.cpu_seconds(pids)
     out: dict[str, Any] = httpbench.throughput_run(
         "127.0.0.1", port, body, clients=clients, seconds=seconds
     )
     out["processes"] = len(pids)
-    out["cpu_ms_per_request"] = (cpu_seconds(pids) - before) * 1000 / max(1, out["ok"])
+    out["cpu_ms_per_request"] = (proc.cpu_seconds(pids) - before) * 1000 / max(1, out["ok"])
     return out
 
 
@@ -62,29 +62,20 @@ def run(bench: BenchRun, settings: Settings) -> dict[str, Any]:
     args, running, httpbench = bench.args, bench.running, bench.httpbench
     q1 = next(q for q in bench.queries() if q.name == "Q1")
     with api_workers(settings, args.api_workers) as (port, pid):
-        workers = len([p for p in descendants(pid) if _is_worker(p)])
+        served_by = len(proc.workers(pid))
         client = httpbench.GraphQLClient("127.0.0.1", port)
         answer = client.query(q1.ours.query, q1.ours.variables)
         check = q1.ours.check(answer, bench.school, bench.targets)
         client.close()
         us = throughput(httpbench, port, pid, q1.body, args.clients, args.seconds)
-    out: dict[str, Any] = {"clients": args.clients, "workers": workers, "check": check, "us": us}
+    out: dict[str, Any] = {"clients": args.clients, "workers": served_by, "check": check, "us": us}
     if running is not None and q1.theirs_body is not None:
         out["peer"] = throughput(
             httpbench, running.port, running.pid, q1.theirs_body, args.clients, args.seconds
         )
     print(
-        f"Q1 x{args.clients}: us {us['rps']:.1f} requests/s ({workers} workers)"
+        f"Q1 x{args.clients}: us {us['rps']:.1f} requests/s ({served_by} workers)"
         + (f", peer {out['peer']['rps']:.1f}" if "peer" in out else ""),
         flush=True,
     )
     return out
-
-
-def _is_worker(pid: int) -> bool:
-    """A uvicorn worker (multiprocessing's spawn), not its resource tracker."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"spawn_main" in cmdline.read()
-    except OSError:
-        return False
