@@ -186,7 +186,13 @@ def render(result: dict[str, Any]) -> str:
         "",
         f"{described}. Same dataset (seed 11: {result['dataset']}), seeded through head's "
         f"mutations. {params['warmup']} warm-up + {params['requests']} timed requests per query "
-        f"and side, one keep-alive connection each from a client process of their own, the sides "
+        f"and side"
+        + (
+            f" (PostGraphile {params['peer_warmup']} more warm-up first)"
+            if params.get("peer_warmup")
+            else ""
+        )
+        + ", one keep-alive connection each from a client process of their own, the sides "
         f"taking turns in blocks of {params['block']}. CPU: user + system time of each server's "
         "process tree (PostGraphile: its Node process; PostgreSQL and DynamoDB Local not counted) "
         f"from /proc over the timed requests, per request. {env['cpus']} CPUs, "

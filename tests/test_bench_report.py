@@ -88,3 +88,22 @@ def test_without_a_base_there_is_no_head_over_base_column_or_bar() -> None:
     result["sides"] = [s for s in result["sides"] if s["label"] != "base"]
     assert "head/base" not in report.cpu_table(result)[0]
     assert report.against_base(result) == []
+
+
+def test_the_printed_report_holds_every_table_and_the_bar() -> None:
+    result = _result([4.0, 4.0], [5.0, 5.0])
+    result["throughput"].update(seconds=12, rounds=4, warmup_seconds=2, workers=2)
+    result.update(
+        started_utc="2026-11-28T22:00:00Z",
+        dataset="500 students",
+        params={"requests": 500, "warmup": 300, "peer_warmup": 2000, "block": 10},
+        env={"cpus": 2, "python": "3.11.2"},
+    )
+    text = report.render(result)
+    assert "(PostGraphile 2000 more warm-up first)" in text
+    assert "| five summed | 8.00 | 10.00 | 2.00 | 0.80\u00d7 | 4.00\u00d7 | 5.00\u00d7 |" in text
+    assert "| head/base | 1.20\u00d7 |" in text
+    assert (
+        "- met: Q1 \u00d716 requests/s, head/base 1.20\u00d7 (issue 45: at least 1.15\u00d7)"
+        in text
+    )
