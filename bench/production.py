@@ -102,6 +102,13 @@ def settle(sides: list[Side], idle: float = 0.02, most: float = 120.0) -> dict[s
             return {side.label: s * 1000 for side, s in zip(sides, spent, strict=True)}
 
 
+def ends(sides: list[Side]) -> list[Side]:
+    """Head first, base last, the others between: the turns go first to last, then last to
+    first, so the two sides compared most closely take the same places in them."""
+    rank = {report.HEAD: 0, report.BASE: 2}
+    return sorted(sides, key=lambda side: rank.get(side.label, 1))
+
+
 def _answer(raw: bytes, what: str) -> dict[str, Any]:
     out = json.loads(raw)
     if out.get("errors") or "data" not in out:
@@ -353,6 +360,7 @@ def main() -> None:
             )
             school = our_queries.School(data)
             bench = BenchRun(args, mods, data, targets, school, running)
+            sides = ends(sides)
             result["queries"] = measure_queries(bench, sides, folder)
         result["sides"] = [{"label": s.label, "kind": s.kind, "what": s.what} for s in sides]
         if not args.no_throughput:
@@ -360,7 +368,7 @@ def main() -> None:
             with ExitStack() as serving:
                 tp_sides = [_api_side(serving, c, env, args.api_workers, "") for c in checkouts]
                 workers = len(proc.workers(tp_sides[0].pid))
-                tp_sides += [s for s in sides if s.kind == "peer"]
+                tp_sides = ends([*tp_sides, *(s for s in sides if s.kind == "peer")])
                 bodies = {s.label: s.body(q1) or b"" for s in tp_sides}
                 result["throughput"] = measure_throughput(httpbench, tp_sides, bodies, args)
                 result["throughput"]["workers"] = workers
