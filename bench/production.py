@@ -37,6 +37,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
+import boto3
+
 from bench import peer, proc, report, seeding, servers, timed_client
 from bench import queries as our_queries
 from bench.run import BenchQuery, BenchRun
@@ -312,6 +314,8 @@ def main() -> None:
         endpoint, ca_bundle, plain_endpoint, backend_what = stack.enter_context(backend(workdir))
         env = server_env(table, endpoint, ca_bundle)
         servers.run_cli(checkouts[0], env, "create-table")
+        if ca_bundle is None:  # an endpoint of the caller's: the table goes when the run ends
+            stack.callback(_delete_table, endpoint, table)
         running: peer.Running | None = None
         # Seeded through a server of its own, not timed: the timed servers start alike,
         # neither with the seeding's 3,600 mutations behind it. It serves on to the end, the
@@ -411,6 +415,10 @@ def _api_side(
     server = stack.enter_context(servers.serving(checkout, env, workers, label))
     what = f"`graph-api serve` of {checkout.commit}" + (f" over {transport}" if transport else "")
     return Side(server.label, "api", server.port, server.pid, what)
+
+
+def _delete_table(endpoint: str, table: str) -> None:
+    boto3.client("dynamodb", endpoint_url=endpoint).delete_table(TableName=table)
 
 
 def _peer_what(running: peer.Running) -> str:
