@@ -185,7 +185,8 @@ def render(result: dict[str, Any]) -> str:
         f"### make bench, {result['started_utc']}",
         "",
         f"{described}. Same dataset (seed 11: {result['dataset']}), seeded through head's "
-        f"mutations. {params['warmup']} warm-up + {params['requests']} timed requests per query "
+        "mutations by a server of its own, which serves on untimed holding the change stream's "
+        f"lease. {params['warmup']} warm-up + {params['requests']} timed requests per query "
         f"and side"
         + (
             f" (PostGraphile {params['peer_warmup']} more warm-up first)"
