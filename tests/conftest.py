@@ -51,6 +51,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         " DynamoDB Local behind a TLS terminator (HTTPS with a generated CA in AWS_CA_BUNDLE,"
         " as the API reaches AWS)",
     )
+    parser.addoption(
+        "--backend-only",
+        action="store_true",
+        help="only the tests that reach the session's DynamoDB; the others do the same on"
+        " every backend, and `make test` runs them",
+    )
+
+
+# A test that asks for none of these runs the same code whatever --backend says.
+BACKEND_FIXTURES = frozenset({"backend", "endpoint", "plain_endpoint", "tls"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--backend-only: only the tests that reach the session's DynamoDB (their fixtures ask
+    for one of BACKEND_FIXTURES). The others, the same whatever the backend, are left to the
+    run on the embedded backend (`make test`): the DynamoDB Local targets do not repeat them."""
+    if not config.getoption("--backend-only"):
+        return
+    keep, drop = [], []
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        (keep if names & BACKEND_FIXTURES else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
