@@ -15,7 +15,7 @@ UV_VERSION := $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}'
 # uv finds this machine's Python (the venv's); it never downloads one.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test test-dynamodb-local test-dynamodb-local-tls dynamodb-local load lint bench profile bench-naive bench-embedded schema clean lock
+.PHONY: run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench profile bench-naive bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (dev extra and this project, editable, included): nothing is resolved at install,
@@ -61,6 +61,11 @@ TLS_TESTS ?= tests/test_request_counts.py tests/test_faults.py tests/test_races.
 test-dynamodb-local-tls: $(STAMP)  ## request counts, faults, races and the TLS path, over HTTPS (stunnel4)
 	$(BIN)/python -m tools.dynamodb_local install
 	$(BIN)/pytest --backend=dynamodb-local-tls --backend-only $(TLS_TESTS)
+
+# CI runs each DynamoDB Local test once: TLS_TESTS over HTTPS (above), the rest so.
+test-dynamodb-local-rest: $(STAMP)  ## test-dynamodb-local without TLS_TESTS (CI runs those over HTTPS)
+	$(BIN)/python -m tools.dynamodb_local install
+	$(BIN)/pytest --backend=dynamodb-local --backend-only $(addprefix --ignore=,$(TLS_TESTS))
 
 dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (data in .data/)
 	$(BIN)/python -m tools.dynamodb_local serve --port 8001 --db-path .data/dynamodb
