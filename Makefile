@@ -15,7 +15,7 @@ UV_VERSION := $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}'
 # uv finds this machine's Python (the venv's); it never downloads one.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test test-dynamodb-local dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded schema clean lock
+.PHONY: run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (dev extra and this project, editable, included): nothing is resolved at install,
@@ -45,9 +45,27 @@ run: $(STAMP)  ## serve the API on the embedded backend with demo data
 test: $(STAMP)  ## the whole suite, on the embedded backend
 	$(BIN)/pytest
 
-test-dynamodb-local: $(STAMP)  ## the same suite against AWS's DynamoDB Local (Java 17, npm)
+# --backend-only: the tests that reach DynamoDB; the others (about 420 of 1,430: parsing,
+# settings, the browser, the HTTP audit, Redis) run the same code on every backend, and
+# `make test` runs them.
+test-dynamodb-local: $(STAMP)  ## the suite's tests that reach DynamoDB, against AWS's DynamoDB Local (Java 17, npm)
 	$(BIN)/python -m tools.dynamodb_local install
-	$(BIN)/pytest --backend=dynamodb-local
+	$(BIN)/pytest --backend=dynamodb-local --backend-only
+
+# The production path: the API reaches DynamoDB over HTTPS and verifies its certificate
+# against AWS_CA_BUNDLE (DynamoDB Local behind Debian's stunnel4, with a generated CA). The
+# tests of what a request costs, of faults, of races, and of the TLS path itself;
+# `make test-dynamodb-local-tls TLS_TESTS=tests` runs the whole suite so.
+TLS_TESTS ?= tests/test_request_counts.py tests/test_faults.py tests/test_races.py \
+	tests/test_tls_path.py
+test-dynamodb-local-tls: $(STAMP)  ## request counts, faults, races and the TLS path, over HTTPS (stunnel4)
+	$(BIN)/python -m tools.dynamodb_local install
+	$(BIN)/pytest --backend=dynamodb-local-tls --backend-only $(TLS_TESTS)
+
+# CI runs each DynamoDB Local test once: TLS_TESTS over HTTPS (above), the rest so.
+test-dynamodb-local-rest: $(STAMP)  ## test-dynamodb-local without TLS_TESTS (CI runs those over HTTPS)
+	$(BIN)/python -m tools.dynamodb_local install
+	$(BIN)/pytest --backend=dynamodb-local --backend-only $(addprefix --ignore=,$(TLS_TESTS))
 
 dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (data in .data/)
 	$(BIN)/python -m tools.dynamodb_local serve --port 8001 --db-path .data/dynamodb

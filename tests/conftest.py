@@ -10,7 +10,18 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support import AUTH, Gql, Hostile, bearer, fresh_services, gql_of, hs256, make_settings, scan
+from support import (
+    AUTH,
+    Gql,
+    Hostile,
+    bearer,
+    fresh_services,
+    gql_of,
+    hs256,
+    make_settings,
+    scan,
+    tool,
+)
 
 from graph_api.model import keys
 from graph_api.ops import demo
@@ -25,17 +36,46 @@ if TYPE_CHECKING:  # the API is imported by the fixtures that use it, so that te
     from starlette.testclient import TestClient
 
     from graph_api.graph.context import Services
+    from tools.tls_terminator import Terminator
 
 DEMO_STUDENTS = 60  # small: seeded once a session on each backend
+BACKENDS = ("moto", "dynamodb-local", "dynamodb-local-tls")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--backend",
-        choices=("moto", "dynamodb-local"),
+        choices=BACKENDS,
         default=os.environ.get("GRAPH_API_TEST_BACKEND", "moto"),
-        help="the DynamoDB the suite runs against: embedded moto, or AWS's DynamoDB Local",
+        help="the DynamoDB the suite runs against: embedded moto, AWS's DynamoDB Local, or"
+        " DynamoDB Local behind a TLS terminator (HTTPS with a generated CA in AWS_CA_BUNDLE,"
+        " as the API reaches AWS)",
     )
+    parser.addoption(
+        "--backend-only",
+        action="store_true",
+        help="only the tests that reach the session's DynamoDB; the others do the same on"
+        " every backend, and `make test` runs them",
+    )
+
+
+# A test that asks for none of these runs the same code whatever --backend says.
+BACKEND_FIXTURES = frozenset({"backend", "endpoint", "plain_endpoint", "tls"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--backend-only: only the tests that reach the session's DynamoDB (their fixtures ask
+    for one of BACKEND_FIXTURES). The others, the same whatever the backend, are left to the
+    run on the embedded backend (`make test`): the DynamoDB Local targets do not repeat them."""
+    if not config.getoption("--backend-only"):
+        return
+    keep, drop = [], []
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        (keep if names & BACKEND_FIXTURES else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +84,10 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def endpoint(backend: str) -> Iterator[str]:
-    """The DynamoDB the whole suite talks to, started once a session."""
-    if backend == "dynamodb-local":
+def plain_endpoint(backend: str) -> Iterator[str]:
+    """The DynamoDB started for the session, on its own plain-HTTP port: embedded moto, or
+    DynamoDB Local (behind the terminator too, on the TLS backend)."""
+    if backend in ("dynamodb-local", "dynamodb-local-tls"):
         from tools import dynamodb_local
 
         running = dynamodb_local.start()
@@ -56,6 +97,33 @@ def endpoint(backend: str) -> Iterator[str]:
     server = EmbeddedDynamoDB()
     yield server.start()
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def tls(plain_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminator]:
+    """HTTPS in front of the session's DynamoDB (stunnel4, tools/tls_terminator.py): its
+    `endpoint` verifies against `ca_bundle` only. The TLS backend's endpoint, and on the
+    others what tests/test_tls_path.py compares with plain HTTP."""
+    from tools import tls_terminator
+
+    tool("stunnel4", "apt-get install stunnel4")
+    terminator = tls_terminator.start(plain_endpoint, tmp_path_factory.mktemp("tls"))
+    yield terminator
+    terminator.stop()
+
+
+@pytest.fixture(scope="session")
+def endpoint(backend: str, plain_endpoint: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The DynamoDB the whole suite talks to, started once a session. Over TLS, every client
+    made in the session (the API's, the tests', `serve`'s) verifies the terminator's
+    certificate against the generated CA: AWS_CA_BUNDLE names it, as AWS's SDKs read it."""
+    if backend != "dynamodb-local-tls":
+        yield plain_endpoint
+        return
+    terminator: Terminator = request.getfixturevalue("tls")
+    with pytest.MonkeyPatch.context() as environ:
+        environ.setenv("AWS_CA_BUNDLE", str(terminator.ca_bundle))
+        yield terminator.endpoint
 
 
 @pytest.fixture(scope="session")

@@ -43,10 +43,10 @@ RENAME = """mutation($id: ID!, $name: String!) {
 
 @pytest.fixture
 def redis(backend: str, tmp_path: Path) -> Iterator[RedisServer]:
-    if backend != "dynamodb-local":
+    if not backend.startswith("dynamodb-local"):
         pytest.skip(
             "two instances must share one table and its stream: on the embedded backend each"
-            " `serve` runs a moto of its own; run with --backend=dynamodb-local"
+            " `serve` runs a moto of its own; run with --backend=dynamodb-local(-tls)"
         )
     with running_redis(tmp_path) as server:
         yield server
