@@ -25,7 +25,10 @@ executor alone and compares.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from inspect import isawaitable
 from types import FunctionType
 from typing import Any, NamedTuple
 
@@ -33,6 +36,7 @@ from graphql import (
     GraphQLField,
     GraphQLObjectType,
     GraphQLOutputType,
+    GraphQLResolveInfoHelpers,
     Undefined,
     get_nullable_type,
     is_leaf_type,
@@ -176,6 +180,38 @@ def direct(field: GraphQLField) -> Direct | None:
     return found
 
 
+def _gather_values(values: Sequence[Awaitable[Any]]) -> Awaitable[list[Any]]:
+    """graphql-core's `gather_async_work`, which reads nothing of its context."""
+    return gather_with_cancel(*values)
+
+
+class _Track:
+    """graphql-core's `track_async_work`, reaching its context through a weak reference.
+
+    Once the context is gone (its response built and nothing else holding it), the
+    awaitables are settled in the background as the context would have settled them.
+    """
+
+    __slots__ = ("_context",)
+
+    def __init__(self, context: weakref.ref[ExecutionContext]) -> None:
+        self._context = context
+
+    def __call__(self, values: Sequence[Any]) -> None:
+        context = self._context()
+        if context is not None:
+            context.track_async_work(values)
+            return
+        awaitables = [value for value in values if isawaitable(value)]
+        if awaitables:
+            future = asyncio.gather(*awaitables, return_exceptions=True)
+            _settling.add(future)  # a pending future nothing refers to may be collected
+            future.add_done_callback(_settling.discard)
+
+
+_settling: set[asyncio.Future[Any]] = set()
+
+
 class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
     """Strawberry's execution context, with the short paths when no middleware wraps a
     resolver (Strawberry passes a manager always; an extension's `resolve` hook is one)."""
@@ -184,6 +220,13 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         super().__init__(*args, **kwargs)
         manager = self.middleware_manager
         self._short = manager is None or not any(get_middleware_resolvers(manager.middlewares))
+        # graphql-core's helpers are this context's bound methods, and it holds them: a
+        # reference cycle, so every object of the request (its context, loaders and items)
+        # waited for the garbage collector (`tests/test_request_garbage.py`).
+        # `gather_async_work` needs no context; `track` holds it weakly.
+        self.async_helpers = GraphQLResolveInfoHelpers(
+            gather=_gather_values, track=_Track(weakref.ref(self))
+        )
 
     def execute_field(
         self,

@@ -23,7 +23,6 @@ from graph_api.graph.nodes import (
     then,
 )
 from graph_api.graph.paging import After, Before, Connection, First, Last
-from graph_api.internals import raw_info
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, Relation
 from graph_api.model.keys import Kind
@@ -38,20 +37,13 @@ def _home(root: Student) -> Any:
 
 
 def _pages(field: str, relation: Relation) -> Callable[..., Callable[[NodeBase], Any]]:
-    """A map's connection field: its window and what the field reads, worked out once for
-    the field of the document and its arguments (the same for every student a list repeats
-    it under), then the page of the student (`map_pages`)."""
+    """A map's connection field: its window and what the field reads, then the page of the
+    student (`map_pages`)."""
 
     def prepare(
         info: Info, first: int | None, after: str | None, last: int | None, before: str | None
     ) -> Callable[[NodeBase], Any]:
-        key = (field, first, after, last, before, *map(id, raw_info(info).field_nodes))
-        memo = info.context.selections
-        page_of: Callable[[NodeBase], Any] | None = memo.get(key)
-        if page_of is None:
-            window = paging.window(first, after, last, before)  # refused: raised for each
-            page_of = memo[key] = map_pages(info, field, relation, window)
-        return page_of
+        return map_pages(info, field, relation, paging.window(first, after, last, before))
 
     return prepare
 
