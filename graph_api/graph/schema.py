@@ -18,7 +18,7 @@ from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.context import Context
 from graph_api.graph.document import DOCUMENTS
-from graph_api.graph.execution import ExecutionContext as LeafExecutionContext
+from graph_api.graph.execution import ExecutionContext as ShortPathExecutionContext
 from graph_api.graph.limits import limit_extensions, requested_operation
 from graph_api.graph.masking import format_error, log_unexpected, request_id_of
 from graph_api.graph.mutation import Mutation
@@ -138,7 +138,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
             lambda: ParserCache(maxsize=CACHE_SIZE),
             DynamoDBAccounting,
         ],
-        execution_context_class=LeafExecutionContext,
+        execution_context_class=ShortPathExecutionContext,  # graph.execution
     )
     built.settings = settings
     return built
