@@ -1,35 +1,28 @@
-"""The executor's short path for plain fields (`graph/execution.py`) answers exactly as
-graphql-core's own path does: the same data, the same errors at the same paths, the same
-nulls where a non-null field failed.
+"""The executor's short paths (`graph/execution.py`) answer exactly as graphql-core's and
+Strawberry's own path does: the same data, the same errors at the same paths, the same nulls
+where a non-null field failed.
 
 Each document runs twice on the seeded table, through the API's schema and through a schema
-of the same types and extensions on graphql-core's executor alone.
+of the same types and extensions on the library's executor alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
-import types
-import weakref
 from typing import Any
 
 import pytest
 import strawberry
-from graphql import FragmentDefinitionNode, OperationDefinitionNode, parse
-from graphql.pyutils import is_awaitable as graphql_is_awaitable
 from support import seed
 from test_request_counts import Shapes, render, targets
 
-from bench import queries as peer_queries
-from graph_api.graph import execution, known, plans, runners
+from graph_api.graph import execution
 from graph_api.graph.context import Context, Services
-from graph_api.graph.prepared import prepared_by
 from graph_api.graph.schema import GraphSchema, build_schema
-from graph_api.graph.school_class import Class
 from graph_api.model import items
 from graph_api.store.codec import Item
+from bench import queries as peer_queries
 
 
 def both(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:
@@ -42,6 +35,7 @@ def both(services: Services, query: str, variables: dict[str, Any] | None = None
         subscription=fast.subscription,
         extensions=fast.extensions,
     )
+    reference.settings = fast.settings
 
     async def run(schema: GraphSchema) -> tuple[Any, list[dict[str, Any]]]:
         context = Context.create(services, "same-request-id")
@@ -317,359 +311,3 @@ def test_async_resolvers_and_list_arguments_answer_as_graphql_core() -> None:
         "l": 8,
     }
     assert {path for _, path in errors} == {("c",), ("d", "required"), ("f", 1), ("h", "x")}
-
-
-# -- the test for awaitables, answered by type where the type decides ------------------------
-
-
-class Proxy:
-    """A `__getattr__` that answers `__await__` for some instances: asked value by value."""
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.target, name)
-
-
-class Forwarding:
-    """A `__getattr__` that is no plain function (a `partialmethod`): still asked value by
-    value."""
-
-    def _forward(self, name: str) -> Any:
-        return getattr(self.target, name)
-
-    __getattr__ = functools.partialmethod(_forward)
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-
-
-class Box:
-    pass
-
-
-def test_awaitables_are_told_apart_as_graphql_core_tells_them() -> None:
-    @types.coroutine
-    def generator_coroutine() -> Any:
-        yield
-
-    def generator() -> Any:
-        yield
-
-    async def coroutine() -> None:
-        pass
-
-    loop = asyncio.new_event_loop()
-    box, future = Box(), loop.create_future()
-    # Pairs of one type: the first value seen must not decide for the second.
-    pairs: list[tuple[Any, Any]] = [
-        ("text", 1),
-        ([], {}),
-        (Leaf(x=1), Leaf(x=2)),
-        (Proxy(box), Proxy(future)),
-        (Forwarding(box), Forwarding(future)),
-        (weakref.proxy(box), weakref.proxy(future)),  # C-level forwarding
-        (Class.of("c1", {}, None), Class.of("c2", {"subject": "x"}, None)),  # type: ignore[arg-type]
-        (generator(), generator_coroutine()),
-        (coroutine(), loop.create_future()),
-    ]
-    values = [value for pair in pairs for value in pair]
-    for _ in range(2):  # the second time from what the first taught it
-        assert [execution.is_awaitable(v) for v in values] == [
-            graphql_is_awaitable(v) for v in values
-        ]
-    told = [execution.is_awaitable(v) for v in values]
-    assert told[6:12] == [False, True] * 3  # each forwarder as what it forwards to
-    assert told[-4:] == [False, True, True, True]
-    values[-2].close()
-    loop.close()
-
-
-@strawberry.interface
-class Named:
-    name: str
-
-
-@strawberry.type
-class Pet(Named):
-    """Strawberry's own `is_type_of` (it implements an interface), which reads a cast."""
-
-
-@strawberry.type
-class PetQuery:
-    pet: Pet | None
-
-
-def test_known_objects_keep_a_class_only_when_no_instance_can_change_the_answer() -> None:
-    pet_type = strawberry.Schema(query=PetQuery)._schema.type_map["Pet"]
-    pets = known.KnownObjects(pet_type)  # type: ignore[arg-type]
-    loop = asyncio.new_event_loop()
-    # A type of its own: one instance could be cast to another type, so each one is asked.
-    assert pets(Pet(name="a")) and not pets.types
-    assert not pets(strawberry.cast(Leaf, Pet(name="b")))
-    assert not pets(Proxy(loop.create_future())) and not pets("not a pet") and not pets.types
-    # Our node types are Uncast: their class decides, and a cast of one node is refused.
-    node = Class.of("c1", {}, None)  # type: ignore[arg-type]
-    classes = known.KnownObjects(build_schema()._schema.type_map["Class"])  # type: ignore[arg-type]
-    assert classes(node) and classes.types == {Class}
-    assert not classes(Leaf(x=1)) and not classes(None)
-    with pytest.raises(AttributeError):
-        strawberry.cast(Class, node)
-    # A type without `is_type_of` (no interface) takes any object: its class decides.
-    leaf_type = strawberry.Schema(query=ToyQuery)._schema.type_map["Leaf"]
-    leaves = known.KnownObjects(leaf_type)  # type: ignore[arg-type]
-    assert leaves(Leaf(x=1)) and leaves.types == {Leaf}
-    loop.close()
-
-
-# -- a resolver in two steps (graph/prepared.py) --------------------------------------------
-
-PREPARED: list[int] = []
-
-
-def _scaled(info: strawberry.Info, factor: int) -> Any:
-    PREPARED.append(factor)
-    if factor < 0:
-        raise ValueError("a negative factor")
-    return lambda item: item.n * factor
-
-
-@strawberry.type
-class Numbered:
-    n: int
-
-    @strawberry.field
-    @prepared_by(_scaled)
-    def scaled(self, info: strawberry.Info, factor: int) -> int:
-        return _scaled(info, factor)(self)  # type: ignore[no-any-return]
-
-
-@strawberry.type
-class NumberedQuery:
-    @strawberry.field
-    def items(self) -> list[Numbered | None]:
-        return [Numbered(n=n) for n in range(5)]
-
-
-def test_a_prepared_resolver_is_prepared_once_a_field_and_answers_as_graphql_core() -> None:
-    query = """{
-      items { a: scaled(factor: 2) b: scaled(factor: 3) }
-      late: items { c: scaled(factor: -1) }
-    }"""
-    answers, prepared = [], []
-    for context in (None, execution.ExecutionContext):
-        PREPARED.clear()
-        schema = strawberry.Schema(query=NumberedQuery, execution_context_class=context)
-        result = schema.execute_sync(query)
-        answers.append((result.data, sorted((e.message, tuple(e.path)) for e in result.errors)))
-        prepared.append(sorted(PREPARED))
-    assert answers[0] == answers[1]
-    data, errors = answers[1]
-    assert data["items"] == [{"a": 2 * n, "b": 3 * n} for n in range(5)]
-    assert data["late"] == [None] * 5  # each item's error at its own path
-    assert errors == [("a negative factor", ("late", n, "c")) for n in range(5)]
-    assert prepared[0] == [-1] * 5 + [2] * 5 + [3] * 5  # graphql-core: each call prepares
-    # Ours: once a field; the refused one once, then by the resolver at each item.
-    assert prepared[1] == [-1] * 6 + [2, 3]
-
-
-# -- an item's asynchronous error, in a list completed in place ------------------------------
-
-
-@strawberry.type
-class LateItem:
-    n: int
-
-    @strawberry.field
-    async def v(self) -> int:  # non-null: its error nulls the item, which nulls the list
-        if self.n == 1:
-            raise ValueError("bad item")
-        return self.n
-
-
-@strawberry.type
-class Parent:
-    other: str
-    items: list[LateItem] | None  # a plain attribute: completed by the short path
-
-
-@strawberry.type
-class ItemsQuery:
-    @strawberry.field
-    def parent(self) -> Parent | None:
-        return Parent(other="o", items=[LateItem(n=0), LateItem(n=1)])
-
-
-def test_an_items_late_error_nulls_its_list_not_the_parent() -> None:
-    answers = []
-    for context in (None, execution.ExecutionContext):
-        schema = strawberry.Schema(query=ItemsQuery, execution_context_class=context)
-        result = asyncio.run(schema.execute("{ parent { other items { v } } }"))
-        answers.append((result.data, [(e.message, e.path) for e in result.errors or []]))
-    assert answers[0] == answers[1]
-    assert answers[1] == (
-        {"parent": {"other": "o", "items": None}},
-        [("bad item", ["parent", "items", 1, "v"])],
-    )
-
-
-def test_a_shape_switched_by_variables_answers_alike_each_time(
-    services: Services, demo_items: list[Item]
-) -> None:
-    """One document whose @include and @skip depend on its variables: each request's
-    selection sets differ, and each gets the function written for its own shape."""
-    student = targets(demo_items)["students"][0]
-    query = """query($id: ID!, $more: Boolean!) {
-      student(id: $id) {
-        class: name def: id @include(if: $more) __typename
-        classes @skip(if: $more) { edges { node { subject } } }
-        sports @include(if: $more) { edges { node { name } } }
-      }
-    }"""
-    for more in (True, False, True):
-        fast, reference = both(services, query, {"id": student, "more": more})
-        assert fast == reference
-        answer = fast[0]["student"]
-        assert ("def" in answer, "sports" in answer, "classes" in answer) == (more, more, not more)
-        assert answer["class"] and answer["__typename"] == "Student"
-
-
-def test_a_shape_is_written_once_and_the_written_ones_are_bounded(
-    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    five = targets(demo_items)
-    query, variables = peer_queries.Q1, {"ids": five["students"]}
-    first = both(services, query, variables)
-    written = dict(runners._factories)
-    assert both(services, query, variables) == first
-    assert runners._factories == written  # the second request wrote nothing new
-
-    monkeypatch.setattr(runners, "MAX_FACTORIES", 3)
-    for n in range(1, 8):  # seven shapes: aliases a0 .. a(n-1)
-        aliases = " ".join(f"a{i}: name" for i in range(n))
-        query = f"query($id: ID!) {{ student(id: $id) {{ {aliases} }} }}"
-        fast, reference = both(services, query, {"id": five["students"][0]})
-        assert fast == reference and len(fast[0]["student"]) == n
-        assert len(runners._factories) <= 3
-
-
-def planned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The types whose selection sets `ExecutionContext` plans from here on, in order."""
-    seen: list[str] = []
-    plan_of = execution.ExecutionContext._plan_of
-
-    def recording(self: Any, parent_type: Any, grouped_field_set: Any) -> Any:
-        seen.append(parent_type.name)
-        return plan_of(self, parent_type, grouped_field_set)
-
-    monkeypatch.setattr(execution.ExecutionContext, "_plan_of", recording)
-    return seen
-
-
-def test_an_operations_plan_is_kept_and_each_request_answers_for_its_own_variables(
-    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    five = targets(demo_items)
-    seen = planned(monkeypatch)
-    query = """query($ids: [ID!]!, $n: Int, $class: ID!) {
-      students(ids: $ids) { id name classes(first: $n) { edges { node { subject } } } }
-      class(id: $class) { subject students(first: $n) { edges { node { name } } } }
-    }"""
-    answers = []
-    for ids, n in ((five["students"][:3], 1), (five["students"][5:7], 3), (["stu-nobody"], 2)):
-        fast, reference = both(services, query, {"ids": ids, "n": n, "class": five["class"]})
-        assert fast == reference
-        answers.append(fast[0])
-        first_request = len(answers) == 1
-        assert bool(seen) == first_request, seen  # planned on the first request alone
-        seen.clear()
-    assert [len(a["students"]) for a in answers] == [3, 2, 1]
-    assert [len(a["class"]["students"]["edges"]) for a in answers] == [1, 3, 2]
-    edges = [s["classes"]["edges"] for s in answers[1]["students"]]
-    assert all(len(e) == 3 for e in edges)  # the kept plan asked for this request's `first`
-    assert answers[2]["students"] == [None]
-
-
-def test_errors_under_a_kept_plan_are_at_each_requests_own_paths(
-    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    five = targets(demo_items)
-    seen = planned(monkeypatch)
-    query = """query($ids: [ID!]!, $n: Int) {
-      students(ids: $ids) { id classes(first: $n) { edges { node { subject } } } }
-    }"""
-    for ids, n, failing in (
-        (five["students"][:2], -1, [0, 1]),
-        (five["students"][:3], 2, []),
-        (["stu-nobody", five["students"][0]], 0, [1]),
-    ):
-        fast, reference = both(services, query, {"ids": ids, "n": n})
-        assert fast == reference
-        assert [e["path"] for e in fast[1]] == [["students", i, "classes"] for i in failing]
-    assert seen.count("Query") == 1
-
-
-def test_operations_whose_collection_may_differ_are_planned_every_time() -> None:
-    def alike(document: str) -> bool:
-        parsed = parse(document)
-        operation = next(d for d in parsed.definitions if isinstance(d, OperationDefinitionNode))
-        fragments = {
-            d.name.value: d for d in parsed.definitions if isinstance(d, FragmentDefinitionNode)
-        }
-        return plans.collected_alike(operation, fragments)
-
-    assert alike("query($id: ID!) { student(id: $id) { name ...F } } fragment F on Student { id }")
-    assert alike("query Q @custom { student(id: 1) { name } }")  # on the operation: no effect
-    assert not alike("query($x: Boolean!) { student(id: 1) { name @include(if: $x) } }")
-    assert not alike("{ student(id: 1) { ... @skip(if: true) { name } } }")
-    assert not alike("{ student(id: 1) { ...F @include(if: false) } } fragment F on Student { id }")
-    assert not alike(
-        "{ student(id: 1) { ...F } } fragment F on Student { classes { edges {"
-        " node { subject @skip(if: true) } } } }"
-    )
-    assert not alike("{ student(id: 1) { ...F } } fragment F on Student @dir { id }")
-    assert not alike("{ student(id: 1) { ... @defer { name } } }")
-
-
-def test_kept_plans_are_bounded(
-    services: Services, demo_items: list[Item], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    student = targets(demo_items)["students"][0]
-    monkeypatch.setattr(plans._roots, "limit", 2)
-    monkeypatch.setattr(plans._alike, "limit", 2)
-    for n in range(1, 6):
-        aliases = " ".join(f"b{i}: name" for i in range(n))
-        query = f"query($id: ID!) {{ student(id: $id) {{ {aliases} }} }}"
-        fast, reference = both(services, query, {"id": student})
-        assert fast == reference and len(fast[0]["student"]) == n
-        assert len(plans._roots) <= 2 and len(plans._alike) <= 2
-
-
-def test_work_tracked_after_its_execution_is_gone_still_settles() -> None:
-    """`info.async_helpers.track` holds its execution context weakly: called once the
-    context is freed, it settles the awaitables itself (their errors observed, none left
-    never awaited), as the context would have."""
-    settled: list[str] = []
-
-    class Gone:
-        pass
-
-    context = Gone()
-    track = execution._Track(weakref.ref(context))  # type: ignore[arg-type]
-    del context
-
-    async def work(name: str, fail: bool) -> None:
-        await asyncio.sleep(0)
-        settled.append(name)
-        if fail:
-            raise ValueError(name)
-
-    async def run() -> None:
-        track([work("a", False), 1, work("b", True)])
-        for _ in range(5):
-            await asyncio.sleep(0)
-
-    asyncio.run(run())
-    assert sorted(settled) == ["a", "b"]
-    assert not execution._settling  # nothing kept once settled

@@ -82,10 +82,6 @@ class Context:
     # What `prefetch.selected` found under a field, by its field nodes: the same for every
     # parent a list repeats the field under, and variables are fixed for the operation.
     selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
-    # The request's text and operation name, and its root fields started before execution
-    # by the id of their first field node, which execution takes (`graph.early`).
-    document_key: tuple[str, str | None] | None = field(default=None, repr=False)
-    started: dict[int, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:

@@ -58,6 +58,7 @@ from graph_api.errors import QueryTooCostly
 from graph_api.graph.document import KeptBy, fragment_order, fragments_of, operations_of
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.graph.query import MAX_IDS
+from graph_api.internals import graphql_schema
 
 QUERY_TOO_COSTLY = QueryTooCostly.code
 
@@ -331,7 +332,7 @@ class CostLimit(SchemaExtension):
         document = context.graphql_document
         if document is not None:
             self.requested = operation_cost(
-                context.schema._schema, document, context.operation_name, context.variables
+                graphql_schema(context.schema), document, context.operation_name, context.variables
             ).requested
             if self.requested > self.limit and context.result is None:
                 message = (

@@ -46,6 +46,7 @@ from strawberry.schema.schema import validate_document
 from graph_api.errors import BadUserInput
 from graph_api.graph.cost import CostLimit
 from graph_api.graph.document import fragment_order, fragments_of, operations_of
+from graph_api.internals import graphql_schema
 from graph_api.model import validation
 from graph_api.settings import Settings
 
@@ -251,7 +252,7 @@ class Validation(SchemaExtension):
         key = (context.query, rules) if context.query is not None else None
         errors = self.results.get(key) if key else None
         if errors is None:
-            errors = await self.results.validate(context.schema._schema, document, rules)
+            errors = await self.results.validate(graphql_schema(context.schema), document, rules)
             if key:
                 self.results.put(key, errors)
         if not errors:

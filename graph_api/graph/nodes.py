@@ -23,7 +23,6 @@ import strawberry
 from graph_api.errors import BadUserInput, NotFound
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
-from graph_api.graph.known import Uncast
 from graph_api.model import keys
 from graph_api.model.items import TYPE, Relation
 from graph_api.model.keys import Kind
@@ -101,7 +100,7 @@ class Node:
         return strawberry.ID(global_id(self.kind, self.id))  # type: ignore[attr-defined]
 
 
-class NodeBase(Uncast):
+class NodeBase:
     """A node: its id, what is known of it, and the request's loaders to read the rest.
 
     Its fields that need neither arguments nor `Info` (`attributes`: Python name → the item

@@ -51,6 +51,7 @@ from graphql import (
 from graph_api.graph.context import Info
 from graph_api.graph.document import KeptBy
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
+from graph_api.internals import raw_info
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Kind, Range
 from graph_api.store.codec import Item
@@ -59,7 +60,7 @@ from graph_api.store.loaders import Loaders, PageRequest, expect
 ROSTER_FIELD = "students"
 
 
-# `raw`: graphql-core's resolve info (Strawberry's `Info._raw_info`).
+# `raw`: graphql-core's resolve info under Strawberry's `Info` (`internals.raw_info`).
 
 
 def _fields(raw: Any, selection_set: SelectionSetNode | None) -> Iterator[FieldNode]:
@@ -91,7 +92,7 @@ def _value(raw: Any, node: ValueNode) -> Any:
 
 def arguments(info: Info, field: FieldNode) -> dict[str, Any]:
     """A selected field's arguments (`_value`)."""
-    raw = info._raw_info
+    raw = raw_info(info)
     return {a.name.value: _value(raw, a.value) for a in field.arguments or ()}
 
 
@@ -120,7 +121,7 @@ def selected(info: Info, under: Sequence[str] = ()) -> list[FieldNode]:
     the whole tree below the field, with every argument), and once per operation for each
     field of the document: a list of 30 students asks it of each student's `classes`.
     """
-    raw = info._raw_info
+    raw = raw_info(info)
     key = (*map(id, raw.field_nodes), *under)
     memo = info.context.selections
     level: list[FieldNode] | None = memo.get(key)
@@ -141,7 +142,7 @@ def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
     """The item attributes that the fields selected on this connection's nodes read
     (`attributes`: the node type's field -> attribute), once per operation for each field of
     the document, as `selected` is."""
-    key = ("reads", *map(id, info._raw_info.field_nodes))
+    key = ("reads", *map(id, raw_info(info).field_nodes))
     memo = info.context.selections
     wanted: frozenset[str] | None = memo.get(key)
     if wanted is None:
@@ -161,7 +162,7 @@ def operation_parts(info: Info, tables: Mapping[str, Mapping[str, tuple[str, ...
     attributes that its fields selected anywhere in the operation (its fragments included)
     may read, or None when one of them is not named there: every read of such an item in
     the request asks for that one set, so that one read of a key answers all the others."""
-    raw = info._raw_info
+    raw = raw_info(info)
     operation = raw.operation
     known = _parts.get((operation,))
     if known is not None:

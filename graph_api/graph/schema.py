@@ -9,18 +9,16 @@ from typing import Any
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import ParserCache, SchemaExtension
+from strawberry.extensions import ParserCache
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
-from graph_api.graph import early
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting
 from graph_api.graph.context import Context
 from graph_api.graph.document import DOCUMENTS
-from graph_api.graph.execution import ExecutionContext as FastExecutionContext
-from graph_api.graph.hooks import HookRunner
+from graph_api.graph.execution import ExecutionContext as ShortPathExecutionContext
 from graph_api.graph.limits import limit_extensions, requested_operation
 from graph_api.graph.masking import format_error, log_unexpected, request_id_of
 from graph_api.graph.mutation import Mutation
@@ -34,12 +32,6 @@ CACHE_SIZE = DOCUMENTS
 
 class GraphSchema(strawberry.Schema):
     settings: Settings = DEFAULTS  # the limits its extensions enforce (`build_schema`)
-
-    def create_extensions_runner(
-        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
-    ) -> HookRunner:
-        # Each request's extensions, their hooks found once a class (`graph.hooks`).
-        return HookRunner(execution_context=execution_context, extensions=extensions)
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -66,16 +58,6 @@ class GraphSchema(strawberry.Schema):
         # whether the client named one (graph.limits.operation_name_errors).
         token = requested_operation.set(operation_name)
         try:
-            # A query that has run before sends its root fields' reads first (`graph.early`).
-            await early.start(
-                self,
-                query,
-                operation_name,
-                variable_values,
-                context_value,
-                root_value,
-                allowed_operation_types,
-            )
             result = await super().execute(
                 query,
                 variable_values=variable_values,
@@ -156,7 +138,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
             lambda: ParserCache(maxsize=CACHE_SIZE),
             DynamoDBAccounting,
         ],
-        execution_context_class=FastExecutionContext,
+        execution_context_class=ShortPathExecutionContext,  # graph.execution
     )
     built.settings = settings
     return built

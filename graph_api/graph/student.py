@@ -23,7 +23,6 @@ from graph_api.graph.nodes import (
     then,
 )
 from graph_api.graph.paging import After, Before, Connection, First, Last
-from graph_api.graph.prepared import prepared_by
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, Relation
 from graph_api.model.keys import Kind
@@ -38,8 +37,8 @@ def _home(root: Student) -> Any:
 
 
 def _pages(field: str, relation: Relation) -> Callable[..., Callable[[NodeBase], Any]]:
-    """The `prepare` of a map's connection field (`prepared_by`): its window, then its page
-    of each student (`map_pages`)."""
+    """A map's connection field: its window and what the field reads, then the page of the
+    student (`map_pages`)."""
 
     def prepare(
         info: Info, first: int | None, after: str | None, last: int | None, before: str | None
@@ -107,7 +106,6 @@ class Student(NodeBase, Node):
         description="The classes the student is enrolled in, ordered by id; from the student"
         " item itself (no request of its own). Null, with an error, for arguments it refuses."
     )
-    @prepared_by(_classes)
     def classes(
         self,
         info: Info,
@@ -122,7 +120,6 @@ class Student(NodeBase, Node):
         description="The sports the student plays, ordered by id; from the student item itself"
         " (no request of its own). Null, with an error, for arguments it refuses."
     )
-    @prepared_by(_sports)
     def sports(
         self,
         info: Info,

@@ -49,9 +49,7 @@ from graph_api.http import graphiql
 from graph_api.http.graphql_http import (
     BAD_REQUEST,
     JSON,
-    is_plain_post,
     is_request_error,
-    one_operation,
     response_media_type,
     status_for,
 )
@@ -250,44 +248,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             return
         request = Request(scope, receive)
         try:
-            if is_plain_post(request.method, request.headers):
-                response = await self.answer_post(request)
-            else:
-                response = await self.run(request)
+            response = await self.run(request)
         except HTTPException as error:
             # Strawberry answers these in plain text; clients expect a GraphQL response.
             response = self.refusal(request, error)
         await response(scope, receive, send)
-
-    async def answer_post(self, request: Request) -> Response:
-        """Strawberry's `run` for the request nearly every client sends: one operation POSTed
-        as JSON, answered in JSON. The steps and hooks are Strawberry's, in its order; left
-        out is what such a request never needs (the websocket checks, GraphiQL, the content
-        type parsed through `email.message`, the stream transports, multipart): 191 -> 160 µs
-        for `{ __typename }` through the app. A batch (a JSON list) is left to `run`, which
-        refuses it as before."""
-        body = await request.body()
-        if body.lstrip()[:1] == b"[":  # a batch: before any of `run`'s steps, none twice
-            return await self.run(request)
-        # Typed `-> None` for GraphQL[Context, None]: what `run` would pass, as it does.
-        root_value = await self.get_root_value(request)  # type: ignore[func-returns-value]
-        sub_response = await self.get_sub_response(request)
-        context = await self.get_context(request, response=sub_response)
-        data = self.parse_json(body)
-        if not isinstance(data, dict):  # JSON that only looked like an object at first
-            return await self.run(request)
-        result = await self.execute_single(
-            request=request,
-            request_adapter=self.request_adapter_class(request),
-            sub_response=sub_response,
-            context=context,
-            root_value=root_value,
-            request_data=one_operation(data),
-        )
-        response_data = await self.process_result(request, result)
-        if result.errors:
-            self._handle_errors(result.errors, response_data)
-        return self.create_response(response_data, sub_response)
 
     def refusal(self, request: Request, error: HTTPException) -> Response:
         """A request refused before it became an operation: its status, a coded error."""

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cross_web import HTTPException
-from strawberry.http import GraphQLRequestData
 from strawberry.types import ExecutionResult
 
 from graph_api.errors import INTERNAL_SERVER_ERROR, BadRequest, Unauthenticated, Unavailable
@@ -87,43 +85,4 @@ def status_for(response: Mapping[str, Any], media_type: str) -> int:
             for error in response.get("errors") or []
         ),
         default=400,
-    )
-
-
-def is_plain_post(method: str, headers: Mapping[str, str]) -> bool:
-    """A POST of JSON that asks for no stream (`GraphQLEndpoint.answer_post`). Anything else,
-    and anything unsure (another JSON media type, an Accept naming a stream's type in any
-    case), takes Strawberry's whole path. The media type is compared as written: Strawberry
-    refuses `Application/JSON` (400), and this path must answer as it does."""
-    if method != "POST":
-        return False
-    media_type = headers.get("content-type", "").partition(";")[0].strip()
-    accept = headers.get("accept", "").lower()
-    return media_type == JSON and "event-stream" not in accept and "multipart" not in accept
-
-
-def one_operation(data: Mapping[str, Any]) -> GraphQLRequestData:
-    """A POSTed JSON object as one operation, refused (400) with Strawberry's own messages
-    when a member has the wrong type (`AsyncBaseHTTPView.parse_http_body`)."""
-    query = data.get("query")
-    if not isinstance(query, str | None):
-        raise HTTPException(
-            400, "The GraphQL operation's `query` must be a string or null, if provided."
-        )
-    variables = data.get("variables")
-    if not isinstance(variables, dict | None):
-        raise HTTPException(
-            400, "The GraphQL operation's `variables` must be an object or null, if provided."
-        )
-    extensions = data.get("extensions")
-    if not isinstance(extensions, dict | None):
-        raise HTTPException(
-            400, "The GraphQL operation's `extensions` must be an object or null, if provided."
-        )
-    return GraphQLRequestData(
-        query=query,
-        variables=variables,
-        operation_name=data.get("operationName"),
-        extensions=extensions,
-        protocol="http",
     )
