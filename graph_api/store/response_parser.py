@@ -57,6 +57,8 @@ from botocore.parsers import (
     ResponseParserFactory,
 )
 
+from graph_api.internals import ParserHooks
+
 # A binary attribute's type tag as a JSON key, with or without whitespace before the colon
 # (moto writes `"B": `). A string that merely contains it only costs the slow path.
 _BINARY_TAG = re.compile(rb'"BS?"\s*:')
@@ -66,10 +68,6 @@ def _may_hold_binary(body: bytes) -> bool:
     # The regex alone: a 29 KB BatchGetItem took 13 µs, `b'"B"' in body` (whose last byte,
     # '"', is everywhere in JSON) 18 µs for each of the two substrings it replaced.
     return _BINARY_TAG.search(body) is not None
-
-
-# botocore's private methods that we extend (botocore-stubs declares only the public API).
-_JSON: Any = JSONParser
 
 
 def holds_attribute_values(shape: Shape) -> bool:
@@ -98,14 +96,14 @@ def json_object(body: bytes) -> dict[str, Any]:
     return decoded
 
 
-class _StrictJSONParser(JSONParser):
+class _StrictJSONParser(ParserHooks):
     """botocore's JSON parser, refusing a successful body that is not a JSON object."""
 
-    def _parse_body_as_json(self, body_contents: bytes) -> Any:
-        return json_object(body_contents)
+    def decode_body(self, body: bytes) -> Any:
+        return json_object(body)
 
 
-class DynamoJSONParser(JSONParser):
+class DynamoJSONParser(ParserHooks):
     """botocore's JSON parser, with attribute values taken as decoded (module docstring)."""
 
     def __init__(self, **defaults: Any) -> None:
@@ -129,16 +127,16 @@ class DynamoJSONParser(JSONParser):
         except (AttributeError, TypeError, ValueError) as error:  # a JSON of another shape
             raise ResponseParserError(f"not the operation's answer: {error!r}") from error
 
-    def _parse_body_as_json(self, body_contents: bytes) -> Any:
-        return json_object(body_contents)
+    def decode_body(self, body: bytes) -> Any:
+        return json_object(body)
 
-    def _parse_shape(self, shape: Shape, node: Any) -> Any:
+    def walk(self, shape: Shape, node: Any) -> Any:
         attribute_map = self._attribute_maps.get(shape.name)
         if attribute_map is None:
             attribute_map = self._attribute_maps[shape.name] = holds_attribute_values(shape)
         if attribute_map:
             return node
-        return _JSON._parse_shape(self, shape, node)
+        return super().walk(shape, node)
 
 
 class DynamoResponseParserFactory(ResponseParserFactory):
