@@ -78,8 +78,8 @@ _DATA_OPERATIONS = frozenset(
 REQUIRED = {
     "GetItem": ("ConsumedCapacity",),
     "BatchGetItem": ("Responses", "UnprocessedKeys", "ConsumedCapacity"),
-    "Query": ("Items", "Count", "ConsumedCapacity"),
-    "Scan": ("Items", "Count", "ConsumedCapacity"),
+    "Query": ("Count", "ScannedCount", "ConsumedCapacity"),  # no Items with Select=COUNT
+    "Scan": ("Count", "ScannedCount", "ConsumedCapacity"),
     "PutItem": ("ConsumedCapacity",),
     "UpdateItem": ("ConsumedCapacity",),
     "DeleteItem": ("ConsumedCapacity",),
