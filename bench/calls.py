@@ -1,4 +1,4 @@
-"""The API's DynamoDB calls as its boto3 client makes them: timed (`CallClock`), grouped
+"""The API's DynamoDB calls as its client makes them: timed (`CallClock`), grouped
 into waves, and recorded as sent (`RequestRecorder`), for `make bench-plain` (bench/plain.py,
 bench/floors.py).
 
@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 class CallClock:
-    """Every DynamoDB call the API's boto3 client makes while `watching`, with its operation
+    """Every DynamoDB call the API's client makes while `watching`, with its operation
     and interval.
 
     Registered on botocore's events (public API, whatever the API's own code looks like):
@@ -35,9 +35,9 @@ class CallClock:
     the timed requests must not pay (Q3 sends seven calls).
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, dynamo: Any) -> None:
         self._calls: list[Call] = []
-        self._events = client.meta.events
+        self._events = dynamo  # `Dynamo.register`: on the client of every event loop
 
     @contextmanager
     def watching(self) -> Iterator[None]:
@@ -142,15 +142,12 @@ def pauses(requests: list[list[Call]]) -> list[float] | None:
 
 class RequestRecorder:
     """The DynamoDB requests the API sends while `recording`, as they go on the wire (signed):
-    botocore's `before-send` event, which the API's direct calls emit as botocore's own path
-    does. DynamoDB Local checks no signature's age, so a recorded request can be sent again.
-
-    Registered only while recording: a `before-send` handler takes the API's reads off their
-    plain path (store/direct.py), which the timed requests must measure as served.
+    botocore's `before-send` event. DynamoDB Local checks no signature's age, so a recorded
+    request can be sent again. Registered only while recording.
     """
 
-    def __init__(self, client: Any) -> None:
-        self._events = client.meta.events
+    def __init__(self, dynamo: Any) -> None:
+        self._events = dynamo  # `Dynamo.register`: on the client of every event loop
 
     def _record(self, request: Any, recorded: list[dict[str, Any]]) -> None:
         url = urlsplit(request.url)

@@ -375,9 +375,9 @@ class CallCounter:
     """Every HTTP request the API's DynamoDB client sends, by operation: a cross-check of
     the events' own `extensions.dynamodb.requests`, counted where nothing can hide."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, dynamo: Any) -> None:
         self.counts: Counter[str] = Counter()
-        client.meta.events.register("before-send.dynamodb", self._count)
+        dynamo.register("before-send.dynamodb", self._count)  # every event loop's client
 
     def _count(self, event_name: str, **_: Any) -> None:
         self.counts[event_name.rsplit(".", 1)[-1]] += 1  # += on a Counter: GIL-atomic enough
@@ -643,7 +643,7 @@ def run(
             f"{services.settings.max_subscriptions_per_connection} a websocket"
         )
     plan = make_plan(school, targets["q2_class_id"], connections * per_connection, writes)
-    counter = CallCounter(services.dynamo.client)
+    counter = CallCounter(services.dynamo)
     tag = os.urandom(2).hex()  # names this run's renames give are new to the table
     phases = []
     for label, subs in (

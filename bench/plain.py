@@ -375,8 +375,8 @@ def main() -> None:
         reader = services.events.reader
         if reader is not None and not live_bench.caught_up(reader):
             print("the stream reader did not catch up with the seeding in 60 s", flush=True)
-        clock = CallClock(services.dynamo.client)
-        recorder = RequestRecorder(services.dynamo.client)
+        clock = CallClock(services.dynamo)
+        recorder = RequestRecorder(services.dynamo)
 
         with ExitStack() as stack:
             running: peer.Running | None = None

@@ -224,7 +224,7 @@ def hostile(endpoint: str) -> Iterator[Hostile]:
         if lease not in params.get("body", b""):
             sent.append(model.name)
 
-    services.dynamo.client.meta.events.register("before-call.dynamodb", spy)
+    services.dynamo.register("before-call.dynamodb", spy)
     try:
         # Server exceptions become 500s (what a client would see), not test errors.
         with TestClient(create_app(services), raise_server_exceptions=False) as client:

@@ -1244,7 +1244,7 @@ class Faults:
     _handlers: list[tuple[str, Callable[..., Any]]] = dataclasses.field(default_factory=list)
 
     def _register(self, event: str, handler: Callable[..., Any]) -> None:
-        self.dynamo.client.meta.events.register(event, handler)
+        self.dynamo.register(event, handler)
         self._handlers.append((event, handler))
 
     def fail(self, operation: str | None, times: int | None, make: Callable[[], Any]) -> None:
@@ -1261,7 +1261,7 @@ class Faults:
             result = make()
             if isinstance(result, Exception):
                 raise result
-            return result
+            return as_sent(result)
 
         self._register("before-send.dynamodb" + (f".{operation}" if operation else ""), handler)
 
@@ -1277,7 +1277,32 @@ class Faults:
 
     def undo(self) -> None:
         for event, handler in self._handlers:
-            self.dynamo.client.meta.events.unregister(event, handler)
+            self.dynamo.unregister(event, handler)
+        self._handlers.clear()
+
+
+class _Read:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def read(self) -> bytes:
+        return self.body
+
+
+def as_sent(response: Any) -> Any:
+    """A botocore `AWSResponse` answering for the network, as the client that sent the
+    request reads it: aiobotocore's (the API's calls, on a running loop) awaits its body."""
+    if response is None:
+        return None
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the command line's boto3 client
+        return response
+    from aiobotocore.awsrequest import AioAWSResponse
+
+    return AioAWSResponse(
+        response.url, response.status_code, dict(response.headers), _Read(response.content)
+    )
 
 
 # -- an HTTP server that misbehaves as a test asks --------------------------------------------

@@ -319,7 +319,7 @@ class ScanTimeouts:
             raise ReadTimeoutError(endpoint_url="http://injected")
 
     def install(self, dynamo: Dynamo) -> None:
-        dynamo.client.meta.events.register("before-send.dynamodb.Scan", self)
+        dynamo.register("before-send.dynamodb.Scan", self)
 
 
 @pytest.fixture

@@ -496,7 +496,7 @@ def _lose_the_next_answer(services: Services, operation: str) -> list[int]:
             lost.append(1)
             raise ReadTimeoutError(endpoint_url="http://lost-answer")
 
-    services.dynamo.client.meta.events.register(f"after-call.dynamodb.{operation}", handler)
+    services.dynamo.register(f"after-call.dynamodb.{operation}", handler)
     return lost
 
 

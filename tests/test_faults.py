@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,7 +24,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
-from support import Faults, Result, execute, make_settings, scan
+from support import Faults, HTTPServer, Reply, Result, execute, make_settings, scan
 
 from graph_api.errors import Unavailable
 from graph_api.graph.context import Services
@@ -30,6 +32,7 @@ from graph_api.ops import demo
 from graph_api.ops.check import check_table
 from graph_api.store import admin, retry
 from graph_api.store.codec import Item
+from graph_api.store.http_session import MAX_BODY
 from graph_api.store.transactions import Stale
 from graph_api.writes import memberships
 from graph_api.writes.attempts import KEPT_CHANGING
@@ -195,7 +198,8 @@ def enrol(services: Services, student: str, klass: str) -> Result:
     return execute(services, ENROL, {"s": student, "c": klass})
 
 
-def test_transaction_conflicts_are_retried_with_the_same_token(school: Services) -> None:
+def test_transaction_conflicts_are_retried_with_the_same_token(roomy_school: Services) -> None:
+    school = roomy_school  # about the token, not the deadline
     student, klass = a_free_class(school)
     before = next(i for i in scan(school) if i["PK"] == f"CLASS#{klass}")["studentCount"]
     faults = Faults(school.dynamo)
@@ -338,8 +342,9 @@ def test_a_drained_budget_fails_requests_fast_until_successes_refill_it(
 
 
 def test_a_write_whose_reads_keep_going_stale_gives_up_after_the_policys_retries(
-    school: Services, monkeypatch: pytest.MonkeyPatch, quick_retries: retry.Policy
+    roomy_school: Services, monkeypatch: pytest.MonkeyPatch, quick_retries: retry.Policy
 ) -> None:
+    school = roomy_school  # the policy's count stops it, not the deadline
     student, klass = a_free_class(school)
     before = scan(school)
     attempts = []
@@ -360,8 +365,9 @@ def test_a_write_whose_reads_keep_going_stale_gives_up_after_the_policys_retries
 
 
 def test_throttled_reads_and_stale_writes_share_one_count(
-    school: Services, monkeypatch: pytest.MonkeyPatch, quick_retries: retry.Policy
+    roomy_school: Services, monkeypatch: pytest.MonkeyPatch, quick_retries: retry.Policy
 ) -> None:
+    school = roomy_school  # the policy's count stops it, not the deadline
     student, klass = a_free_class(school)
     attempts = []
 
@@ -458,3 +464,174 @@ def refusal(code: str, *reasons: str) -> ClientError:
 def test_what_is_sent_again(error: Exception, failure: str | None) -> None:
     found = retry.failure_of(error)
     assert (found.name if found else None) == failure
+
+
+# -- answers that are not DynamoDB's ------------------------------------------------------
+
+
+def answer(status: int, body: bytes, **headers: str) -> AWSResponse:
+    return AWSResponse("http://injected", status, {"Content-Type": JSON, **headers}, _Body(body))
+
+
+HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+
+
+def html_200(_: str) -> AWSResponse:
+    return answer(200, HTML, **{"Content-Type": "text/html"})
+
+
+def empty_object(_: str) -> AWSResponse:
+    return answer(200, b"{}")
+
+
+def html_503(_: str) -> AWSResponse:
+    return answer(503, HTML, **{"Content-Type": "text/html"})
+
+
+def garbage_500(_: str) -> AWSResponse:
+    return answer(500, b"\x00\xffnot json at all")
+
+
+# Well-formed answers of each operation, as DynamoDB writes them with ReturnConsumedCapacity.
+WELL_FORMED = {
+    "BatchGetItem": b'{"Responses": {}, "UnprocessedKeys": {}, "ConsumedCapacity": []}',
+    "Query": b'{"Items": [], "Count": 0, "ScannedCount": 0, "ConsumedCapacity": {}}',
+    "TransactWriteItems": b'{"ConsumedCapacity": []}',
+}
+
+
+def bad_checksum(operation: str) -> AWSResponse:
+    """A well-formed answer whose `x-amz-crc32` is not its body's."""
+    body = WELL_FORMED[operation]
+    return answer(200, body, **{"x-amz-crc32": str((zlib.crc32(body) + 1) & 0xFFFFFFFF)})
+
+
+NOT_DYNAMODB = [html_200, empty_object, html_503, garbage_500, bad_checksum]
+NOT_DYNAMODB_IDS = ["HTML 200", "{} 200", "HTML 503", "garbage 500", "bad x-amz-crc32"]
+
+
+def test_a_well_formed_answer_with_its_checksum_is_taken(
+    quick: Services, faults: Faults, demo_items: list[Item]
+) -> None:
+    """The faults below differ from DynamoDB's answers only in what they break."""
+    body = WELL_FORMED["Query"]
+    faults.fail("Query", 1, lambda: answer(200, body, **{"x-amz-crc32": str(zlib.crc32(body))}))
+    result = execute(quick, "{ sports(first: 3) { edges { node { id } } } }")
+    assert result.errors == []
+    assert result.data == {"sports": {"edges": []}}
+
+
+@pytest.mark.parametrize("fault", NOT_DYNAMODB, ids=NOT_DYNAMODB_IDS)
+def test_answers_that_are_not_dynamodbs_are_retried(
+    quick: Services, faults: Faults, demo_items: list[Item], fault: Callable[[str], AWSResponse]
+) -> None:
+    faults.fail("BatchGetItem", 2, lambda: fault("BatchGetItem"))
+    ids = students(demo_items, 5)
+    result = execute(quick, NAMES, {"ids": ids})
+    assert result.errors == []
+    assert [s["id"] for s in result.data["students"]] == ids
+    assert result.extensions["dynamodb"]["requests"] == 3
+
+
+@pytest.mark.parametrize("operation", ["BatchGetItem", "Query"])
+@pytest.mark.parametrize("fault", NOT_DYNAMODB, ids=NOT_DYNAMODB_IDS)
+def test_reads_never_take_an_answer_that_is_not_dynamodbs_for_an_empty_one(
+    quick: Services,
+    faults: Faults,
+    demo_items: list[Item],
+    quick_retries: retry.Policy,
+    fault: Callable[[str], AWSResponse],
+    operation: str,
+) -> None:
+    faults.fail(operation, None, lambda: fault(operation))
+    if operation == "BatchGetItem":
+        field, query = "students", f'{{ students(ids: ["{students(demo_items, 1)[0]}"]) {{ id }} }}'
+    else:
+        field, query = "sports", "{ sports(first: 3) { edges { node { id } } } }"
+    result = execute(quick, query)
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.data is None or result.data[field] is None
+    assert result.extensions["dynamodb"]["requests"] == 1 + quick_retries.max_retries
+
+
+@pytest.fixture
+def roomy_school(endpoint: str) -> Iterator[Services]:
+    """A small writable school with a deadline no busy machine reaches."""
+    services = Services.create(make_settings(endpoint, deadline_seconds=120.0))
+    admin.create(services.dynamo, services.settings.table)
+    admin.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2))
+    yield services
+    services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+    services.close()
+
+
+@pytest.mark.parametrize("fault", NOT_DYNAMODB, ids=NOT_DYNAMODB_IDS)
+def test_a_write_answered_by_something_else_is_unavailable_never_written(
+    roomy_school: Services, quick_retries: retry.Policy, fault: Callable[[str], AWSResponse]
+) -> None:
+    school = roomy_school
+    student, klass = a_free_class(school)
+    before = scan(school)
+    faults = Faults(school.dynamo)
+    faults.fail("TransactWriteItems", None, lambda: fault("TransactWriteItems"))
+    try:
+        result = enrol(school, student, klass)
+    finally:
+        faults.undo()
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.data == {"enrollStudent": None}
+    assert len(faults.sent) == 1 + quick_retries.max_retries  # retried within the policy
+    assert scan(school) == before
+
+
+# -- an endpoint that sends more than DynamoDB ever does ------------------------------------
+
+
+def _endless(sent: list[int], *, chunked: bool) -> Reply:
+    """Answers with a body that goes on (1 GB, if nothing stops it), chunked or under a
+    `Content-Length` of 4 GB; records how much it could send before the client hung up."""
+
+    def reply(conn: socket.socket, _: bytes) -> bool:
+        framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: 4294967296"
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\n"
+            + framing
+            + b"\r\n\r\n"
+        )
+        block = b" " * 65536
+        piece = b"%x\r\n%s\r\n" % (len(block), block) if chunked else block
+        total = 0
+        try:
+            while total < 1 << 30:
+                conn.sendall(piece)
+                total += len(piece)
+        except OSError:  # the client closed the connection
+            pass
+        sent.append(total)
+        return False
+
+    return reply
+
+
+@pytest.mark.parametrize("kind", ["4 GB Content-Length", "endless chunks"])
+def test_an_answer_larger_than_dynamodb_sends_is_cut_and_unavailable(
+    kind: str, quick_retries: retry.Policy
+) -> None:
+    sent: list[int] = []
+    server = HTTPServer(_endless(sent, chunked=kind == "endless chunks"))
+    services = Services.create(
+        make_settings(f"http://127.0.0.1:{server.port}", deadline_seconds=60.0)
+    )
+    try:
+        result = execute(services, '{ student(id: "stu-0001") { name } }')
+    finally:
+        services.close()
+        server.close()
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.data == {"student": None}
+    # Each attempt stopped reading near the cap (16 MB, and what the sockets' buffers held),
+    # or at once for a length over it.
+    assert sent
+    assert all(total < MAX_BODY + (16 << 20) for total in sent)
+    assert server.connections == result.extensions["dynamodb"]["requests"]
+    assert server.connections == 1 + quick_retries.max_retries

@@ -42,6 +42,9 @@ def run(
     schema: GraphSchema | None = None,
 ) -> Result:
     async def go() -> Result:
+        # This loop's DynamoDB client made and connected, as a serving process has it: the
+        # first call of a loop opens it, which takes more loop turns than a request does.
+        await services.dynamo.call("DescribeTable", {"TableName": services.settings.table}, None)
         context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}", auth)
         result = await (schema or build_schema(services.settings)).execute(
             query, variable_values=variables, context_value=context

@@ -58,7 +58,7 @@ def batch_reads(school: Services) -> Iterator[list[dict[str, Any]]]:
     def spy(params: dict[str, Any], **_: Any) -> None:
         sent.append(params["RequestItems"][table])
 
-    events = school.dynamo.client.meta.events
+    events = school.dynamo
     events.register("before-parameter-build.dynamodb.BatchGetItem", spy)
     yield sent
     events.unregister("before-parameter-build.dynamodb.BatchGetItem", spy)
@@ -250,7 +250,7 @@ def test_keys_left_unprocessed_are_asked_for_again_with_the_same_projection(
         held.append(got.pop())
         parsed["UnprocessedKeys"] = {table: {"Keys": [{k: held[0][k] for k in ("PK", "SK")}]}}
 
-    events = school.dynamo.client.meta.events
+    events = school.dynamo
     events.register("after-call.dynamodb.BatchGetItem", hold_back_one)
     try:
         result = run_query(school, ROSTER, {"id": "sp1"})

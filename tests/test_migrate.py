@@ -175,7 +175,7 @@ class CrashAfter:
 
     def install(self, dynamo: Dynamo) -> None:
         event = "before-send" if self.when == "before" else "after-call"
-        dynamo.client.meta.events.register(f"{event}.dynamodb.TransactWriteItems", self)
+        dynamo.register(f"{event}.dynamodb.TransactWriteItems", self)
 
 
 @pytest.mark.parametrize("when", ["before", "after"])

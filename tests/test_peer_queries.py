@@ -130,7 +130,7 @@ def test_no_pauses_when_the_requests_made_other_calls_or_calls_at_once() -> None
 def test_a_recorded_read_sent_again_gets_the_same_answer(
     services: Any, demo_items: list[Item]
 ) -> None:
-    recorder = RequestRecorder(services.dynamo.client)
+    recorder = RequestRecorder(services.dynamo)
     students = [item for item in demo_items if item["type"] == "student"][:3]
     query = "query($ids: [ID!]!) { students(ids: $ids) { id name } }"
     variables = {"ids": [student["id"] for student in students]}

@@ -4,7 +4,6 @@ copies commit together, the rest follow in idempotent chunks, and every copy end
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any
 
 import pytest
@@ -178,26 +177,24 @@ def test_rename_of_a_teacher_with_a_hundred_classes(empty_services: Services) ->
     inputs = [{"id": f"c{n:03d}", "subject": f"S{n}", "teacherId": "t1"} for n in range(100)]
     all_ok(execute_concurrently(svc, [(create, {"i": i}) for i in inputs]))
     # The 100 rosters are read a few at a time, so the process's other requests (a reader's)
-    # never queue behind a hundred of them in the DynamoDB client's thread pool.
-    in_flight, most, lock = 0, 0, threading.Lock()
-    send = svc.dynamo.call_sync
+    # never queue behind a hundred of them for the DynamoDB client's connections.
+    in_flight, most = 0, 0
+    send = svc.dynamo.call
 
-    def counting(operation: str, params: dict[str, Any], ledger: Any) -> Any:
+    async def counting(operation: str, params: dict[str, Any], ledger: Any) -> Any:
         nonlocal in_flight, most
-        with lock:
-            in_flight += operation == "Query"
-            most = max(most, in_flight)
+        in_flight += operation == "Query"
+        most = max(most, in_flight)
         try:
-            return send(operation, params, ledger)
+            return await send(operation, params, ledger)
         finally:
-            with lock:
-                in_flight -= operation == "Query"
+            in_flight -= operation == "Query"
 
-    svc.dynamo.call_sync = counting  # type: ignore[method-assign]
+    svc.dynamo.call = counting  # type: ignore[method-assign]
     try:
         result = run(svc, RENAME, {"n": "Grace Hopper"})
     finally:
-        svc.dynamo.call_sync = send  # type: ignore[method-assign]
+        svc.dynamo.call = send  # type: ignore[method-assign]
     assert result.problems == []
     assert result.data["updateTeacher"]["teacher"]["version"] == 2
     assert 1 <= most <= propagation.READS_AT_ONCE

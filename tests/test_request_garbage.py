@@ -93,6 +93,16 @@ def _documents(items: list[Item]) -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
+def _jmespaths(thing: Any) -> bool:
+    """Part of a jmespath search's own cycle (its TreeInterpreter keeps bound methods of
+    itself): botocore resolves DynamoDB's endpoint for every BatchGetItem with one, to read
+    the tables' names (`ResourceArnList`), 6 objects a call. Not ours to break."""
+    owner = getattr(thing, "__self__", thing)
+    if isinstance(thing, dict) and thing:
+        owner = getattr(next(iter(thing.values())), "__self__", None)
+    return type(owner).__module__.startswith("jmespath")
+
+
 def test_the_bench_queries_leave_no_reference_cycle(
     services: Services, demo_items: list[Item], saved_garbage: list[Any]
 ) -> None:
@@ -109,7 +119,7 @@ def test_the_bench_queries_leave_no_reference_cycle(
             answer = await _post(app, document, variables)
             assert "errors" not in answer and answer["data"], answer
             gc.collect()
-            found[name] = len(saved_garbage) - before
+            found[name] = sum(1 for o in saved_garbage[before:] if not _jmespaths(o))
         return found
 
     found = asyncio.run(run())

@@ -7,13 +7,15 @@ built as the API builds it, returned exactly that. Runs on both backends (`--bac
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import botocore.session
 import pytest
 from botocore.exceptions import ClientError
-from botocore.parsers import JSONParser, ResponseParserFactory
+from botocore.parsers import JSONParser, ResponseParserError, ResponseParserFactory
 from support import make_settings
 
 from graph_api import __version__
@@ -237,39 +239,40 @@ def test_unprocessed_keys_parse_as_botocore_does(rec: Recorder) -> None:
 
 
 def test_stream_records_parse_as_botocore_does(rec: Recorder, endpoint: str) -> None:
-    """The change stream's client uses the same parser: records carry both images."""
+    """The change stream's client (aiobotocore, as the reader runs it) uses the same
+    parser: records carry both images, as botocore's own parser reads them."""
     streams = Streams(make_settings(endpoint, table=rec.table))
     raw: list[dict[str, Any]] = []
-    streams.client.meta.events.register(
+    streams.register(
         "before-parse.dynamodb-streams.*", lambda response_dict, **_: raw.append(response_dict)
     )
-    try:
-        assert isinstance(
-            streams.client._endpoint._response_parser_factory, DynamoResponseParserFactory
-        )
-        rec.call("PutItem", {"TableName": rec.table, "Item": student(1)})
-        rec.call("PutItem", {"TableName": rec.table, "Item": student(1, extra=3)})
-        described = rec.dynamo.call_sync("DescribeTable", {"TableName": rec.table}, None)
-        arn = described["Table"]["LatestStreamArn"]
-        shards = streams.call_sync("DescribeStream", {"StreamArn": arn})
+    rec.call("PutItem", {"TableName": rec.table, "Item": student(1)})
+    rec.call("PutItem", {"TableName": rec.table, "Item": student(1, extra=3)})
+    described = rec.dynamo.call_sync("DescribeTable", {"TableName": rec.table}, None)
+    arn = described["Table"]["LatestStreamArn"]
+
+    async def read() -> Any:
+        shards = await streams.call("DescribeStream", {"StreamArn": arn})
         shard = shards["StreamDescription"]["Shards"][0]["ShardId"]
-        iterator = streams.call_sync(
+        opened = await streams.call(
             "GetShardIterator",
             {"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"},
-        )["ShardIterator"]
+        )
         raw.clear()
-        got = streams.call_sync("GetRecords", {"ShardIterator": iterator})
-        model = streams.client.meta.service_model.operation_model("GetRecords")
-        expected = STOCK.parse(raw[0], model.output_shape)
-        metadata = {**got["ResponseMetadata"]}
-        metadata.pop("RetryAttempts")
-        metadata.pop("MaxAttemptsReached", None)
-        assert {**got, "ResponseMetadata": metadata} == expected
-        images = [r["dynamodb"] for r in got["Records"]]
-        assert images[0]["NewImage"] == student(1)
-        assert images[1]["OldImage"] == student(1) and images[1]["NewImage"] == student(1, 3)
-    finally:
-        streams.close()
+        got = await streams.call("GetRecords", {"ShardIterator": opened["ShardIterator"]})
+        await streams.aclose()
+        return got
+
+    got = asyncio.run(read())
+    model = botocore.session.get_session().get_service_model("dynamodbstreams")
+    expected = STOCK.parse(raw[0], model.operation_model("GetRecords").output_shape)
+    metadata = {**got["ResponseMetadata"]}
+    metadata.pop("RetryAttempts")
+    metadata.pop("MaxAttemptsReached", None)
+    assert {**got, "ResponseMetadata": metadata} == expected
+    images = [r["dynamodb"] for r in got["Records"]]
+    assert images[0]["NewImage"] == student(1)
+    assert images[1]["OldImage"] == student(1) and images[1]["NewImage"] == student(1, 3)
 
 
 def test_binary_attributes_are_bytes_as_botocore_makes_them(rec: Recorder) -> None:
@@ -350,9 +353,13 @@ def test_errors_are_botocores_client_errors(rec: Recorder, endpoint: str) -> Non
         b'{"Responses": {"t": [{"k": {"S": "v"}}]}, "UnprocessedKeys": {"t": {"Keys": '
         b'[{"k": {"S": "w"}}], "ConsistentRead": true, "Other": 1}}}',
         b"not json",
+        b"<html><body>502 Bad Gateway</body></html>",
+        b"[]",
     ],
 )
 def test_odd_bodies_parse_as_botocore_does(body: bytes) -> None:
+    """Except one way: a successful answer that is not a JSON object is refused (botocore
+    reads it as an empty result)."""
     from botocore.session import get_session
 
     model = get_session().get_service_model("dynamodb")
@@ -361,6 +368,10 @@ def test_odd_bodies_parse_as_botocore_does(body: bytes) -> None:
         shape = model.operation_model(operation).output_shape
         for status in (200, 400, 500):
             raw = {"status_code": status, "headers": {"X-Amzn-RequestId": "r"}, "body": body}
+            if status == 200 and not body.startswith(b"{"):
+                with pytest.raises(ResponseParserError):
+                    ours.parse(dict(raw), shape)
+                continue
             try:
                 expected = STOCK.parse(dict(raw), shape)
             except Exception as error:  # botocore refuses it: so must we, the same way

@@ -414,12 +414,12 @@ def test_a_take_cut_short_after_it_was_made_is_still_released(stream: Stream) ->
     async def scenario() -> None:
         a = Lease(stream.dynamo, stream.name, 60.0, owner="a")
         event = "after-call.dynamodb.UpdateItem"
-        stream.dynamo.client.meta.events.register(event, cut)
+        stream.dynamo.register(event, cut)
         try:
             with pytest.raises(Cut):
                 await a.take()
         finally:
-            stream.dynamo.client.meta.events.unregister(event, cut)
+            stream.dynamo.unregister(event, cut)
         assert stream.lease_item()["owner"] == "a" and not a.held()
         await a.release()  # an instance stopping: it gives up what it may have taken
         assert "token" not in stream.lease_item()

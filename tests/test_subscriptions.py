@@ -319,15 +319,15 @@ def test_subscribers_of_one_event_share_its_reads(endpoint: str) -> None:
         def count(**kwargs: Any) -> None:
             sent.append(kwargs["event_name"].rsplit(".", 1)[-1])
 
-        api = services.dynamo.client  # the API's own client: the reader has clients of its own
-        api.meta.events.register("before-send.dynamodb", count)
+        api = services.dynamo  # the API's own clients: the reader has clients of its own
+        api.register("before-send.dynamodb", count)
         try:
             # Another writer, not the API: nothing of ours reads before the event does.
             klass = items.school_class("c1", "Maths", items.teacher("t1", "Ada"))
             put(boto_client(endpoint), services, klass)
             got = ws.events(3)
         finally:
-            api.meta.events.unregister("before-send.dynamodb", count)
+            api.unregister("before-send.dynamodb", count)
     assert sorted(id_ for id_, _ in got) == ["0", "1", "2"]
     assert {repr(data) for _, data in got} == {
         repr({"classChanged": {"kind": "CREATED", "class": {"subject": "Maths"}}})

@@ -85,7 +85,7 @@ class LiveEvents:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             self.reader = None
-            streams.close()
-            dynamo.close()
+            await streams.aclose()
+            await dynamo.aclose()
             await broker.close()
             self.broker = None

@@ -355,8 +355,11 @@ def create_app(services: Services) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with services.events.running():
-            yield
+        try:
+            async with services.events.running():
+                yield
+        finally:  # the DynamoDB client of this loop: its connections end with the app
+            await services.dynamo.aclose()
 
     return Starlette(
         routes=routes,

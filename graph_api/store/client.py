@@ -1,38 +1,54 @@
-"""The one place that talks to DynamoDB: a boto3 client, awaited by the event loop, accounted.
+"""The one place that talks to DynamoDB: an aiobotocore client awaited on the event loop,
+accounted; and boto3 for the command line.
 
-boto3 is synchronous. On an endpoint our transport serves (plain HTTP: the embedded backend,
-DynamoDB Local, Alternator) a call runs on the loop's thread in a greenlet, its network
-waits awaited (store/greenlets.py); on any other (AWS, over HTTPS) it runs on a bounded
-thread pool that the loop awaits. Each call names the `Ledger` of the GraphQL request it
-serves; a botocore hook counts every HTTP attempt (retries included) against it.
+The API's calls (`Dynamo.call`) go through aiobotocore: botocore's serializer, signer,
+endpoints, credentials and error handling, on aiohttp (HTTP, TLS, `AWS_CA_BUNDLE`), awaited
+on the loop with no thread. Two components of theirs are ours: the response parser
+(store/response_parser.py, through the session's `response_parser_factory`) and the HTTP
+session class (store/http_session.py: a response's body capped at 16 MB). The command
+line's synchronous work (store/admin.py: tables, seeding, the Scan) calls `call_sync`,
+through a boto3 client made the same way.
+
+An aiohttp session belongs to the event loop it was made on, so `Dynamo` makes one
+aiobotocore client per running loop, when the loop first calls, and closes it:
+- explicitly, `await dynamo.aclose()` (the app's lifespan, at shutdown), or
+- when the loop's runner ends (`asyncio.run`, uvicorn, the test client's portal cancel the
+  tasks left at their end: a small task kept per client closes it then).
+
+Each call names the `Ledger` of the GraphQL request it serves; a `before-send` hook counts
+every HTTP attempt against it. Hooks registered with `register` (the ledger's, a test's
+faults, a bench's clock) apply to every client, the ones made later included.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
 import weakref
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import botocore.session
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession
 from botocore.config import Config
-from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
+from botocore.parsers import ResponseParserError
 
 from graph_api import __version__
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
-from graph_api.store import greenlets, request_serializer
-from graph_api.store.direct import DirectCalls
+from graph_api.store.http_session import CappedAIOHTTPSession
 from graph_api.store.ledger import Call, Ledger
-from graph_api.store.response_parser import DynamoResponseParserFactory
+from graph_api.store.response_parser import (
+    AioDynamoResponseParserFactory,
+    DynamoResponseParserFactory,
+)
 from graph_api.store.retry import THROTTLE_CODES, RetryBudget
-from graph_api.store.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +70,31 @@ _DATA_OPERATIONS = frozenset(
         "TransactGetItems",
     }
 )
+# What DynamoDB's successful answer always holds, by operation, when ReturnConsumedCapacity
+# is TOTAL (as `call` asks for every data operation): an answer without it is not DynamoDB's
+# (a proxy's `{}`), and taking it as an empty page or a done write would be a lie. GetItem
+# of a missing item is `{"ConsumedCapacity": ...}` alone. Checked on DynamoDB Local and
+# moto (tests/test_faults.py pins each).
+REQUIRED = {
+    "GetItem": ("ConsumedCapacity",),
+    "BatchGetItem": ("Responses", "UnprocessedKeys", "ConsumedCapacity"),
+    "Query": ("Count", "ScannedCount", "ConsumedCapacity"),  # no Items with Select=COUNT
+    "Scan": ("Count", "ScannedCount", "ConsumedCapacity"),
+    "PutItem": ("ConsumedCapacity",),
+    "UpdateItem": ("ConsumedCapacity",),
+    "DeleteItem": ("ConsumedCapacity",),
+    "BatchWriteItem": ("UnprocessedItems", "ConsumedCapacity"),
+    "TransactWriteItems": ("ConsumedCapacity",),
+    "TransactGetItems": ("Responses", "ConsumedCapacity"),
+    "DescribeTable": ("Table",),
+    "CreateTable": ("TableDescription",),
+    "UpdateTable": ("TableDescription",),
+    "DeleteTable": ("TableDescription",),
+}
 # Errors that mean "DynamoDB is busy or unreachable" (botocore makes one attempt).
 _UNAVAILABLE_CODES = THROTTLE_CODES | {"InternalServerError", "ServiceUnavailable"}
+# Answers that are not DynamoDB's JSON (refused by our parser), or fail its checksum.
+_UNREADABLE = (ResponseParserError, ChecksumError)
 
 _active_ledger: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
     "graph_api_ledger", default=None
@@ -64,23 +103,25 @@ _active_ledger: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
 
 def _user_agent() -> str:
     """Ours and botocore's, built once: left to itself botocore builds its User-Agent from
-    about twenty parts twice a call (~0.1 ms of a Query's ~1.1 ms of client CPU)."""
+    about twenty parts twice a call."""
     return f"graph-api/{__version__} {botocore.session.get_session().user_agent()}"
 
 
 USER_AGENT = _user_agent()
 CONNECT_TIMEOUT = 2  # seconds
 READ_TIMEOUT = 5
+CONNECTIONS = 16  # kept alive per client; at least `max_concurrency`
 
 
-def _config(settings: Settings, connections: int) -> Config:
-    return Config(
+def _options(settings: Settings, connections: int) -> dict[str, Any]:
+    return dict(
         region_name=settings.region,
-        # Deliberate: botocore does not retry (1 attempt). Its backoff sleeps on the
-        # worker thread for up to seconds and cannot see the request's deadline; our one
-        # retry policy (store/retry.py: one count a request, the deadline, the client's
-        # retry budget) is used by every loop that sends a request again.
-        retries={"mode": "standard", "total_max_attempts": 1},
+        # Deliberate: botocore does not retry (1 attempt); our one retry policy
+        # (store/retry.py: one count a request, the deadline, the retry budget) does. Legacy
+        # mode, because its DynamoDB handler then still checks the answer's `x-amz-crc32`
+        # and raises ChecksumError on a mismatch; standard mode skips that check once no
+        # attempt is left (botocore/retries/standard.py: max attempts are checked first).
+        retries={"mode": "legacy", "total_max_attempts": 1},
         max_pool_connections=connections,
         connect_timeout=CONNECT_TIMEOUT,
         read_timeout=READ_TIMEOUT,
@@ -91,56 +132,187 @@ def _config(settings: Settings, connections: int) -> Config:
     )
 
 
-def _session() -> boto3.session.Session:
-    """A boto3 session whose clients parse successful responses without botocore's walk
-    over every attribute value (store/response_parser.py): items, and stream images."""
-    session = botocore.session.get_session()
-    session.register_component("response_parser_factory", DynamoResponseParserFactory())
-    return boto3.session.Session(botocore_session=session)
-
-
 def _snake(operation: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
 
 
-class Dynamo:
-    """A shared, thread-safe DynamoDB client; for endpoints our transport does not serve, an
-    executor sized for `max_concurrency`."""
+def _unavailable(service: str, operation: str, error: Exception) -> Unavailable | None:
+    """The `Unavailable` a failed call means, or None when DynamoDB refused it (the caller's
+    error: a failed condition, a missing table). Busy, unreachable, 5xx, and answers that
+    are not DynamoDB's (no error code, unreadable, a bad checksum, too large) are all
+    "try again shortly"; store/retry.py retries them within the policy."""
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in _UNAVAILABLE_CODES or status >= 500 or not code or code.isdigit():
+            log.warning("%s %s failed: %s (HTTP %s)", service, operation, code, status)
+            return Unavailable(f"{service} is busy; try again shortly")
+        return None
+    if isinstance(error, ConnectionError | HTTPClientError):  # refused, reset, timed out
+        log.warning("%s %s unreachable: %s", service, operation, error)
+        return Unavailable(f"{service} did not answer; try again shortly")
+    if isinstance(error, _UNREADABLE):
+        log.warning("%s %s answered unreadably: %s", service, operation, error)
+        return Unavailable(f"{service} did not answer as {service}; try again shortly")
+    return None
 
-    def __init__(self, settings: Settings) -> None:
-        workers = max(4, settings.max_concurrency)
-        kwargs: dict[str, Any] = {"config": _config(settings, workers)}
-        if settings.endpoint_url:
-            kwargs.update(endpoint_url=settings.endpoint_url, **LOCAL_CREDENTIALS)
-        self.client = _session().client("dynamodb", **kwargs)
-        self.client.meta.events.register("before-send.dynamodb", self._count_attempt)
-        request_serializer.install(self.client)
-        # A plain-HTTP endpoint (embedded, DynamoDB Local, Alternator): our lean transport.
-        # The endpoint botocore resolved: ours, or AWS_ENDPOINT_URL_DYNAMODB's, or AWS's.
-        self.transport = Transport.for_endpoint(
-            self.client.meta.endpoint_url, CONNECT_TIMEOUT, READ_TIMEOUT, workers
+
+def check_answer(operation: str, params: dict[str, Any], response: dict[str, Any]) -> None:
+    """`ResponseParserError` when a successful answer lacks what DynamoDB always sends."""
+    required = REQUIRED.get(operation, ())
+    if params.get("ReturnConsumedCapacity", "TOTAL") != "TOTAL":
+        required = tuple(name for name in required if name != "ConsumedCapacity")
+    missing = [name for name in required if name not in response]
+    if missing:
+        raise ResponseParserError(f"{operation} answered without {', '.join(missing)}")
+
+
+class _Clients:
+    """Clients of one service: one aiobotocore client per running event loop, and one boto3
+    client for synchronous callers, all with the same settings and hooks."""
+
+    def __init__(self, service: str, settings: Settings, endpoint_url: str | None) -> None:
+        self.service = service
+        self._kwargs: dict[str, Any] = {}
+        if endpoint_url:
+            self._kwargs.update(endpoint_url=endpoint_url, **LOCAL_CREDENTIALS)
+        connections = max(CONNECTIONS, settings.max_concurrency)
+        self._aio_config = AioConfig(
+            **_options(settings, connections), http_session_cls=CappedAIOHTTPSession
         )
-        if self.transport is not None:
-            self.transport.install(self.client)
-        # On that transport, reads skip botocore's per-call pipeline (store/direct.py).
-        self.direct = DirectCalls.for_client(
-            self.client, self.transport, counters=(self._count_attempt,)
+        self._config = Config(**_options(settings, connections))
+        self._aio_session = AioSession()
+        self._aio_session.register_component(
+            "response_parser_factory", AioDynamoResponseParserFactory()
         )
-        # Shared by every request on this client, as botocore's retry quota is.
-        self.budget = RetryBudget()
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynamodb")
-        # Calls in flight on our transport, per event loop (a semaphore belongs to one): as
-        # many as the pool would run and the transport keeps connections for.
-        self._in_flight = workers
-        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Open] = (
             weakref.WeakKeyDictionary()
         )
+        self._sync: Any = None
+        self._hooks: list[tuple[str, Callable[..., Any]]] = []
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def register(self, event: str, handler: Callable[..., Any]) -> None:
+        self._hooks.append((event, handler))
+        for client in self._every():
+            client.meta.events.register(event, handler)
+
+    def unregister(self, event: str, handler: Callable[..., Any]) -> None:
+        """As botocore's: a handler not registered is no error."""
+        if (event, handler) in self._hooks:
+            self._hooks.remove((event, handler))
+        for client in self._every():
+            client.meta.events.unregister(event, handler)
+
+    def _every(self) -> list[Any]:
+        opened = [o.client for o in list(self._by_loop.values()) if o.client is not None]
+        return opened + ([self._sync] if self._sync is not None else [])
+
+    def _hook(self, client: Any) -> Any:
+        for event, handler in self._hooks:
+            client.meta.events.register(event, handler)
+        return client
+
+    # -- the clients ---------------------------------------------------------------------
+
+    @property
+    def sync(self) -> Any:
+        """The boto3 client (made on first use)."""
+        if self._sync is None:
+            session = botocore.session.get_session()
+            session.register_component("response_parser_factory", DynamoResponseParserFactory())
+            boto = boto3.session.Session(botocore_session=session)
+            client: Any = boto.client  # typed per service name, ours is a variable
+            self._sync = self._hook(client(self.service, config=self._config, **self._kwargs))
+        return self._sync
+
+    async def current(self) -> Any:
+        """The running loop's aiobotocore client (made on its first call)."""
+        loop = asyncio.get_running_loop()
+        opened = self._by_loop.get(loop)
+        if opened is None:
+            opened = self._by_loop[loop] = _Open()
+            context = self._aio_session.create_client(
+                self.service, config=self._aio_config, **self._kwargs
+            )
+            opened.ready = loop.create_task(opened.run(context, self._hook))
+        return await opened.client_of()
+
+    async def aclose(self) -> None:
+        """Close the running loop's client, if it has one (a later call makes another)."""
+        opened = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if opened is not None:
+            await opened.close()
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-        self.client.close()
-        if self.transport is not None:
-            self.transport.close()
+        """Close the boto3 client. Loops' clients close with their loop (module docstring)."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+
+class _Open:
+    """One loop's client, kept open by a task of that loop until `close`, or until the
+    loop's runner cancels the tasks left at its end."""
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self.ready: asyncio.Task[None] | None = None
+        self._opened: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def run(self, context: Any, hook: Callable[[Any], Any]) -> None:
+        try:
+            async with context as client:
+                self.client = hook(client)
+                self._opened.set_result(client)
+                await asyncio.Event().wait()  # until cancelled
+        except BaseException as error:
+            if not self._opened.done():
+                self._opened.set_exception(error)
+            if not isinstance(error, asyncio.CancelledError):
+                raise
+        finally:
+            self.client = None
+
+    async def client_of(self) -> Any:
+        return await asyncio.shield(self._opened)
+
+    async def close(self) -> None:
+        if self.ready is not None and not self.ready.done():
+            self.ready.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.ready
+
+
+class Dynamo:
+    """The DynamoDB client of a process: `call` on the event loop, `call_sync` elsewhere."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._clients = _Clients("dynamodb", settings, settings.endpoint_url)
+        self._clients.register("before-send.dynamodb", self._count_attempt)
+        # Shared by every request on this client, as botocore's retry quota is.
+        self.budget = RetryBudget()
+
+    @property
+    def client(self) -> Any:
+        """The command line's boto3 client (waiters, modeled exceptions, `call_sync`)."""
+        return self._clients.sync
+
+    def register(self, event: str, handler: Callable[..., Any]) -> None:
+        """A botocore event handler on every client of this `Dynamo`, now and later."""
+        self._clients.register(event, handler)
+
+    def unregister(self, event: str, handler: Callable[..., Any]) -> None:
+        self._clients.unregister(event, handler)
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (the app's lifespan calls this at shutdown)."""
+        await self._clients.aclose()
+
+    def close(self) -> None:
+        self._clients.close()
 
     @staticmethod
     def _count_attempt(**_: Any) -> None:
@@ -149,44 +321,50 @@ class Dynamo:
             ledger.count_request()
 
     async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
-        """One DynamoDB operation, its response awaited: on this thread when our transport
-        sends it (its network waits awaited, store/greenlets.py), else on the thread pool."""
-        loop = asyncio.get_running_loop()
-        if self.transport is not None:
-            gate = self._gates.get(loop)
-            if gate is None:
-                gate = self._gates[loop] = asyncio.Semaphore(self._in_flight)
-            async with gate:
-                return await greenlets.run(self.call_sync, operation, params, ledger)
-        work: Callable[[], Any] = partial(self.call_sync, operation, params, ledger)
-        return await loop.run_in_executor(self._executor, work)
+        """One DynamoDB operation, awaited on this loop's client."""
+        client = await self._clients.current()
+        params = _asked(operation, params)
+        with _accounted(operation, ledger) as answer:
+            answer.append(await getattr(client, _snake(operation))(**params))
+            check_answer(operation, params, answer[0])
+        return answer[0]
 
     def call_sync(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
-        if operation in _DATA_OPERATIONS:
-            params = {"ReturnConsumedCapacity": "TOTAL", **params}
-        token = _active_ledger.set(ledger)
-        started = time.perf_counter()
-        response: Any = None
-        try:
-            if self.direct is not None:
-                response = self.direct.call(operation, params)
-            if response is None:  # not a direct call: boto3's own path
-                response = getattr(self.client, _snake(operation))(**params)
-            return response
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code in _UNAVAILABLE_CODES:
-                log.warning("DynamoDB %s failed: %s", operation, code)
-                raise Unavailable("DynamoDB is busy; try again shortly") from error
-            raise
-        except (ConnectionError, HTTPClientError) as error:  # refused, reset, timed out
-            log.warning("DynamoDB %s unreachable: %s", operation, error)
-            raise Unavailable("DynamoDB did not answer; try again shortly") from error
-        finally:
-            _active_ledger.reset(token)
-            if ledger is not None:
-                consumed = response.get("ConsumedCapacity") if response else None
-                ledger.record(Call(operation, started, time.perf_counter()), consumed)
+        """One DynamoDB operation on the boto3 client, for the command line."""
+        params = _asked(operation, params)
+        with _accounted(operation, ledger) as answer:
+            answer.append(getattr(self.client, _snake(operation))(**params))
+            check_answer(operation, params, answer[0])
+        return answer[0]
+
+
+def _asked(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    if operation in _DATA_OPERATIONS:
+        return {"ReturnConsumedCapacity": "TOTAL", **params}
+    return params
+
+
+@contextlib.contextmanager
+def _accounted(operation: str, ledger: Ledger | None) -> Iterator[list[Any]]:
+    """Around one call: its attempts counted against `ledger` (the `before-send` hook reads
+    it here), its time and capacity recorded, its failure mapped once (`_unavailable`).
+    The call appends its answer to the list it is given."""
+    token = _active_ledger.set(ledger)
+    started = time.perf_counter()
+    answer: list[Any] = []
+    try:
+        yield answer
+    except Exception as error:
+        answer.clear()
+        unavailable = _unavailable("DynamoDB", operation, error)
+        if unavailable is not None:
+            raise unavailable from error
+        raise
+    finally:
+        _active_ledger.reset(token)
+        if ledger is not None:
+            consumed = answer[0].get("ConsumedCapacity") if answer else None
+            ledger.record(Call(operation, started, time.perf_counter()), consumed)
 
 
 class Streams:
@@ -195,42 +373,31 @@ class Streams:
     Made as `Dynamo` makes its client (region, timeouts, no botocore retries: the reader backs
     off itself); an endpoint this process started (`settings.endpoint_url`) serves Streams too
     and is reached with the same throwaway credentials, otherwise botocore resolves the
-    endpoint (`AWS_ENDPOINT_URL_DYNAMODB_STREAMS`, `AWS_ENDPOINT_URL`, or AWS). Its calls run
-    on a small executor of its own, so that polling shards never holds a thread a GraphQL
-    request waits for.
+    endpoint (`AWS_ENDPOINT_URL_DYNAMODB_STREAMS`, `AWS_ENDPOINT_URL`, or AWS).
     """
 
-    def __init__(
-        self, settings: Settings, *, workers: int = 4, endpoint_url: str | None = None
-    ) -> None:
-        kwargs: dict[str, Any] = {"config": _config(settings, workers)}
+    def __init__(self, settings: Settings, *, endpoint_url: str | None = None) -> None:
         endpoint = endpoint_url or settings.endpoint_url  # an emulator may serve it elsewhere
-        if endpoint:
-            kwargs.update(endpoint_url=endpoint, **LOCAL_CREDENTIALS)
-        self.client = _session().client("dynamodbstreams", **kwargs)
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streams")
+        self._clients = _Clients("dynamodbstreams", settings, endpoint)
+
+    def register(self, event: str, handler: Callable[..., Any]) -> None:
+        """A botocore event handler on every client of these Streams, now and later."""
+        self._clients.register(event, handler)
+
+    async def aclose(self) -> None:
+        await self._clients.aclose()
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-        self.client.close()
+        self._clients.close()
 
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
-        """Run one Streams operation on this client's executor and await its response."""
-        loop = asyncio.get_running_loop()
-        work: Callable[[], Any] = partial(self.call_sync, operation, params)
-        return await loop.run_in_executor(self._executor, work)
-
-    def call_sync(self, operation: str, params: dict[str, Any]) -> Any:
         """One call; busy or unreachable is `Unavailable` (as for `Dynamo`), other refusals
         (an expired iterator, trimmed data) stay the `ClientError` they are."""
+        client = await self._clients.current()
         try:
-            return getattr(self.client, _snake(operation))(**params)
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code in _UNAVAILABLE_CODES:
-                log.warning("DynamoDB Streams %s failed: %s", operation, code)
-                raise Unavailable("DynamoDB Streams is busy; try again shortly") from error
+            return await getattr(client, _snake(operation))(**params)
+        except Exception as error:
+            unavailable = _unavailable("DynamoDB Streams", operation, error)
+            if unavailable is not None:
+                raise unavailable from error
             raise
-        except (ConnectionError, HTTPClientError) as error:
-            log.warning("DynamoDB Streams %s unreachable: %s", operation, error)
-            raise Unavailable("DynamoDB Streams did not answer; try again shortly") from error

@@ -43,7 +43,7 @@ class Ledger:
 
 
 # Loop turns `sent` lets pass at most: a load, the loader's dispatch, the batch's first step,
-# the tasks it gathers (whose first steps write the requests: `store/transport.py`).
+# the tasks it gathers (whose first steps send the requests).
 TURNS = 5
 
 

@@ -27,20 +27,37 @@ botocore's parser, as are error responses (HTTP >= 300), so `ClientError` (codes
 `CancellationReasons`, modeled fields) is unchanged. tests/test_response_parser.py pins the
 output against botocore's on real responses of every operation we use, on both backends.
 
-The CRC32 of a DynamoDB response (`x-amz-crc32`) is not checked while parsing: botocore
-checks it in its retry handler, only to decide on another attempt, and our client allows one
-attempt (client.py), so botocore never computed it there either.
+It is also stricter than botocore's on a successful response: a body that is not a JSON
+object (an HTML page from a proxy, an empty or cut body) raises `ResponseParserError`
+instead of being read as an empty result (botocore makes `{"message": <body>}` of it, which
+the shape walk then drops). Which members an operation's answer must hold is the client's
+check (store/client.py), which knows what was asked.
+
+The CRC32 of a DynamoDB response (`x-amz-crc32`) is not checked while parsing: botocore's
+legacy retry handler checks it, and raises `ChecksumError` on the last attempt (client.py).
+
+`AioDynamoResponseParserFactory` is the same for aiobotocore's session, whose endpoint awaits
+`parser.parse` (`AioDynamoJSONParser`: the same parsing, awaitable).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from aiobotocore.parsers import AioResponseParserFactory
 from botocore.model import ListShape, MapShape, Shape
-from botocore.parsers import JSONParser, ResponseParser, ResponseParserFactory
+from botocore.parsers import (
+    JSONParser,
+    ResponseParser,
+    ResponseParserError,
+    ResponseParserFactory,
+)
+
+from graph_api.internals import ParserHooks
 
 # A binary attribute's type tag as a JSON key, with or without whitespace before the colon
 # (moto writes `"B": `). A string that merely contains it only costs the slow path.
@@ -51,10 +68,6 @@ def _may_hold_binary(body: bytes) -> bool:
     # The regex alone: a 29 KB BatchGetItem took 13 µs, `b'"B"' in body` (whose last byte,
     # '"', is everywhere in JSON) 18 µs for each of the two substrings it replaced.
     return _BINARY_TAG.search(body) is not None
-
-
-# botocore's private methods that we extend (botocore-stubs declares only the public API).
-_JSON: Any = JSONParser
 
 
 def holds_attribute_values(shape: Shape) -> bool:
@@ -68,36 +81,62 @@ def holds_attribute_values(shape: Shape) -> bool:
     return shape.name == "AttributeValue"
 
 
-class DynamoJSONParser(JSONParser):
+def json_object(body: bytes) -> dict[str, Any]:
+    """A successful response's body as DynamoDB writes it, a JSON object; else
+    `ResponseParserError` (botocore's error for an answer it cannot read)."""
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:  # NaN, a lone surrogate: JSON that botocore's `json.loads` reads
+            decoded = json.loads(body.decode("utf-8"))
+        except ValueError:  # not UTF-8, not JSON, empty
+            decoded = None
+    if not isinstance(decoded, dict):
+        raise ResponseParserError(f"not DynamoDB's JSON: {body[:80]!r}")
+    return decoded
+
+
+class _StrictJSONParser(ParserHooks):
+    """botocore's JSON parser, refusing a successful body that is not a JSON object."""
+
+    def decode_body(self, body: bytes) -> Any:
+        return json_object(body)
+
+
+class DynamoJSONParser(ParserHooks):
     """botocore's JSON parser, with attribute values taken as decoded (module docstring)."""
 
     def __init__(self, **defaults: Any) -> None:
         super().__init__(**defaults)
-        self._botocore = JSONParser(**defaults)
+        self._botocore = JSONParser(**defaults)  # error responses
+        self._binary = _StrictJSONParser(**defaults)  # successful ones holding bytes
         # Shapes live as long as the client's service model; remember the answer per name.
         self._attribute_maps: dict[str, bool] = {}
 
     def parse(self, response: Mapping[str, Any], shape: Shape) -> Any:
         body = response.get("body")
-        if response["status_code"] >= 300 or not isinstance(body, bytes) or _may_hold_binary(body):
-            return self._botocore.parse(response, shape)
-        return super().parse(response, shape)
-
-    def _parse_body_as_json(self, body_contents: bytes) -> Any:
-        if not body_contents:
-            return {}
+        if response["status_code"] >= 300:
+            try:
+                return self._botocore.parse(response, shape)
+            except UnicodeDecodeError as error:  # an error body that is not even text
+                raise ResponseParserError(f"not DynamoDB's error: {error}") from error
         try:
-            return orjson.loads(body_contents)
-        except orjson.JSONDecodeError:  # invalid UTF-8, NaN, a lone surrogate, not JSON
-            return _JSON._parse_body_as_json(self, body_contents)
+            if not isinstance(body, bytes) or _may_hold_binary(body):
+                return self._binary.parse(response, shape)
+            return super().parse(response, shape)
+        except (AttributeError, TypeError, ValueError) as error:  # a JSON of another shape
+            raise ResponseParserError(f"not the operation's answer: {error!r}") from error
 
-    def _parse_shape(self, shape: Shape, node: Any) -> Any:
+    def decode_body(self, body: bytes) -> Any:
+        return json_object(body)
+
+    def walk(self, shape: Shape, node: Any) -> Any:
         attribute_map = self._attribute_maps.get(shape.name)
         if attribute_map is None:
             attribute_map = self._attribute_maps[shape.name] = holds_attribute_values(shape)
         if attribute_map:
             return node
-        return _JSON._parse_shape(self, shape, node)
+        return super().walk(shape, node)
 
 
 class DynamoResponseParserFactory(ResponseParserFactory):
@@ -122,4 +161,34 @@ class DynamoResponseParserFactory(ResponseParserFactory):
             return super().create_parser(protocol_name)
         if self._json is None:
             self._json = DynamoJSONParser(**self._parser_defaults)
+        return self._json
+
+
+class AioDynamoJSONParser(DynamoJSONParser):
+    """`DynamoJSONParser` for aiobotocore, whose endpoint awaits `parse`: DynamoDB's JSON
+    has no event streams, so nothing in parsing it waits."""
+
+    async def parse(self, response: Mapping[str, Any], shape: Shape) -> Any:
+        return DynamoJSONParser.parse(self, response, shape)
+
+
+class AioDynamoResponseParserFactory(AioResponseParserFactory):  # type: ignore[misc]
+    """An aiobotocore session's `response_parser_factory`: `AioDynamoJSONParser` for "json",
+    aiobotocore's own parsers for the rest. One parser per factory, as above."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parser_defaults: dict[str, Any] = {}
+        self._json: AioDynamoJSONParser | None = None
+
+    def set_parser_defaults(self, **kwargs: Any) -> None:
+        super().set_parser_defaults(**kwargs)
+        self._parser_defaults.update(kwargs)
+        self._json = None
+
+    def create_parser(self, protocol_name: str) -> ResponseParser:
+        if protocol_name != "json":
+            return super().create_parser(protocol_name)  # type: ignore[no-any-return]
+        if self._json is None:
+            self._json = AioDynamoJSONParser(**self._parser_defaults)
         return self._json

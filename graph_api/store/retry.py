@@ -32,8 +32,9 @@ or a seeding chunk; in the stream reader a lease write or a poll of a shard):
 
 Where each loop lives, one per kind of failure, all on the request's `Retries`:
 
-- the same request sent again (throttles, 5xx, timeouts, dropped connections, and a
-  transaction's conflicts, under the same `ClientRequestToken`): `Table.call` only, and
+- the same request sent again (throttles, 5xx, timeouts, dropped connections, answers that
+  are not DynamoDB's or fail their checksum, and a transaction's conflicts, under the same
+  `ClientRequestToken`): `Table.call` only, and
   its synchronous twin `admin.call_sync` for the command line (migrate, seed);
 - the rest sent again: `Table._get_chunk` (`UnprocessedKeys`), `admin.batch_write`
   (`UnprocessedItems`), `admin.scan` (the same page, smaller, `OFFLINE`);
@@ -59,8 +60,14 @@ import time
 from dataclasses import dataclass
 from time import sleep  # by name: a test records the command line's sleeps instead
 
-from botocore.exceptions import ClientError, EndpointConnectionError, HTTPClientError
+from botocore.exceptions import (
+    ChecksumError,
+    ClientError,
+    EndpointConnectionError,
+    HTTPClientError,
+)
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.parsers import ResponseParserError
 
 from graph_api.errors import Unavailable
 
@@ -146,6 +153,8 @@ def failure_of(error: BaseException) -> Failure | None:
         if isinstance(cause, EndpointConnectionError):
             return None  # nothing listens there (refused, no such host): it will not soon
         if isinstance(cause, BotoConnectionError | HTTPClientError):
+            return Failure.TRANSIENT
+        if isinstance(cause, ResponseParserError | ChecksumError):  # an answer not DynamoDB's
             return Failure.TRANSIENT
         return None
     if isinstance(error, ClientError):
