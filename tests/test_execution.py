@@ -17,12 +17,12 @@ import strawberry
 from support import seed
 from test_request_counts import Shapes, render, targets
 
+from bench import queries as peer_queries
 from graph_api.graph import execution
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.model import items
 from graph_api.store.codec import Item
-from bench import queries as peer_queries
 
 
 def both(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:

@@ -50,7 +50,7 @@ TURNS = 5
 async def sent(ledger: Ledger, asked: int, turns: int = TURNS) -> None:
     """Return once `asked` more requests than now have left (the ledger counts each as
     botocore sends it), or after `turns` loop turns: reads started without being awaited
-    (`graph.early`, `graph.prefetch.start_partitions`) leave before the caller's own work
+    (`graph.prefetch.start_partitions`) leave before the caller's own work
     goes on."""
     target = ledger.requests + asked
     for _ in range(turns if asked else 0):
