@@ -18,14 +18,14 @@ export UV_PYTHON_DOWNLOADS := never
 .PHONY: run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
-# packages (dev extra and this project, editable, included): nothing is resolved at install,
-# and --locked stops with "run uv lock" when pyproject.toml changed but uv.lock did not.
+# packages (the dev and embedded extras and this project, editable, included): nothing is
+# resolved at install, and --locked stops with "run uv lock" when pyproject.toml changed but uv.lock did not.
 $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
 $(STAMP): pyproject.toml uv.lock web/graphiql/package-lock.json | $(UV)
-	$(UV) sync --quiet --locked --extra dev
+	$(UV) sync --quiet --locked --extra dev --extra embedded
 	$(BIN)/python -m tools.graphiql_assets  # GraphiQL's bundles from npm, served by the API
 	@touch $(STAMP)
 
@@ -37,7 +37,7 @@ lock: | $(UV)  ## update uv.lock from pyproject.toml, then the exported requirem
 	$(UV) lock
 	$(UV) export $(REQUIREMENTS_EXPORT) -o requirements.txt
 	$(UV) export $(REQUIREMENTS_EXPORT) --extra lambda -o deploy/requirements-lambda.txt
-	$(UV) sync --quiet --frozen --extra dev
+	$(UV) sync --quiet --frozen --extra dev --extra embedded
 
 run: $(STAMP)  ## serve the API on the embedded backend with demo data
 	$(BIN)/graph-api serve

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import logging
 import os
 import signal
@@ -82,6 +83,11 @@ def seed(dynamo: Dynamo, settings: Settings, students: int, seed_value: int) -> 
 def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
     """Start the embedded DynamoDB (moto, a child process), create the table and load the
     demo school into it."""
+    if importlib.util.find_spec("moto") is None:  # the container image and Lambda lack it
+        raise CommandError(
+            "the embedded backend needs moto: install graph-api[embedded] (make run does),"
+            " or point the API at a DynamoDB (AWS_ENDPOINT_URL_DYNAMODB, GRAPH_API_BACKEND)"
+        )
     from graph_api.store.embedded import EmbeddedDynamoDB
 
     server = EmbeddedDynamoDB()

@@ -46,6 +46,25 @@ def test_table_commands_without_dynamodb_exit_2_naming_make_run_and_the_endpoint
     assert captured.out == ""
 
 
+def test_serve_without_moto_says_how_to_get_the_embedded_backend(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The container image and the Lambda package carry no moto: `serve` with no endpoint
+    # says what to install or set, in one line, instead of a traceback.
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    clean_env.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "moto" else find_spec(name, *a),
+    )
+    assert cli.main(["serve", "--port", str(closed_port())]) == 2
+    err = capsys.readouterr().err
+    assert "graph-api[embedded]" in err and "AWS_ENDPOINT_URL_DYNAMODB" in err
+    assert err.startswith("graph-api: ") and err.count("\n") == 1
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as sock:
