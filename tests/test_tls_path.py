@@ -80,7 +80,7 @@ def sent_to(services: Services) -> list[str]:
     def record(request: Any, **_: Any) -> None:
         urls.append(request.url)
 
-    services.dynamo.client.meta.events.register("before-send.dynamodb", record)
+    services.dynamo.register("before-send.dynamodb", record)
     return urls
 
 
@@ -144,8 +144,7 @@ def test_an_endpoint_whose_certificate_is_not_trusted_is_unavailable(
 ) -> None:
     # No AWS_CA_BUNDLE: the system's CAs, which never signed the generated certificate.
     monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
-    # A failed handshake is retried as a dropped connection, until the deadline: a short one.
-    untrusting = over(tls.endpoint, deadline_seconds=1.5)
+    untrusting = over(tls.endpoint)
     plain = over(plain_endpoint)
     before = scan(plain)
     urls = sent_to(untrusting)
@@ -156,7 +155,8 @@ def test_an_endpoint_whose_certificate_is_not_trusted_is_unavailable(
     assert body["data"] == {"class": None}
     assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAVAILABLE"]
     assert "certificate" not in json.dumps(body).lower()  # no detail of ours leaks
-    assert urls  # it did try the endpoint
+    # It tried the endpoint once: a certificate it does not trust is not retried.
+    assert len(urls) == 1
     # A write: refused the same way, and nothing written.
     renamed = post(client, RENAME_TEACHER, {"id": "tch-001", "name": "Nobody"}, status=200)
     assert renamed["data"] == {"updateTeacher": None}

@@ -60,11 +60,13 @@ import time
 from dataclasses import dataclass
 from time import sleep  # by name: a test records the command line's sleeps instead
 
+from aiohttp import ClientConnectorCertificateError
 from botocore.exceptions import (
     ChecksumError,
     ClientError,
     EndpointConnectionError,
     HTTPClientError,
+    SSLError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError
@@ -152,6 +154,10 @@ def failure_of(error: BaseException) -> Failure | None:
             return Failure.THROTTLED if throttled else Failure.TRANSIENT
         if isinstance(cause, EndpointConnectionError):
             return None  # nothing listens there (refused, no such host): it will not soon
+        if isinstance(cause, SSLError) and isinstance(
+            cause.kwargs.get("error"), ClientConnectorCertificateError
+        ):
+            return None  # a certificate we do not trust is not trusted a moment later
         if isinstance(cause, BotoConnectionError | HTTPClientError):
             return Failure.TRANSIENT
         if isinstance(cause, ResponseParserError | ChecksumError):  # an answer not DynamoDB's
