@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools import processes
 
 PACKAGE = "amplify-dynamodb-simulator"
 VERSION = "2.9.30"
@@ -83,13 +84,7 @@ class Running:
     endpoint: str
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process)
 
 
 def command(emulator: Path, port: int, db_path: Path | None) -> list[str]:

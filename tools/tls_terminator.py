@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -26,6 +25,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tools import processes
 
 STUNNEL = "stunnel4"
 INSTALL_HINT = "apt-get install stunnel4"
@@ -44,13 +45,7 @@ class Terminator:
 
     def stop(self) -> None:
         """End stunnel (SIGTERM, then SIGKILL after 10 s); idempotent."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process)
 
 
 @dataclass(frozen=True)

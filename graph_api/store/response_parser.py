@@ -139,12 +139,12 @@ class DynamoJSONParser(ParserHooks):
         return super().walk(shape, node)
 
 
-class DynamoResponseParserFactory(ResponseParserFactory):
-    """A botocore session's `response_parser_factory`: `DynamoJSONParser` for "json".
+class _OneJSONParser:
+    """A response parser factory's `create_parser` with `json_parser` for "json", the base
+    factory's parsers for the rest: one parser per factory (parsers keep no state between
+    responses), instead of a new one per response."""
 
-    One parser per factory (parsers keep no state between responses), instead of a new one
-    per response.
-    """
+    json_parser: type[DynamoJSONParser]
 
     def __init__(self) -> None:
         super().__init__()
@@ -152,16 +152,22 @@ class DynamoResponseParserFactory(ResponseParserFactory):
         self._json: DynamoJSONParser | None = None
 
     def set_parser_defaults(self, **kwargs: Any) -> None:
-        super().set_parser_defaults(**kwargs)
+        super().set_parser_defaults(**kwargs)  # type: ignore[misc]
         self._parser_defaults.update(kwargs)
         self._json = None
 
     def create_parser(self, protocol_name: str) -> ResponseParser:
         if protocol_name != "json":
-            return super().create_parser(protocol_name)
+            return super().create_parser(protocol_name)  # type: ignore[misc,no-any-return]
         if self._json is None:
-            self._json = DynamoJSONParser(**self._parser_defaults)
+            self._json = self.json_parser(**self._parser_defaults)
         return self._json
+
+
+class DynamoResponseParserFactory(_OneJSONParser, ResponseParserFactory):
+    """A botocore session's `response_parser_factory` (the command line's boto3 client)."""
+
+    json_parser = DynamoJSONParser
 
 
 class AioDynamoJSONParser(DynamoJSONParser):
@@ -172,23 +178,7 @@ class AioDynamoJSONParser(DynamoJSONParser):
         return DynamoJSONParser.parse(self, response, shape)
 
 
-class AioDynamoResponseParserFactory(AioResponseParserFactory):  # type: ignore[misc]
-    """An aiobotocore session's `response_parser_factory`: `AioDynamoJSONParser` for "json",
-    aiobotocore's own parsers for the rest. One parser per factory, as above."""
+class AioDynamoResponseParserFactory(_OneJSONParser, AioResponseParserFactory):  # type: ignore[misc]
+    """An aiobotocore session's `response_parser_factory` (the API's client)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._parser_defaults: dict[str, Any] = {}
-        self._json: AioDynamoJSONParser | None = None
-
-    def set_parser_defaults(self, **kwargs: Any) -> None:
-        super().set_parser_defaults(**kwargs)
-        self._parser_defaults.update(kwargs)
-        self._json = None
-
-    def create_parser(self, protocol_name: str) -> ResponseParser:
-        if protocol_name != "json":
-            return super().create_parser(protocol_name)  # type: ignore[no-any-return]
-        if self._json is None:
-            self._json = AioDynamoJSONParser(**self._parser_defaults)
-        return self._json
+    json_parser = AioDynamoJSONParser
