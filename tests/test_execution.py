@@ -17,12 +17,12 @@ import strawberry
 from support import seed
 from test_request_counts import Shapes, render, targets
 
+from bench import queries as peer_queries
 from graph_api.graph import execution
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.model import items
 from graph_api.store.codec import Item
-from bench import queries as peer_queries
 
 
 def both(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:
@@ -167,6 +167,67 @@ def test_a_corrupt_attribute_fails_alike(svc: Services) -> None:
     data, errors = fast
     assert data["students"] == [{"id": "stu-good", "name": "Good", "version": 1}, None]
     assert [error["path"] for error in errors] == [["students", 1, "version"]]
+
+
+def test_one_field_under_aliases_with_its_own_arguments_answers_alike(
+    services: Services, demo_items: list[Item]
+) -> None:
+    """A plan's step coerces its arguments once a request: two aliases of one field with
+    different arguments, repeated over a list, each keep their own, and a variable's."""
+    five = targets(demo_items)
+    query = """
+        query($ids: [ID!]!, $n: Int, $bad: Int) {
+          students(ids: $ids) {
+            one: classes(first: 1) { edges { node { subject } } pageInfo { hasNextPage } }
+            two: classes(first: $n) { edges { cursor node { id } } }
+            wrong: sports(first: $bad) { edges { node { name } } }
+            sports { edges { node { name } } }
+          }
+        }
+    """
+    variables = {"ids": five["students"][:5], "n": 2, "bad": 0}
+    fast, reference = both(services, query, variables)
+    assert fast == reference
+    data, errors = fast
+    assert [len(s["one"]["edges"]) for s in data["students"]] == [1] * 5
+    assert {len(s["two"]["edges"]) for s in data["students"]} == {2}
+    assert all(s["wrong"] is None for s in data["students"])
+    assert [e["path"] for e in errors] == [["students", i, "wrong"] for i in range(5)]
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_skip_and_include_by_variables_answer_alike(
+    services: Services, demo_items: list[Item], shown: bool
+) -> None:
+    """A plan is worked out from graphql-core's grouped field sets, which `@skip` and
+    `@include` shape by the request's variables: the same document, both ways."""
+    five = targets(demo_items)
+    query = """
+        query($ids: [ID!]!, $shown: Boolean!) {
+          students(ids: $ids) {
+            id
+            name @include(if: $shown)
+            home @skip(if: $shown) { city }
+            classes {
+              edges { node { subject @skip(if: $shown) teacher @include(if: $shown) { name } } }
+            }
+          }
+        }
+    """
+    fast, reference = both(services, query, {"ids": five["students"][:3], "shown": shown})
+    assert fast == reference
+    first = fast[0]["students"][0]
+    assert ("name" in first) is shown and ("home" in first) is not shown
+
+
+@pytest.mark.parametrize("coerce", list(execution.UNCHANGED))
+def test_a_plan_takes_as_given_only_what_the_scalar_returns_unchanged(coerce: Any) -> None:
+    """A plain leaf of a built-in scalar whose value is of the types `UNCHANGED` names is
+    not coerced: graphql-core's coercion returns such a value as it is."""
+    samples: dict[type, list[Any]] = {str: ["", "stu-0001", "Zoë 🎓", "1.5"], bool: [True, False]}
+    for kind in execution.UNCHANGED[coerce]:
+        for value in samples[kind]:
+            assert coerce(value) is value
 
 
 # -- what our types do not do today, kept graphql-core's way for when they do ---------------
