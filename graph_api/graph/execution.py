@@ -414,9 +414,14 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     field_path = Path(path, step.name, type_name)
                     try:
                         value = getattr(source, step.attribute)
-                    except Exception:
-                        value = _SLOW
-                    result = self._read(step, parent_type, source, field_path, value)
+                    except Exception:  # graphql-core's path reads it again, and reports it
+                        result = self.execute_field(
+                            parent_type, source, step.details, field_path, None
+                        )
+                    else:
+                        result = self._complete(step, field_path, value)
+                        if result is _SLOW:  # completed by graphql-core's steps, as read
+                            result = self._finish(step, parent_type, field_path, value)
                 elif kind == _CALL:
                     result = self._call(step, parent_type, source, Path(path, step.name, type_name))
                 else:
@@ -547,11 +552,20 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         object_type = step.object_type
         if object_type is None:
             return _SLOW
+        # What graphql-core's completion checks of an object, with Strawberry's is_type_of
+        # (which reads no info): each one that fails leaves the value to graphql-core.
+        check = step.check
+        is_awaitable = self.is_awaitable
         return_type = step.field.type  # type: ignore[union-attr]
         details = step.details
         item_type = step.item_type
         if item_type is None:
-            if not self._admits(step, value):
+            if (
+                value is None
+                or isinstance(value, Exception)
+                or is_awaitable(value)
+                or (check is not None and check(value, None) is not True)
+            ):
                 return _SLOW
             plan = step.sub or self._sub_plan(step, object_type)
             try:
@@ -564,17 +578,25 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             except Exception as raw_error:
                 self.handle_field_error(raw_error, return_type, details, path)
                 return None
-            if self.is_awaitable(completed):
+            if type(completed) is not dict and is_awaitable(completed):
                 return self._await_completed(completed, return_type, details, path)
             return completed
-        if type(value) is not list or not all(self._admits(step, item) for item in value):
+        if type(value) is not list:
             return _SLOW
+        for item in value:
+            if (
+                item is None
+                or isinstance(item, Exception)
+                or is_awaitable(item)
+                or (check is not None and check(item, None) is not True)
+            ):
+                return _SLOW
         plan = step.sub or self._sub_plan(step, object_type)
         results: list[Any] = []
         pending: list[int] = []
         try:
             for index, item in enumerate(value):
-                item_path = path.add_key(index, None)
+                item_path = Path(path, index, None)
                 try:
                     if plan is None:
                         completed = self.collect_and_execute_subfields(
@@ -582,7 +604,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                         )
                     else:
                         completed = self._run(object_type, plan, item, item_path)
-                    if self.is_awaitable(completed):
+                    if type(completed) is not dict and is_awaitable(completed):
                         completed = self._await_completed(completed, item_type, details, item_path)
                         pending.append(index)
                     results.append(completed)
@@ -597,15 +619,6 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         if not pending:
             return results
         return self._await_completed(_items_gathered(results, pending), return_type, details, path)
-
-    def _admits(self, step: Step, value: Any) -> bool:
-        """Whether `value` completes as the step's object type without graphql-core's
-        checks failing: a value, not awaitable, of the type by its `is_type_of`
-        (Strawberry's, which reads no info)."""
-        if value is None or isinstance(value, Exception) or self.is_awaitable(value):
-            return False
-        check = step.check
-        return check is None or check(value, None) is True
 
 
 async def _fields_gathered(results: dict[str, Any], pending: list[str]) -> dict[str, Any]:
