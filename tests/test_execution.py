@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -372,3 +373,37 @@ def test_async_resolvers_and_list_arguments_answer_as_graphql_core() -> None:
         "l": 8,
     }
     assert {path for _, path in errors} == {("c",), ("d", "required"), ("f", 1), ("h", "x")}
+
+
+@strawberry.type
+class Tick:
+    n: int
+
+    @strawberry.field
+    async def doubled(self, by: int = 2) -> int:
+        return self.n * by
+
+
+@strawberry.type
+class TickSubscription:
+    @strawberry.subscription
+    async def ticks(self, upto: int) -> AsyncGenerator[Tick, None]:
+        for n in range(1, upto + 1):
+            yield Tick(n=n)
+
+
+def test_subscription_events_resolve_as_graphql_core() -> None:
+    """A subscription field's resolver makes the stream; each event resolves to the event
+    itself (never a second call of it), and the event's own async resolvers run as
+    Strawberry's wrapper runs them."""
+
+    async def events(context: type[execution.ExecutionContext] | None) -> list[Any]:
+        schema = strawberry.Schema(
+            query=ToyQuery, subscription=TickSubscription, execution_context_class=context
+        )
+        stream = await schema.subscribe("subscription { ticks(upto: 3) { n doubled(by: 3) } }")
+        return [(result.data, result.errors) async for result in stream]  # type: ignore[union-attr]
+
+    library, ours = asyncio.run(events(None)), asyncio.run(events(execution.ExecutionContext))
+    assert ours == library
+    assert [data for data, _ in ours] == [{"ticks": {"n": n, "doubled": 3 * n}} for n in (1, 2, 3)]

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from inspect import isawaitable
+from inspect import isasyncgenfunction, isawaitable
 from types import FunctionType
 from typing import Any, NamedTuple
 
@@ -149,8 +149,9 @@ _SCALARS = (int, str, float, bool, ID)
 
 
 def direct(field: GraphQLField) -> Direct | None:
-    """How to call the field's resolver directly; None when Strawberry's wrapper must: an
-    async resolver, field extensions, or an argument that is not a built-in scalar."""
+    """How to call the field's resolver directly; None when Strawberry's wrapper must:
+    field extensions, an argument that is not a built-in scalar, a subscription's (its
+    events resolve to themselves) or an async generator."""
     known = _directs.get(id(field))
     if known is not None:
         return known[1]
@@ -160,9 +161,10 @@ def direct(field: GraphQLField) -> Direct | None:
     if (
         definition is not None
         and resolver is not None
-        and not resolver.is_async
+        and not definition.is_subscription
         and not definition.extensions
         and isinstance(resolver.wrapped_func, FunctionType)  # not a static or class method
+        and not isasyncgenfunction(resolver.wrapped_func)
     ):
         names = []
         for argument in definition.arguments:
@@ -508,13 +510,30 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             info = self.build_resolve_info(field_def, [d.node for d in details], parent_type, path)
         try:
             if self.is_awaitable(result):
-                return self.complete_awaitable_value(return_type, details, info, path, result, None)
+                return self._later(step, path, result, info)
             completed = self.complete_value(return_type, details, info, path, result, None)
             if self.is_awaitable(completed):
                 return self._await_completed(completed, return_type, details, path)
         except Exception as raw_error:
             self.handle_field_error(raw_error, return_type, details, path)
             return None
+        return completed
+
+    async def _later(self, step: Step, path: Path, result: Awaitable[Any], info: Any) -> Any:
+        """graphql-core's `complete_awaitable_value`, the value completed as the step says
+        once awaited."""
+        return_type = step.field.type  # type: ignore[union-attr]
+        details = step.details
+        try:
+            resolved = await self.with_abort_signal(result)
+            completed = self._complete(step, path, resolved)
+            if completed is _SLOW:
+                completed = self.complete_value(return_type, details, info, path, resolved, None)
+            if self.is_awaitable(completed):
+                completed = await completed
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, return_type, details, path)
+            completed = None
         return completed
 
     async def _await_completed(
