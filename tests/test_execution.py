@@ -196,6 +196,33 @@ def test_one_field_under_aliases_with_its_own_arguments_answers_alike(
     assert [e["path"] for e in errors] == [["students", i, "wrong"] for i in range(5)]
 
 
+def test_a_document_asked_again_with_other_variables_answers_alike(
+    services: Services, demo_items: list[Item]
+) -> None:
+    """A document's plans serve request after request: each request's variables (the
+    arguments a step coerces, the nodes asked for) are its own."""
+    five = targets(demo_items)
+    query = """
+        query($ids: [ID!]!, $n: Int, $class: ID!) {
+          students(ids: $ids) { id classes(first: $n) { edges { node { subject } } } }
+          class(id: $class) { subject students(first: $n) { edges { node { name } } } }
+        }
+    """
+    asked = [
+        {"ids": five["students"][:2], "n": 1, "class": five["class"]},
+        {"ids": five["students"][3:6], "n": 3, "class": five["class"]},
+        {"ids": five["students"][:1], "n": 0, "class": "cls-nobody"},
+        {"ids": five["students"][:2], "n": None, "class": five["class"]},
+    ]
+    answers = [both(services, query, variables) for variables in asked]
+    for fast, reference in answers:
+        assert fast == reference
+    counts = [[len(s["classes"]["edges"]) for s in fast[0]["students"]] for fast, _ in answers[:2]]
+    assert counts == [[1, 1], [3, 3, 3]]
+    assert answers[2][0][0]["students"] == [{"id": five["students"][0], "classes": None}]
+    assert len(answers[3][0][0]["class"]["students"]["edges"]) == 20  # the default page
+
+
 @pytest.mark.parametrize("shown", [True, False])
 def test_skip_and_include_by_variables_answer_alike(
     services: Services, demo_items: list[Item], shown: bool

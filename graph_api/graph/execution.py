@@ -6,9 +6,12 @@ wrapper), and for an object the collection of its selection. Q1 of `make bench` 
 813 fields, and those steps are most of its CPU.
 
 Here `execute_fields` (the executor's method for the fields of one object) runs a *plan*:
-the grouped field set as data, one step per response key, worked out once a request for
-each (parent type, grouped field set). graphql-core memoizes a request's grouped field
-sets, so the 30 students of a list run one plan 30 times. A step says how its field is
+the grouped field set as data, one step per response key, worked out once for each
+(parent type, grouped field set): the 30 students of a list run one plan 30 times. An
+operation whose grouped field sets cannot depend on its variables (no directive on a
+selection, no fragment variables) keeps its plans from request to request, by the
+identity of its field nodes (Strawberry's parser cache hands out the same document for
+the same text); another one works them out once a request. A step says how its field is
 read and completed:
 
 - A *plain* field (Strawberry reads it with `getattr`: no resolver, arguments or field
@@ -22,7 +25,8 @@ read and completed:
   once per student) is called as Strawberry's wrapper calls it (the source as `self`,
   `root` or `parent`, Strawberry's `Info`, the arguments by their Python names), without
   the wrapper's generic argument conversion, which returns such values as given. Its
-  arguments are coerced once a request for the step (scalars: no call can change them).
+  arguments are coerced once a request for the step (scalars: no call can change them), or
+  once for good when they read no variable.
 - Any other field takes graphql-core's `execute_field`.
 
 No plan runs when an extension wraps resolvers (a `resolve` hook) or for incremental
@@ -37,17 +41,25 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from inspect import isasyncgenfunction, isawaitable
 from types import FunctionType
 from typing import Any, NamedTuple
 
 from graphql import (
+    FragmentDefinitionNode,
     GraphQLField,
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLResolveInfoHelpers,
+    GraphQLSchema,
+    ListValueNode,
+    ObjectValueNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
     Undefined,
+    ValueNode,
+    VariableNode,
     get_nullable_type,
     is_leaf_type,
     is_list_type,
@@ -66,6 +78,7 @@ from strawberry.types.base import StrawberryOptional
 from strawberry.types.field import StrawberryField
 from strawberry.utils.str_converters import to_camel_case
 
+from graph_api.graph.document import KeptBy
 from graph_api.internals import strawberry_info
 
 _DEFINITION = GraphQLCoreConverter.DEFINITION_BACKREF
@@ -229,6 +242,7 @@ class Step:
         "object_type",
         "sub",
         "unchanged",
+        "varying",
     )
 
     def __init__(self, name: str, details: FieldDetailsList, field: GraphQLField | None) -> None:
@@ -245,6 +259,7 @@ class Step:
         self.check: Callable[[Any, Any], Any] | None = None  # the object type's is_type_of
         self.sub: Plan | None = None
         self.kwargs: dict[str, Any] | None = None  # a `_CALL`'s arguments, once coerced
+        self.varying = False  # they are coerced once a request (the plan outlives it)
 
     def complete_as(self, how: Completion, directives: bool) -> None:
         coerce = how.coerce
@@ -265,12 +280,14 @@ Plan = tuple[Step, ...]
 
 
 def _step(
-    schema: Any, parent_type: GraphQLObjectType, name: str, details: FieldDetailsList
+    schema: Any, parent_type: GraphQLObjectType, name: str, details: FieldDetailsList, kept: bool
 ) -> Step:
-    """The step of one response key of a grouped field set."""
+    """The step of one response key of a grouped field set (`kept`: of a plan that serves
+    request after request)."""
     node = details[0].node
     field_def = schema.get_field(parent_type, node.name.value)
     step = Step(name, details, field_def)
+    step.varying = kept and any(_reads_variables(a.value) for a in node.arguments or ())
     if field_def is None:
         return step  # graphql-core's `execute_field` leaves it out
     read = plain(field_def)
@@ -335,6 +352,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         # By parent type and grouped field set (graphql-core's, kept alive beside its plan
         # so that its id stays its own): this request's plans.
         self._plans: dict[tuple[GraphQLObjectType, int], tuple[GroupedFieldSet, Plan]] = {}
+        # The operation's plans from request to request, when its fields do not depend on
+        # its variables; and its `_CALL` steps' arguments that do, this request's.
+        self._kept = kept_plans(self.schema, self.operation, self.fragment_definitions)
+        self._arguments: dict[Step, dict[str, Any]] = {}
         # graphql-core's helpers are this context's bound methods, and it holds them: a
         # reference cycle, so every object of the request (its context, loaders and items)
         # waited for the garbage collector (`tests/test_request_garbage.py`).
@@ -364,10 +385,21 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         known = self._plans.get(key)
         if known is not None:
             return known[1]
-        schema = self.schema
-        plan = tuple(
-            _step(schema, parent_type, name, details) for name, details in grouped_field_set.items()
-        )
+        kept = self._kept
+        plan: Plan | None = None
+        if kept is not None:
+            # The field nodes, in order, are the set's: their names group them, and the
+            # plan's steps hold them, so that their ids stay their own.
+            nodes = (parent_type, *(id(d.node) for ds in grouped_field_set.values() for d in ds))
+            plan = kept.get(nodes)
+        if plan is None:
+            schema = self.schema
+            plan = tuple(
+                _step(schema, parent_type, name, details, kept is not None)
+                for name, details in grouped_field_set.items()
+            )
+            if kept is not None:
+                kept[nodes] = plan
         self._plans[key] = (grouped_field_set, plan)
         return plan
 
@@ -464,7 +496,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         details = step.details
         info = self.build_resolve_info(field_def, [d.node for d in details], parent_type, path)
         try:
-            kwargs = step.kwargs
+            kwargs = self._arguments.get(step) if step.varying else step.kwargs
             if kwargs is None:
                 first = details[0]
                 given = get_argument_values(
@@ -474,9 +506,11 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     first.fragment_variable_values,
                     self.hide_suggestions,
                 )
-                kwargs = step.kwargs = {
-                    py: given[name] for name, py in call.arguments if name in given
-                }
+                kwargs = {py: given[name] for name, py in call.arguments if name in given}
+                if step.varying:
+                    self._arguments[step] = kwargs
+                else:
+                    step.kwargs = kwargs
             if call.source_names or call.info_name is not None:
                 kwargs = kwargs.copy()
                 for name in call.source_names:
@@ -660,6 +694,52 @@ async def _items_gathered(results: list[Any], pending: list[int]) -> list[Any]:
         for index, value in zip(pending, done, strict=True):
             results[index] = value
     return results
+
+
+KeptPlans = dict[tuple[Any, ...], Plan]  # by parent type and field nodes
+_kept: KeptBy[tuple[KeptPlans | None]] = KeptBy()  # by schema and operation
+
+
+def kept_plans(
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    fragments: Mapping[str, FragmentDefinitionNode],
+) -> KeptPlans | None:
+    """Where the operation's plans are kept from request to request (Strawberry's parser
+    cache hands out the same document objects for the same text), or None when its grouped
+    field sets may depend on its variables: a directive on a selection (`@skip`, `@include`)
+    or a fragment's own variables."""
+    known = _kept.get((schema, operation))
+    if known is None:
+        definitions = [operation, *fragments.values()]
+        fixed = not any(
+            isinstance(definition, FragmentDefinitionNode) and definition.variable_definitions
+            for definition in definitions
+        ) and not any(_has_directives(definition.selection_set) for definition in definitions)
+        known = _kept.put((schema, operation), ({} if fixed else None,))
+    return known[0]
+
+
+def _has_directives(selection_set: SelectionSetNode | None) -> bool:
+    pending = [selection_set] if selection_set else []
+    while pending:
+        for selection in pending.pop().selections:
+            if selection.directives:
+                return True
+            inner = getattr(selection, "selection_set", None)
+            if inner is not None:
+                pending.append(inner)
+    return False
+
+
+def _reads_variables(value: ValueNode) -> bool:
+    if isinstance(value, VariableNode):
+        return True
+    if isinstance(value, ListValueNode):
+        return any(_reads_variables(item) for item in value.values)
+    if isinstance(value, ObjectValueNode):
+        return any(_reads_variables(field.value) for field in value.fields)
+    return False
 
 
 _owns: dict[int, tuple[GraphQLObjectType, bool]] = {}
