@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -169,6 +170,94 @@ def test_a_corrupt_attribute_fails_alike(svc: Services) -> None:
     assert [error["path"] for error in errors] == [["students", 1, "version"]]
 
 
+def test_one_field_under_aliases_with_its_own_arguments_answers_alike(
+    services: Services, demo_items: list[Item]
+) -> None:
+    """A plan's step coerces its arguments once a request: two aliases of one field with
+    different arguments, repeated over a list, each keep their own, and a variable's."""
+    five = targets(demo_items)
+    query = """
+        query($ids: [ID!]!, $n: Int, $bad: Int) {
+          students(ids: $ids) {
+            one: classes(first: 1) { edges { node { subject } } pageInfo { hasNextPage } }
+            two: classes(first: $n) { edges { cursor node { id } } }
+            wrong: sports(first: $bad) { edges { node { name } } }
+            sports { edges { node { name } } }
+          }
+        }
+    """
+    variables = {"ids": five["students"][:5], "n": 2, "bad": 0}
+    fast, reference = both(services, query, variables)
+    assert fast == reference
+    data, errors = fast
+    assert [len(s["one"]["edges"]) for s in data["students"]] == [1] * 5
+    assert {len(s["two"]["edges"]) for s in data["students"]} == {2}
+    assert all(s["wrong"] is None for s in data["students"])
+    assert [e["path"] for e in errors] == [["students", i, "wrong"] for i in range(5)]
+
+
+def test_a_document_asked_again_with_other_variables_answers_alike(
+    services: Services, demo_items: list[Item]
+) -> None:
+    """A document's plans serve request after request: each request's variables (the
+    arguments a step coerces, the nodes asked for) are its own."""
+    five = targets(demo_items)
+    query = """
+        query($ids: [ID!]!, $n: Int, $class: ID!) {
+          students(ids: $ids) { id classes(first: $n) { edges { node { subject } } } }
+          class(id: $class) { subject students(first: $n) { edges { node { name } } } }
+        }
+    """
+    asked = [
+        {"ids": five["students"][:2], "n": 1, "class": five["class"]},
+        {"ids": five["students"][3:6], "n": 3, "class": five["class"]},
+        {"ids": five["students"][:1], "n": 0, "class": "cls-nobody"},
+        {"ids": five["students"][:2], "n": None, "class": five["class"]},
+    ]
+    answers = [both(services, query, variables) for variables in asked]
+    for fast, reference in answers:
+        assert fast == reference
+    counts = [[len(s["classes"]["edges"]) for s in fast[0]["students"]] for fast, _ in answers[:2]]
+    assert counts == [[1, 1], [3, 3, 3]]
+    assert answers[2][0][0]["students"] == [{"id": five["students"][0], "classes": None}]
+    assert len(answers[3][0][0]["class"]["students"]["edges"]) == 20  # the default page
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_skip_and_include_by_variables_answer_alike(
+    services: Services, demo_items: list[Item], shown: bool
+) -> None:
+    """A plan is worked out from graphql-core's grouped field sets, which `@skip` and
+    `@include` shape by the request's variables: the same document, both ways."""
+    five = targets(demo_items)
+    query = """
+        query($ids: [ID!]!, $shown: Boolean!) {
+          students(ids: $ids) {
+            id
+            name @include(if: $shown)
+            home @skip(if: $shown) { city }
+            classes {
+              edges { node { subject @skip(if: $shown) teacher @include(if: $shown) { name } } }
+            }
+          }
+        }
+    """
+    fast, reference = both(services, query, {"ids": five["students"][:3], "shown": shown})
+    assert fast == reference
+    first = fast[0]["students"][0]
+    assert ("name" in first) is shown and ("home" in first) is not shown
+
+
+@pytest.mark.parametrize("coerce", list(execution.UNCHANGED))
+def test_a_plan_takes_as_given_only_what_the_scalar_returns_unchanged(coerce: Any) -> None:
+    """A plain leaf of a built-in scalar whose value is of the types `UNCHANGED` names is
+    not coerced: graphql-core's coercion returns such a value as it is."""
+    samples: dict[type, list[Any]] = {str: ["", "stu-0001", "Zoë 🎓", "1.5"], bool: [True, False]}
+    for kind in execution.UNCHANGED[coerce]:
+        for value in samples[kind]:
+            assert coerce(value) is value
+
+
 # -- what our types do not do today, kept graphql-core's way for when they do ---------------
 
 
@@ -311,3 +400,37 @@ def test_async_resolvers_and_list_arguments_answer_as_graphql_core() -> None:
         "l": 8,
     }
     assert {path for _, path in errors} == {("c",), ("d", "required"), ("f", 1), ("h", "x")}
+
+
+@strawberry.type
+class Tick:
+    n: int
+
+    @strawberry.field
+    async def doubled(self, by: int = 2) -> int:
+        return self.n * by
+
+
+@strawberry.type
+class TickSubscription:
+    @strawberry.subscription
+    async def ticks(self, upto: int) -> AsyncGenerator[Tick, None]:
+        for n in range(1, upto + 1):
+            yield Tick(n=n)
+
+
+def test_subscription_events_resolve_as_graphql_core() -> None:
+    """A subscription field's resolver makes the stream; each event resolves to the event
+    itself (never a second call of it), and the event's own async resolvers run as
+    Strawberry's wrapper runs them."""
+
+    async def events(context: type[execution.ExecutionContext] | None) -> list[Any]:
+        schema = strawberry.Schema(
+            query=ToyQuery, subscription=TickSubscription, execution_context_class=context
+        )
+        stream = await schema.subscribe("subscription { ticks(upto: 3) { n doubled(by: 3) } }")
+        return [(result.data, result.errors) async for result in stream]  # type: ignore[union-attr]
+
+    library, ours = asyncio.run(events(None)), asyncio.run(events(execution.ExecutionContext))
+    assert ours == library
+    assert [data for data, _ in ours] == [{"ticks": {"n": n, "doubled": 3 * n}} for n in (1, 2, 3)]

@@ -1,52 +1,75 @@
-"""graphql-core's executor, with two short paths through Strawberry's per-field wrappers.
+"""graphql-core's executor, running each selection set of plain fields from a plan.
 
-graphql-core runs the same steps for every field: a resolve info, Strawberry's resolver
-wrapper, and completion through the return type's checks, one call per type wrapper. Q1 of
-`make bench` resolves 813 fields, and those steps are most of its CPU.
+graphql-core runs the same steps for every field: a path, a resolve info, Strawberry's
+resolver wrapper, completion through the return type's checks (one call per type
+wrapper), and for an object the collection of its selection. Q1 of `make bench` resolves
+813 fields, and those steps are most of its CPU.
+
+Here `execute_fields` (the executor's method for the fields of one object) runs a *plan*:
+the grouped field set as data, one step per response key, worked out once for each
+(parent type, grouped field set): the 30 students of a list run one plan 30 times. An
+operation whose grouped field sets cannot depend on its variables (no directive on a
+selection, no fragment variables) keeps its plans from request to request, by the
+identity of its field nodes (Strawberry's parser cache hands out the same document for
+the same text); another one works them out once a request. A step says how its field is
+read and completed:
 
 - A *plain* field (Strawberry reads it with `getattr`: no resolver, arguments or field
   extensions) is read here, and a plain value completed here: a leaf by its type's
-  `coerce_output_value` (as `complete_leaf_value`), an object or each object of a list by
-  `collect_and_execute_subfields` (as `complete_object_value`, after Strawberry's own
-  `is_type_of`). Any other value (an awaitable, null, an error, a value its type refuses)
-  completes through graphql-core's own `complete_value`.
+  `coerce_output_value` (as `complete_leaf_value`; a value of the type a built-in scalar
+  returns unchanged is taken as it is), an object or each object of a list by the plan of
+  its selection (as `complete_object_value`, after Strawberry's own `is_type_of`). Any
+  other value (an awaitable, null, an error, a value its type refuses) completes through
+  graphql-core's own `complete_value`.
 - A resolver whose arguments are all built-in scalars (a student's `classes(first:, ...)`,
   once per student) is called as Strawberry's wrapper calls it (the source as `self`,
   `root` or `parent`, Strawberry's `Info`, the arguments by their Python names), without
-  the wrapper's generic argument conversion, which returns such values as given.
+  the wrapper's generic argument conversion, which returns such values as given. Its
+  arguments are coerced once a request for the step (scalars: no call can change them), or
+  once for good when they read no variable.
+- Any other field takes graphql-core's `execute_field`.
 
-Everything else, and every field when an extension wraps resolvers (a `resolve` hook),
-takes graphql-core's `execute_field`; errors go through its `handle_field_error`, so paths
-and null propagation are its own. It plugs in through graphql-core's
-`execution_context_class` (Strawberry's `Schema(execution_context_class=)`); no code is
-generated. `tests/test_execution.py` runs documents through it and through the library's
-executor alone and compares.
+No plan runs when an extension wraps resolvers (a `resolve` hook) or for incremental
+delivery: graphql-core's own `execute_fields` does. Errors go through graphql-core's
+`handle_field_error`, so paths and null propagation are its own. It plugs in through
+graphql-core's `execution_context_class` (Strawberry's `Schema(execution_context_class=)`);
+no code is generated. `tests/test_execution.py` runs documents through it and through the
+library's executor alone and compares.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
-from inspect import isawaitable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from inspect import isasyncgenfunction, isawaitable
 from types import FunctionType
 from typing import Any, NamedTuple
 
 from graphql import (
+    FragmentDefinitionNode,
     GraphQLField,
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLResolveInfoHelpers,
+    GraphQLSchema,
+    ListValueNode,
+    ObjectValueNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
     Undefined,
+    ValueNode,
+    VariableNode,
     get_nullable_type,
     is_leaf_type,
     is_list_type,
     is_object_type,
 )
-from graphql.execution.collect_fields import FieldDetailsList
+from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
 from graphql.execution.middleware import get_middleware_resolvers
 from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, gather_with_cancel
+from graphql.type.scalars import serialize_boolean, serialize_id, serialize_string
 from strawberry import ID
 from strawberry.resolvers import is_default_resolver
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
@@ -55,6 +78,7 @@ from strawberry.types.base import StrawberryOptional
 from strawberry.types.field import StrawberryField
 from strawberry.utils.str_converters import to_camel_case
 
+from graph_api.graph.document import KeptBy
 from graph_api.internals import strawberry_info
 
 _DEFINITION = GraphQLCoreConverter.DEFINITION_BACKREF
@@ -138,8 +162,9 @@ _SCALARS = (int, str, float, bool, ID)
 
 
 def direct(field: GraphQLField) -> Direct | None:
-    """How to call the field's resolver directly; None when Strawberry's wrapper must: an
-    async resolver, field extensions, or an argument that is not a built-in scalar."""
+    """How to call the field's resolver directly; None when Strawberry's wrapper must:
+    field extensions, an argument that is not a built-in scalar, a subscription's (its
+    events resolve to themselves) or an async generator."""
     known = _directs.get(id(field))
     if known is not None:
         return known[1]
@@ -149,9 +174,10 @@ def direct(field: GraphQLField) -> Direct | None:
     if (
         definition is not None
         and resolver is not None
-        and not resolver.is_async
+        and not definition.is_subscription
         and not definition.extensions
         and isinstance(resolver.wrapped_func, FunctionType)  # not a static or class method
+        and not isasyncgenfunction(resolver.wrapped_func)
     ):
         names = []
         for argument in definition.arguments:
@@ -178,6 +204,109 @@ def direct(field: GraphQLField) -> Direct | None:
                 )
     _directs[id(field)] = (field, found)
     return found
+
+
+_LEAF, _READ, _CALL, _GENERAL = range(4)  # the kinds of step (`Step`)
+
+# Built-in scalars' coercions, and the types of value each returns unchanged.
+UNCHANGED: dict[Callable[[Any], Any], frozenset[type]] = {
+    serialize_string: frozenset({str}),
+    serialize_id: frozenset({str}),
+    serialize_boolean: frozenset({bool}),
+}
+_NOTHING: frozenset[type] = frozenset()
+
+
+class Step:
+    """One response key of a plan: how its field is read (`kind`) and completed.
+
+    `_LEAF`: a plain field of a leaf type, read and coerced in the plan's loop. `_READ`: a
+    plain field of another type. `_CALL`: a resolver called directly (`direct`).
+    `_GENERAL`: graphql-core's `execute_field`. How a value read or returned completes:
+    `coerce` (a leaf: `unchanged` the types it returns as given), or `object_type` (an
+    object; with `item_type`, a list of them) whose selection's plan is `sub`, worked out
+    when first needed; neither: graphql-core's `complete_value`.
+    """
+
+    __slots__ = (
+        "attribute",
+        "call",
+        "check",
+        "coerce",
+        "details",
+        "field",
+        "item_type",
+        "kind",
+        "kwargs",
+        "name",
+        "object_type",
+        "sub",
+        "unchanged",
+        "varying",
+    )
+
+    def __init__(self, name: str, details: FieldDetailsList, field: GraphQLField | None) -> None:
+        self.name = name
+        self.details = details
+        self.field = field
+        self.kind = _GENERAL
+        self.attribute = ""
+        self.call: Direct | None = None
+        self.coerce: Callable[[Any], Any] | None = None
+        self.unchanged = _NOTHING
+        self.object_type: GraphQLObjectType | None = None
+        self.item_type: GraphQLOutputType | None = None
+        self.check: Callable[[Any, Any], Any] | None = None  # the object type's is_type_of
+        self.sub: Plan | None = None
+        self.kwargs: dict[str, Any] | None = None  # a `_CALL`'s arguments, once coerced
+        self.varying = False  # they are coerced once a request (the plan outlives it)
+
+    def complete_as(self, how: Completion, directives: bool) -> None:
+        coerce = how.coerce
+        if coerce is not None:
+            self.coerce = coerce
+            self.unchanged = UNCHANGED.get(coerce, _NOTHING)
+            return
+        object_type = how.object_type
+        # `@stream` on a list, and a type's own `is_type_of` (which may read the info):
+        # graphql-core's own path.
+        if object_type is not None and not directives and _own_check(object_type):
+            self.object_type = object_type
+            self.item_type = how.item_type
+            self.check = object_type.is_type_of
+
+
+Plan = tuple[Step, ...]
+
+
+def _step(
+    schema: Any, parent_type: GraphQLObjectType, name: str, details: FieldDetailsList, kept: bool
+) -> Step:
+    """The step of one response key of a grouped field set (`kept`: of a plan that serves
+    request after request)."""
+    node = details[0].node
+    field_def = schema.get_field(parent_type, node.name.value)
+    step = Step(name, details, field_def)
+    step.varying = kept and any(_reads_variables(a.value) for a in node.arguments or ())
+    if field_def is None:
+        return step  # graphql-core's `execute_field` leaves it out
+    read = plain(field_def)
+    how: Completion | None
+    if read is not None:
+        if node.arguments:
+            return step  # validation refuses them; graphql-core says what it says
+        step.kind = _LEAF if read[1].coerce is not None else _READ
+        step.attribute, how = read
+    else:
+        call = direct(field_def)
+        if call is None:
+            return step
+        step.kind = _CALL
+        step.call = call
+        how = completion_of(field_def)
+    if how is not None:
+        step.complete_as(how, any(d.node.directives for d in details))
+    return step
 
 
 def _gather_values(values: Sequence[Awaitable[Any]]) -> Awaitable[list[Any]]:
@@ -213,13 +342,20 @@ _settling: set[asyncio.Future[Any]] = set()
 
 
 class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
-    """Strawberry's execution context, with the short paths when no middleware wraps a
-    resolver (Strawberry passes a manager always; an extension's `resolve` hook is one)."""
+    """Strawberry's execution context, running plans when no middleware wraps a resolver
+    (Strawberry passes a manager always; an extension's `resolve` hook is one)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         manager = self.middleware_manager
         self._short = manager is None or not any(get_middleware_resolvers(manager.middlewares))
+        # By parent type and grouped field set (graphql-core's, kept alive beside its plan
+        # so that its id stays its own): this request's plans.
+        self._plans: dict[tuple[GraphQLObjectType, int], tuple[GroupedFieldSet, Plan]] = {}
+        # The operation's plans from request to request, when its fields do not depend on
+        # its variables; and its `_CALL` steps' arguments that do, this request's.
+        self._kept = kept_plans(self.schema, self.operation, self.fragment_definitions)
+        self._arguments: dict[Step, dict[str, Any]] = {}
         # graphql-core's helpers are this context's bound methods, and it holds them: a
         # reference cycle, so every object of the request (its context, loaders and items)
         # waited for the garbage collector (`tests/test_request_garbage.py`).
@@ -228,122 +364,210 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             gather=_gather_values, track=_Track(weakref.ref(self))
         )
 
-    def execute_field(
+    def execute_fields(
         self,
         parent_type: GraphQLObjectType,
-        source: Any,
-        field_details_list: FieldDetailsList,
-        path: Path,
+        source_value: Any,
+        path: Path | None,
+        grouped_field_set: GroupedFieldSet,
         position_context: Any,
     ) -> Any:
-        node = field_details_list[0].node
-        field_def = self.schema.get_field(parent_type, node.name.value)
-        if field_def is not None and self._short:
-            read = plain(field_def)
-            if read is not None and not node.arguments:
-                try:
-                    value = getattr(source, read[0])
-                except Exception:  # graphql-core's path reads it again, and reports it
-                    value = _SLOW
-                done = self._complete(
-                    read[1], field_def.type, field_details_list, path, value, position_context
-                )
-                if done is not _SLOW:
-                    return done
-                if value is not _SLOW:  # completed by graphql-core's steps, as read
-                    return self._finish(
-                        field_def, parent_type, field_details_list, path, value, position_context
-                    )
-            elif read is None:
-                call = direct(field_def)
-                if call is not None:
-                    return self._call(
-                        call,
-                        field_def,
-                        parent_type,
-                        source,
-                        field_details_list,
-                        path,
-                        position_context,
-                    )
-        return super().execute_field(
-            parent_type, source, field_details_list, path, position_context
+        if not self._short or position_context is not None:
+            return super().execute_fields(
+                parent_type, source_value, path, grouped_field_set, position_context
+            )
+        return self._run(
+            parent_type, self._plan(parent_type, grouped_field_set), source_value, path
         )
 
-    def _call(
-        self,
-        call: Direct,
-        field_def: GraphQLField,
-        parent_type: GraphQLObjectType,
-        source: Any,
-        field_details_list: FieldDetailsList,
-        path: Path,
-        position_context: Any,
-    ) -> Any:
-        """graphql-core's `execute_field`, with the resolver called directly."""
-        first = field_details_list[0]
-        return_type = field_def.type
-        info = self.build_resolve_info(
-            field_def, [d.node for d in field_details_list], parent_type, path
-        )
-        try:
-            given = get_argument_values(
-                field_def,
-                first.node,
-                self.variable_values,
-                first.fragment_variable_values,
-                self.hide_suggestions,
+    def _plan(self, parent_type: GraphQLObjectType, grouped_field_set: GroupedFieldSet) -> Plan:
+        key = (parent_type, id(grouped_field_set))
+        known = self._plans.get(key)
+        if known is not None:
+            return known[1]
+        kept = self._kept
+        plan: Plan | None = None
+        if kept is not None:
+            # The field nodes, in order, are the set's: their names group them, and the
+            # plan's steps hold them, so that their ids stay their own.
+            nodes = (parent_type, *(id(d.node) for ds in grouped_field_set.values() for d in ds))
+            plan = kept.get(nodes)
+        if plan is None:
+            schema = self.schema
+            plan = tuple(
+                _step(schema, parent_type, name, details, kept is not None)
+                for name, details in grouped_field_set.items()
             )
-            kwargs = {py: given[name] for name, py in call.arguments if name in given}
-            for name in call.source_names:
-                kwargs[name] = source
-            if call.info_name is not None:
-                kwargs[call.info_name] = strawberry_info(info, call.field)
+            if kept is not None:
+                kept[nodes] = plan
+        self._plans[key] = (grouped_field_set, plan)
+        return plan
+
+    def _sub_plan(self, step: Step, object_type: GraphQLObjectType) -> Plan | None:
+        """The plan of the step's selection on its object type (None: graphql-core's
+        `collect_and_execute_subfields`, which `@defer` needs)."""
+        grouped_field_set, new_defer_usages, _ = self.collect_subfields(object_type, step.details)
+        if new_defer_usages:
+            return None
+        step.sub = self._plan(object_type, grouped_field_set)
+        return step.sub
+
+    def _run(
+        self, parent_type: GraphQLObjectType, plan: Plan, source: Any, path: Path | None
+    ) -> Any:
+        """graphql-core's `execute_fields`, each field as its step says."""
+        results: dict[str, Any] = {}
+        pending: list[str] = []
+        is_awaitable = self.is_awaitable
+        type_name = parent_type.name
+        try:
+            for step in plan:
+                kind = step.kind
+                if kind == _LEAF:
+                    try:
+                        value = getattr(source, step.attribute)
+                    except Exception:  # graphql-core's path reads it again, and reports it
+                        value = _SLOW
+                    else:
+                        value_type = type(value)
+                        if value_type in step.unchanged:
+                            results[step.name] = value
+                            continue
+                        if value_type in _PLAIN:
+                            try:
+                                coerced = step.coerce(value)  # type: ignore[misc]
+                            except Exception:  # graphql-core's path reports it, here
+                                coerced = None
+                            if coerced is not None and coerced is not Undefined:
+                                results[step.name] = coerced
+                                continue
+                    result = self._read(
+                        step, parent_type, source, Path(path, step.name, type_name), value
+                    )
+                elif kind == _READ:
+                    field_path = Path(path, step.name, type_name)
+                    try:
+                        value = getattr(source, step.attribute)
+                    except Exception:  # graphql-core's path reads it again, and reports it
+                        result = self.execute_field(
+                            parent_type, source, step.details, field_path, None
+                        )
+                    else:
+                        result = self._complete(step, field_path, value)
+                        if result is _SLOW:  # completed by graphql-core's steps, as read
+                            result = self._finish(step, parent_type, field_path, value)
+                elif kind == _CALL:
+                    result = self._call(step, parent_type, source, Path(path, step.name, type_name))
+                else:
+                    result = self.execute_field(
+                        parent_type, source, step.details, Path(path, step.name, type_name), None
+                    )
+                    if result is Undefined:
+                        continue
+                results[step.name] = result
+                if is_awaitable(result):
+                    pending.append(step.name)
+        except Exception:
+            if pending:  # as graphql-core's: the other fields' awaitables may fail too
+                self.settle_in_background([results[name] for name in pending])
+            raise
+        if not pending:
+            return results
+        return _fields_gathered(results, pending)
+
+    def _read(
+        self, step: Step, parent_type: GraphQLObjectType, source: Any, path: Path, value: Any
+    ) -> Any:
+        """A plain field's completed value, `value` its attribute as read (`_SLOW`: its
+        reading raised)."""
+        if value is _SLOW:  # graphql-core's path reads it again, and reports it
+            return self.execute_field(parent_type, source, step.details, path, None)
+        done = self._complete(step, path, value)
+        if done is not _SLOW:
+            return done
+        return self._finish(step, parent_type, path, value)  # completed as read
+
+    def _call(self, step: Step, parent_type: GraphQLObjectType, source: Any, path: Path) -> Any:
+        """graphql-core's `execute_field`, with the resolver called directly."""
+        call = step.call
+        assert call is not None
+        field_def = step.field
+        assert field_def is not None
+        details = step.details
+        info = self.build_resolve_info(field_def, [d.node for d in details], parent_type, path)
+        try:
+            kwargs = self._arguments.get(step) if step.varying else step.kwargs
+            if kwargs is None:
+                first = details[0]
+                given = get_argument_values(
+                    field_def,
+                    first.node,
+                    self.variable_values,
+                    first.fragment_variable_values,
+                    self.hide_suggestions,
+                )
+                kwargs = {py: given[name] for name, py in call.arguments if name in given}
+                if step.varying:
+                    self._arguments[step] = kwargs
+                else:
+                    step.kwargs = kwargs
+            if call.source_names or call.info_name is not None:
+                kwargs = kwargs.copy()
+                for name in call.source_names:
+                    kwargs[name] = source
+                if call.info_name is not None:
+                    kwargs[call.info_name] = strawberry_info(info, call.field)
             function = call.function
             result = function(source, **kwargs) if call.self_source else function(**kwargs)
-            how = completion_of(field_def)
-            if how is not None:
-                done = self._complete(
-                    how, return_type, field_details_list, path, result, position_context
-                )
-                if done is not _SLOW:
-                    return done
+            done = self._complete(step, path, result)
+            if done is not _SLOW:
+                return done
         except Exception as raw_error:
-            self.handle_field_error(raw_error, return_type, field_details_list, path)
+            self.handle_field_error(raw_error, field_def.type, details, path)
             return None
-        return self._finish(
-            field_def, parent_type, field_details_list, path, result, position_context, info
-        )
+        return self._finish(step, parent_type, path, result, info)
 
     def _finish(
         self,
-        field_def: GraphQLField,
+        step: Step,
         parent_type: GraphQLObjectType,
-        field_details_list: FieldDetailsList,
         path: Path,
         result: Any,
-        position_context: Any,
         info: Any = None,
     ) -> Any:
         """The rest of graphql-core's `execute_field` once its resolver returned `result`."""
+        field_def = step.field
+        assert field_def is not None
         return_type = field_def.type
+        details = step.details
         if info is None:
-            info = self.build_resolve_info(
-                field_def, [d.node for d in field_details_list], parent_type, path
-            )
+            info = self.build_resolve_info(field_def, [d.node for d in details], parent_type, path)
         try:
             if self.is_awaitable(result):
-                return self.complete_awaitable_value(
-                    return_type, field_details_list, info, path, result, position_context
-                )
-            completed = self.complete_value(
-                return_type, field_details_list, info, path, result, position_context
-            )
+                return self._later(step, path, result, info)
+            completed = self.complete_value(return_type, details, info, path, result, None)
             if self.is_awaitable(completed):
-                return self._await_completed(completed, return_type, field_details_list, path)
+                return self._await_completed(completed, return_type, details, path)
         except Exception as raw_error:
-            self.handle_field_error(raw_error, return_type, field_details_list, path)
+            self.handle_field_error(raw_error, return_type, details, path)
             return None
+        return completed
+
+    async def _later(self, step: Step, path: Path, result: Awaitable[Any], info: Any) -> Any:
+        """graphql-core's `complete_awaitable_value`, the value completed as the step says
+        once awaited."""
+        return_type = step.field.type  # type: ignore[union-attr]
+        details = step.details
+        try:
+            resolved = await self.with_abort_signal(result)
+            completed = self._complete(step, path, resolved)
+            if completed is _SLOW:
+                completed = self.complete_value(return_type, details, info, path, resolved, None)
+            if self.is_awaitable(completed):
+                completed = await completed
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, return_type, details, path)
+            completed = None
         return completed
 
     async def _await_completed(
@@ -359,99 +583,163 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             self.handle_field_error(raw_error, return_type, field_details_list, path)
             return None
 
-    def _complete(
-        self,
-        how: Completion,
-        return_type: GraphQLOutputType,
-        field_details_list: FieldDetailsList,
-        path: Path,
-        value: Any,
-        position_context: Any,
-    ) -> Any:
+    def _complete(self, step: Step, path: Path, value: Any) -> Any:
         """The field's completed value as graphql-core's `complete_value` gives it, when it
         is a plain one: a leaf's plain value, an object or a list of objects that are not
         awaitable and are of the type (`is_type_of`); else `_SLOW`, with nothing done. An
-        object's own fields run through `collect_and_execute_subfields`; errors go to
-        `handle_field_error` at the same paths as graphql-core's."""
-        if value is _SLOW:
-            return _SLOW
-        if how.coerce is not None:
-            if type(value) in _PLAIN:
+        object's own fields run through its plan; errors go to `handle_field_error` at the
+        same paths as graphql-core's."""
+        coerce = step.coerce
+        if coerce is not None:
+            value_type = type(value)
+            if value_type in step.unchanged:
+                return value
+            if value_type in _PLAIN:
                 try:
-                    coerced = how.coerce(value)
+                    coerced = coerce(value)
                 except Exception:  # graphql-core's path reports it, at this field
                     return _SLOW
                 if coerced is not None and coerced is not Undefined:
                     return coerced
             return _SLOW
-        object_type = how.object_type
-        assert object_type is not None
-        if any(details.node.directives for details in field_details_list):
-            return _SLOW  # `@stream` on a list: graphql-core's own path
-        execute = self.collect_and_execute_subfields
-        item_type = how.item_type
-        if item_type is None:
-            if not self._admits(object_type, value):
-                return _SLOW
-            try:
-                completed = execute(object_type, field_details_list, path, value, position_context)
-            except Exception as raw_error:
-                self.handle_field_error(raw_error, return_type, field_details_list, path)
-                return None
-            if self.is_awaitable(completed):
-                return self._await_completed(completed, return_type, field_details_list, path)
-            return completed
-        if type(value) is not list or not all(self._admits(object_type, i) for i in value):
+        object_type = step.object_type
+        if object_type is None:
             return _SLOW
+        # What graphql-core's completion checks of an object, with Strawberry's is_type_of
+        # (which reads no info): each one that fails leaves the value to graphql-core.
+        check = step.check
+        is_awaitable = self.is_awaitable
+        return_type = step.field.type  # type: ignore[union-attr]
+        details = step.details
+        item_type = step.item_type
+        if item_type is None:
+            if (
+                value is None
+                or isinstance(value, Exception)
+                or is_awaitable(value)
+                or (check is not None and check(value, None) is not True)
+            ):
+                return _SLOW
+            plan = step.sub or self._sub_plan(step, object_type)
+            try:
+                if plan is None:
+                    completed = self.collect_and_execute_subfields(
+                        object_type, details, path, value, None
+                    )
+                else:
+                    completed = self._run(object_type, plan, value, path)
+            except Exception as raw_error:
+                self.handle_field_error(raw_error, return_type, details, path)
+                return None
+            if type(completed) is not dict and is_awaitable(completed):
+                return self._await_completed(completed, return_type, details, path)
+            return completed
+        if type(value) is not list:
+            return _SLOW
+        for item in value:
+            if (
+                item is None
+                or isinstance(item, Exception)
+                or is_awaitable(item)
+                or (check is not None and check(item, None) is not True)
+            ):
+                return _SLOW
+        plan = step.sub or self._sub_plan(step, object_type)
         results: list[Any] = []
         pending: list[int] = []
         try:
             for index, item in enumerate(value):
-                item_path = path.add_key(index, None)
+                item_path = Path(path, index, None)
                 try:
-                    completed = execute(
-                        object_type, field_details_list, item_path, item, position_context
-                    )
-                    if self.is_awaitable(completed):
-                        completed = self._await_completed(
-                            completed, item_type, field_details_list, item_path
+                    if plan is None:
+                        completed = self.collect_and_execute_subfields(
+                            object_type, details, item_path, item, None
                         )
+                    else:
+                        completed = self._run(object_type, plan, item, item_path)
+                    if type(completed) is not dict and is_awaitable(completed):
+                        completed = self._await_completed(completed, item_type, details, item_path)
                         pending.append(index)
                     results.append(completed)
                 except Exception as raw_error:
-                    self.handle_field_error(raw_error, item_type, field_details_list, item_path)
+                    self.handle_field_error(raw_error, item_type, details, item_path)
                     results.append(None)
         except Exception as raw_error:  # a non-null item failed: the list fails
             if pending:
                 self.settle_in_background([results[index] for index in pending])
-            self.handle_field_error(raw_error, return_type, field_details_list, path)
+            self.handle_field_error(raw_error, return_type, details, path)
             return None
         if not pending:
             return results
-        return self._await_completed(
-            self._gathered(results, pending), return_type, field_details_list, path
-        )
+        return self._await_completed(_items_gathered(results, pending), return_type, details, path)
 
-    def _admits(self, object_type: GraphQLObjectType, value: Any) -> bool:
-        """Whether `value` completes as `object_type` without graphql-core's checks failing:
-        a value, not awaitable, of the type by its `is_type_of` (Strawberry's reads no info)."""
-        if value is None or isinstance(value, Exception) or self.is_awaitable(value):
-            return False
-        is_type_of = object_type.is_type_of
-        if is_type_of is None:
-            return True
-        return _own_check(object_type) and is_type_of(value, None) is True  # type: ignore[arg-type]
 
-    @staticmethod
-    async def _gathered(results: list[Any], pending: list[int]) -> list[Any]:
-        """The list once its pending items are done, as graphql-core gathers them."""
-        if len(pending) == 1:
-            results[pending[0]] = await results[pending[0]]
-        else:
-            done = await gather_with_cancel(*(results[index] for index in pending))
-            for index, value in zip(pending, done, strict=True):
-                results[index] = value
-        return results
+async def _fields_gathered(results: dict[str, Any], pending: list[str]) -> dict[str, Any]:
+    """The fields once their pending values are done, as graphql-core's `execute_fields`
+    gathers them."""
+    if len(pending) == 1:
+        results[pending[0]] = await results[pending[0]]
+    else:
+        done = await gather_with_cancel(*(results[name] for name in pending))
+        results.update(zip(pending, done, strict=True))
+    return results
+
+
+async def _items_gathered(results: list[Any], pending: list[int]) -> list[Any]:
+    """The list once its pending items are done, as graphql-core gathers them."""
+    if len(pending) == 1:
+        results[pending[0]] = await results[pending[0]]
+    else:
+        done = await gather_with_cancel(*(results[index] for index in pending))
+        for index, value in zip(pending, done, strict=True):
+            results[index] = value
+    return results
+
+
+KeptPlans = dict[tuple[Any, ...], Plan]  # by parent type and field nodes
+_kept: KeptBy[tuple[KeptPlans | None]] = KeptBy()  # by schema and operation
+
+
+def kept_plans(
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    fragments: Mapping[str, FragmentDefinitionNode],
+) -> KeptPlans | None:
+    """Where the operation's plans are kept from request to request (Strawberry's parser
+    cache hands out the same document objects for the same text), or None when its grouped
+    field sets may depend on its variables: a directive on a selection (`@skip`, `@include`)
+    or a fragment's own variables."""
+    known = _kept.get((schema, operation))
+    if known is None:
+        definitions = [operation, *fragments.values()]
+        fixed = not any(
+            isinstance(definition, FragmentDefinitionNode) and definition.variable_definitions
+            for definition in definitions
+        ) and not any(_has_directives(definition.selection_set) for definition in definitions)
+        known = _kept.put((schema, operation), ({} if fixed else None,))
+    return known[0]
+
+
+def _has_directives(selection_set: SelectionSetNode | None) -> bool:
+    pending = [selection_set] if selection_set else []
+    while pending:
+        for selection in pending.pop().selections:
+            if selection.directives:
+                return True
+            inner = getattr(selection, "selection_set", None)
+            if inner is not None:
+                pending.append(inner)
+    return False
+
+
+def _reads_variables(value: ValueNode) -> bool:
+    if isinstance(value, VariableNode):
+        return True
+    if isinstance(value, ListValueNode):
+        return any(_reads_variables(item) for item in value.values)
+    if isinstance(value, ObjectValueNode):
+        return any(_reads_variables(field.value) for field in value.fields)
+    return False
 
 
 _owns: dict[int, tuple[GraphQLObjectType, bool]] = {}
