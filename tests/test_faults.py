@@ -492,6 +492,11 @@ def garbage_500(_: str) -> AWSResponse:
     return answer(500, b"\x00\xffnot json at all")
 
 
+def null_503(_: str) -> AWSResponse:
+    """A proxy's error in JSON that is not an object: botocore's error parsing trips on it."""
+    return answer(503, b"null")
+
+
 # Well-formed answers of each operation, as DynamoDB writes them with ReturnConsumedCapacity.
 WELL_FORMED = {
     "BatchGetItem": b'{"Responses": {}, "UnprocessedKeys": {}, "ConsumedCapacity": []}',
@@ -506,8 +511,8 @@ def bad_checksum(operation: str) -> AWSResponse:
     return answer(200, body, **{"x-amz-crc32": str((zlib.crc32(body) + 1) & 0xFFFFFFFF)})
 
 
-NOT_DYNAMODB = [html_200, empty_object, html_503, garbage_500, bad_checksum]
-NOT_DYNAMODB_IDS = ["HTML 200", "{} 200", "HTML 503", "garbage 500", "bad x-amz-crc32"]
+NOT_DYNAMODB = [html_200, empty_object, html_503, garbage_500, null_503, bad_checksum]
+NOT_DYNAMODB_IDS = ["HTML 200", "{} 200", "HTML 503", "garbage 500", "null 503", "bad x-amz-crc32"]
 
 
 def test_a_well_formed_answer_with_its_checksum_is_taken(
@@ -635,3 +640,48 @@ def test_an_answer_larger_than_dynamodb_sends_is_cut_and_unavailable(
     assert all(total < MAX_BODY + (16 << 20) for total in sent)
     assert server.connections == result.extensions["dynamodb"]["requests"]
     assert server.connections == 1 + quick_retries.max_retries
+
+
+# -- a client that could not be opened ------------------------------------------------------
+
+
+def test_a_client_that_failed_to_open_is_opened_again_by_the_next_request(
+    services: Services, monkeypatch: pytest.MonkeyPatch, demo_items: list[Item]
+) -> None:
+    """Opening a loop's client can fail (credentials not yet to be had from the task role):
+    that request gets a coded error, and the next one on the same loop opens it again."""
+    from support import execute_async
+
+    session = services.dynamo._clients._aio_session
+    create_client = session.create_client
+    failures = [EndpointConnectionError(endpoint_url="https://credentials.invalid")]
+
+    class FailingOnce:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.args, self.kwargs = args, kwargs
+
+        async def __aenter__(self) -> Any:
+            if failures:
+                raise failures.pop()
+            self.made = create_client(*self.args, **self.kwargs)
+            return await self.made.__aenter__()
+
+        async def __aexit__(self, *exc: Any) -> Any:
+            return await self.made.__aexit__(*exc)
+
+    monkeypatch.setattr(session, "create_client", FailingOnce)
+    query = NAMES
+    ids = students(demo_items, 2)
+
+    async def twice() -> tuple[Result, Result]:
+        first = await execute_async(services, query, {"ids": ids})
+        second = await execute_async(services, query, {"ids": ids})
+        await services.dynamo.aclose()
+        return first, second
+
+    import asyncio
+
+    first, second = asyncio.run(twice())
+    assert first.codes == ["UNAVAILABLE"]
+    assert second.errors == []
+    assert [s["id"] for s in second.data["students"]] == ids

@@ -374,8 +374,10 @@ def test_odd_bodies_parse_as_botocore_does(body: bytes) -> None:
                 continue
             try:
                 expected = STOCK.parse(dict(raw), shape)
-            except Exception as error:  # botocore refuses it: so must we, the same way
-                with pytest.raises(type(error)):
+            except Exception as error:  # botocore refuses it: so must we, the same way, but
+                # where it trips over JSON that is not an object: that is an unreadable answer
+                tripped = isinstance(error, AttributeError | TypeError | ValueError)
+                with pytest.raises(ResponseParserError if tripped else type(error)):
                     ours.parse(dict(raw), shape)
                 continue
             assert ours.parse(dict(raw), shape) == expected

@@ -236,8 +236,17 @@ class _Clients:
             context = self._aio_session.create_client(
                 self.service, config=self._aio_config, **self._kwargs
             )
-            opened.ready = loop.create_task(opened.run(context, self._hook))
-        return await opened.client_of()
+            # A context of its own: the task outlives the request that happens to open it.
+            opened.ready = loop.create_task(
+                opened.run(context, self._hook), context=contextvars.Context()
+            )
+        try:
+            return await opened.client_of()
+        except BaseException:
+            # Opening failed (credentials not yet to be had, say): the next call tries again.
+            if self._by_loop.get(loop) is opened:
+                del self._by_loop[loop]
+            raise
 
     async def aclose(self) -> None:
         """Close the running loop's client, if it has one (a later call makes another)."""
@@ -268,10 +277,9 @@ class _Open:
                 self._opened.set_result(client)
                 await asyncio.Event().wait()  # until cancelled
         except BaseException as error:
+            # The callers waiting in `client_of` get the error; the task ends quietly.
             if not self._opened.done():
                 self._opened.set_exception(error)
-            if not isinstance(error, asyncio.CancelledError):
-                raise
         finally:
             self.client = None
 
@@ -322,9 +330,9 @@ class Dynamo:
 
     async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
         """One DynamoDB operation, awaited on this loop's client."""
-        client = await self._clients.current()
         params = _asked(operation, params)
         with _accounted(operation, ledger) as answer:
+            client = await self._clients.current()
             answer.append(await getattr(client, _snake(operation))(**params))
             check_answer(operation, params, answer[0])
         return answer[0]
@@ -393,8 +401,8 @@ class Streams:
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
         """One call; busy or unreachable is `Unavailable` (as for `Dynamo`), other refusals
         (an expired iterator, trimmed data) stay the `ClientError` they are."""
-        client = await self._clients.current()
         try:
+            client = await self._clients.current()
             return await getattr(client, _snake(operation))(**params)
         except Exception as error:
             unavailable = _unavailable("DynamoDB Streams", operation, error)

@@ -118,8 +118,10 @@ class DynamoJSONParser(ParserHooks):
         if response["status_code"] >= 300:
             try:
                 return self._botocore.parse(response, shape)
-            except UnicodeDecodeError as error:  # an error body that is not even text
-                raise ResponseParserError(f"not DynamoDB's error: {error}") from error
+            # An error body that is not even text, or JSON that is not an object (a proxy's
+            # `null`, `[1]`): botocore's error parsing fails on it with what it meets.
+            except (UnicodeDecodeError, AttributeError, TypeError, ValueError) as error:
+                raise ResponseParserError(f"not DynamoDB's error: {error!r}") from error
         try:
             if not isinstance(body, bytes) or _may_hold_binary(body):
                 return self._binary.parse(response, shape)
