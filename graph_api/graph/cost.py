@@ -36,15 +36,12 @@ from graphql import (
     GraphQLString,
     InlineFragmentNode,
     ListTypeNode,
-    ListValueNode,
     NamedTypeNode,
     NonNullTypeNode,
-    ObjectValueNode,
     SelectionSetNode,
     TypeNode,
     ValueNode,
     VariableDefinitionNode,
-    VariableNode,
     get_named_type,
     value_from_ast,
 )
@@ -55,7 +52,13 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import QueryTooCostly
-from graph_api.graph.document import KeptBy, fragment_order, fragments_of, operations_of
+from graph_api.graph.document import (
+    KeptBy,
+    fragment_order,
+    fragments_of,
+    operations_of,
+    reads_variables,
+)
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.graph.query import MAX_IDS
 from graph_api.internals import graphql_schema
@@ -153,12 +156,12 @@ class _Compile:
                 for name in ("first", "last")
                 if name in args and name in definition.args
             ]
-            if any(_reads_variables(value) for value, _ in given):
+            if any(reads_variables(value) for value, _ in given):
                 return partial(_connection_count, given)
             return _connection_count(given, None)
         if "ids" in definition.args and "ids" in args:
             value, type_ = args["ids"], definition.args["ids"].type
-            if _reads_variables(value):
+            if reads_variables(value):
                 return partial(_ids_count, value, type_)
             return _ids_count(value, type_, None)
         roots = (self.schema.query_type, self.schema.mutation_type, self.schema.subscription_type)
@@ -204,16 +207,6 @@ class _Compile:
                     self.merge(child, node.selection_set, fields, spreads)
                 else:
                     fields.append((count, self.formula(child, node.selection_set)))
-
-
-def _reads_variables(value: ValueNode) -> bool:
-    if isinstance(value, VariableNode):
-        return True
-    if isinstance(value, ListValueNode):
-        return any(_reads_variables(item) for item in value.values)
-    if isinstance(value, ObjectValueNode):
-        return any(_reads_variables(field.value) for field in value.fields)
-    return False
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,12 @@ from graphql import (
     FragmentDefinitionNode,
     FragmentSpreadNode,
     InlineFragmentNode,
+    ListValueNode,
+    ObjectValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
+    ValueNode,
+    VariableNode,
 )
 
 V = TypeVar("V")
@@ -104,3 +108,14 @@ def fragment_order(fragments: dict[str, FragmentDefinitionNode]) -> list[str]:
                 state[child] = False
                 stack.append((child, spreads_in(fragments[child].selection_set)))
     return order
+
+
+def reads_variables(value: ValueNode) -> bool:
+    """Whether an argument's value names a variable, at any depth of lists and objects."""
+    if isinstance(value, VariableNode):
+        return True
+    if isinstance(value, ListValueNode):
+        return any(reads_variables(item) for item in value.values)
+    if isinstance(value, ObjectValueNode):
+        return any(reads_variables(field.value) for field in value.fields)
+    return False

@@ -53,13 +53,9 @@ from graphql import (
     GraphQLOutputType,
     GraphQLResolveInfoHelpers,
     GraphQLSchema,
-    ListValueNode,
-    ObjectValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
     Undefined,
-    ValueNode,
-    VariableNode,
     get_nullable_type,
     is_leaf_type,
     is_list_type,
@@ -78,7 +74,7 @@ from strawberry.types.base import StrawberryOptional
 from strawberry.types.field import StrawberryField
 from strawberry.utils.str_converters import to_camel_case
 
-from graph_api.graph.document import KeptBy
+from graph_api.graph.document import KeptBy, reads_variables
 from graph_api.internals import strawberry_info
 
 _DEFINITION = GraphQLCoreConverter.DEFINITION_BACKREF
@@ -287,7 +283,7 @@ def _step(
     node = details[0].node
     field_def = schema.get_field(parent_type, node.name.value)
     step = Step(name, details, field_def)
-    step.varying = kept and any(_reads_variables(a.value) for a in node.arguments or ())
+    step.varying = kept and any(reads_variables(a.value) for a in node.arguments or ())
     if field_def is None:
         return step  # graphql-core's `execute_field` leaves it out
     read = plain(field_def)
@@ -729,16 +725,6 @@ def _has_directives(selection_set: SelectionSetNode | None) -> bool:
             inner = getattr(selection, "selection_set", None)
             if inner is not None:
                 pending.append(inner)
-    return False
-
-
-def _reads_variables(value: ValueNode) -> bool:
-    if isinstance(value, VariableNode):
-        return True
-    if isinstance(value, ListValueNode):
-        return any(_reads_variables(item) for item in value.values)
-    if isinstance(value, ObjectValueNode):
-        return any(_reads_variables(field.value) for field in value.fields)
     return False
 
 
