@@ -353,7 +353,9 @@ def _asked(operation: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _accounted(operation: str, ledger: Ledger | None) -> Iterator[list[Any]]:
+def _accounted(
+    operation: str, ledger: Ledger | None, service: str = "DynamoDB"
+) -> Iterator[list[Any]]:
     """Around one call: its attempts counted against `ledger` (the `before-send` hook reads
     it here), its time and capacity recorded, its failure mapped once (`_unavailable`).
     The call appends its answer to the list it is given."""
@@ -364,7 +366,7 @@ def _accounted(operation: str, ledger: Ledger | None) -> Iterator[list[Any]]:
         yield answer
     except Exception as error:
         answer.clear()
-        unavailable = _unavailable("DynamoDB", operation, error)
+        unavailable = _unavailable(service, operation, error)
         if unavailable is not None:
             raise unavailable from error
         raise
@@ -401,11 +403,7 @@ class Streams:
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
         """One call; busy or unreachable is `Unavailable` (as for `Dynamo`), other refusals
         (an expired iterator, trimmed data) stay the `ClientError` they are."""
-        try:
+        with _accounted(operation, None, "DynamoDB Streams") as answer:
             client = await self._clients.current()
-            return await getattr(client, _snake(operation))(**params)
-        except Exception as error:
-            unavailable = _unavailable("DynamoDB Streams", operation, error)
-            if unavailable is not None:
-                raise unavailable from error
-            raise
+            answer.append(await getattr(client, _snake(operation))(**params))
+        return answer[0]
