@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import time
 import weakref
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
+import botocore.loaders
 import botocore.session
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession
@@ -108,6 +110,22 @@ def _user_agent() -> str:
 
 
 USER_AGENT = _user_agent()
+
+
+@functools.cache
+def _loader() -> botocore.loaders.Loader:
+    """botocore's data loader, shared by every session this process makes (its cache holds
+    the service models and the 1.2 MB endpoints.json, parsed once instead of per session)."""
+    return botocore.loaders.create_loader()
+
+
+def _session(session: Any, parser_factory: Any) -> Any:
+    """`session` (botocore's or aiobotocore's) with the shared loader and our parser."""
+    session.register_component("data_loader", _loader())
+    session.register_component("response_parser_factory", parser_factory)
+    return session
+
+
 CONNECT_TIMEOUT = 2  # seconds
 READ_TIMEOUT = 5
 CONNECTIONS = 16  # kept alive per client; at least `max_concurrency`
@@ -181,10 +199,7 @@ class _Clients:
             **_options(settings, connections), http_session_cls=CappedAIOHTTPSession
         )
         self._config = Config(**_options(settings, connections))
-        self._aio_session = AioSession()
-        self._aio_session.register_component(
-            "response_parser_factory", AioDynamoResponseParserFactory()
-        )
+        self._aio_session = _session(AioSession(), AioDynamoResponseParserFactory())
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Open] = (
             weakref.WeakKeyDictionary()
         )
@@ -220,8 +235,7 @@ class _Clients:
     def sync(self) -> Any:
         """The boto3 client (made on first use)."""
         if self._sync is None:
-            session = botocore.session.get_session()
-            session.register_component("response_parser_factory", DynamoResponseParserFactory())
+            session = _session(botocore.session.get_session(), DynamoResponseParserFactory())
             boto = boto3.session.Session(botocore_session=session)
             client: Any = boto.client  # typed per service name, ours is a variable
             self._sync = self._hook(client(self.service, config=self._config, **self._kwargs))
