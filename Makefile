@@ -18,7 +18,7 @@ export UV_PYTHON_DOWNLOADS := never
 # of their own; see --compile-bytecode below).
 COMPILE := $(BIN)/python -m compileall -q -j 0 graph_api tools tests
 
-.PHONY: run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded schema clean lock
+.PHONY: help run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (the dev and embedded extras and this project, editable, included): nothing is
@@ -43,6 +43,9 @@ lock: | $(UV)  ## update uv.lock from pyproject.toml, then the exported requirem
 	$(UV) export $(REQUIREMENTS_EXPORT) -o requirements.txt
 	$(UV) export $(REQUIREMENTS_EXPORT) --extra lambda -o deploy/requirements-lambda.txt
 	$(UV) sync --quiet --frozen --compile-bytecode --extra dev --extra embedded
+
+help:  ## this list: every target with what it does
+	@awk -F ':.*## ' '/^[a-z-]+:.*## /{printf "  make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: $(STAMP)  ## serve the API on the embedded backend with demo data
 	$(BIN)/graph-api serve
