@@ -218,7 +218,8 @@ def server(endpoint: str, services: Services) -> Iterator[Server]:
     mp = pytest.MonkeyPatch()
     mp.setattr(limits, "measure", recording_measure)
     mp.setattr(cost, "operation_cost", recording_cost)
-    own = Services.create(make_settings(endpoint, table="test-read"))
+    # Bounded work is what `visited` records; the deadline is only generous, for a busy machine.
+    own = Services.create(make_settings(endpoint, table="test-read", deadline_seconds=60.0))
     port = free_port()
     # log_config and log_level None: uvicorn leaves the process's logging alone (other
     # tests check how its loggers are set up).

@@ -114,12 +114,19 @@ def test_the_bench_queries_leave_no_reference_cycle(
             await _post(app, document, variables)
         found = {}
         for name, document, variables in documents:
-            gc.collect()
-            before = len(saved_garbage)
-            answer = await _post(app, document, variables)
-            assert "errors" not in answer and answer["data"], answer
-            gc.collect()
-            found[name] = sum(1 for o in saved_garbage[before:] if not _jmespaths(o))
+            counts = []
+            # A cycle of ours is left by every run of the query; up to three runs, so that a
+            # connection the endpoint dropped under load (its transport's cycle) is not one.
+            for _ in range(3):
+                gc.collect()
+                before = len(saved_garbage)
+                answer = await _post(app, document, variables)
+                assert "errors" not in answer and answer["data"], answer
+                gc.collect()
+                counts.append(sum(1 for o in saved_garbage[before:] if not _jmespaths(o)))
+                if counts[-1] == 0:
+                    break
+            found[name] = min(counts)
         return found
 
     found = asyncio.run(run())
