@@ -15,6 +15,7 @@ from support import (
     Gql,
     Hostile,
     bearer,
+    close_services,
     fresh_services,
     gql_of,
     hs256,
@@ -141,7 +142,7 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
     admin.create(services.dynamo, settings.table)
     admin.batch_write(services.dynamo, settings.table, demo_items)
     yield services
-    services.close()
+    close_services(services)
 
 
 @pytest.fixture
@@ -154,7 +155,7 @@ def services_with(endpoint: str, services: Services) -> Iterator[Callable[..., S
 
         def make(**overrides: Any) -> Services:
             made = Services.create(make_settings(endpoint, table="test-read", **overrides))
-            stack.callback(made.close)
+            stack.callback(close_services, made)
             return made
 
         yield make

@@ -23,6 +23,7 @@ import subprocess
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -113,6 +114,28 @@ def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
         assert "#" not in error.get("message", ""), error
 
 
+# One event loop per Services (keyed by its Dynamo), as a server has one: the loop's
+# DynamoDB client is then made once, not once per operation.
+_LOOPS: weakref.WeakKeyDictionary[Dynamo, asyncio.Runner] = weakref.WeakKeyDictionary()
+
+
+def run_on(services: Services, operation: Awaitable[Any]) -> Any:
+    """Run `operation` to its end on `services`' own event loop."""
+    runner = _LOOPS.get(services.dynamo)
+    if runner is None:
+        runner = _LOOPS[services.dynamo] = asyncio.Runner()
+    return runner.run(operation)
+
+
+def close_services(services: Services) -> None:
+    """`services.close()`, after closing the client of its loop (`run_on`), if it has one."""
+    runner = _LOOPS.pop(services.dynamo, None)
+    if runner is not None:
+        runner.run(services.dynamo.aclose())
+        runner.close()
+    services.close()
+
+
 def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
     """Run one operation through the schema with a fresh request context."""
     from graph_api.graph.context import Context
@@ -127,7 +150,8 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
         assert_no_key_in_messages(answer.problems)  # GraphQL errors and user errors
         return answer
 
-    return asyncio.run(run())
+    result: Result = run_on(services, run())
+    return result
 
 
 Gql = Callable[..., Result]  # the `gql` fixture: (query, variables=None) -> Result
@@ -149,7 +173,7 @@ def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
         yield services
     finally:
         services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
-        services.close()
+        close_services(services)
 
 
 def run(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
