@@ -465,9 +465,18 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                             parent_type, source, step.details, field_path, None
                         )
                     else:
-                        result = self._complete(step, field_path, value)
-                        if result is _SLOW:  # completed by graphql-core's steps, as read
-                            result = self._finish(step, parent_type, field_path, value)
+                        sub = step.sub
+                        if (
+                            sub is not None
+                            and step.item_type is None
+                            and type(value) in step.passed
+                            and getattr(value, _CAST, None) is None
+                        ):  # `_complete`'s common case, an object of a class that passed
+                            result = self._object(step, sub, value, field_path)
+                        else:
+                            result = self._complete(step, field_path, value)
+                            if result is _SLOW:  # completed by graphql-core's steps, as read
+                                result = self._finish(step, parent_type, field_path, value)
                 elif kind == _CALL:
                     result = self._call(
                         step, parent_type, source, _path(path, step.name, type_name)
@@ -600,6 +609,17 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             self.handle_field_error(raw_error, return_type, field_details_list, path)
             return None
 
+    def _object(self, step: Step, plan: Plan, value: Any, path: Path) -> Any:
+        """An object that passed `_complete`'s checks, completed by its selection's plan."""
+        try:
+            completed = self._run(step.object_type, plan, value, path)  # type: ignore[arg-type]
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, _type_of(step), step.details, path)
+            return None
+        if type(completed) is not dict and self.is_awaitable(completed):
+            return self._await_completed(completed, _type_of(step), step.details, path)
+        return completed
+
     def _complete(self, step: Step, path: Path, value: Any) -> Any:
         """The field's completed value as graphql-core's `complete_value` gives it, when it
         is a plain one: a leaf's plain value, an object or a list of objects that are not
@@ -632,13 +652,12 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             ):
                 return _SLOW
             plan = step.sub or self._sub_plan(step, object_type)
+            if plan is not None:
+                return self._object(step, plan, value, path)
             try:
-                if plan is None:
-                    completed = self.collect_and_execute_subfields(
-                        object_type, step.details, path, value, None
-                    )
-                else:
-                    completed = self._run(object_type, plan, value, path)
+                completed = self.collect_and_execute_subfields(
+                    object_type, step.details, path, value, None
+                )
             except Exception as raw_error:
                 self.handle_field_error(raw_error, _type_of(step), step.details, path)
                 return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import time
 import weakref
@@ -132,6 +133,7 @@ def _options(settings: Settings, connections: int) -> dict[str, Any]:
     )
 
 
+@functools.cache  # a few operation names, each spelled out once rather than every call
 def _snake(operation: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
 
