@@ -21,10 +21,11 @@ read and completed:
   its selection (as `complete_object_value`, after Strawberry's own `is_type_of`). Any
   other value (an awaitable, null, an error, a value its type refuses) completes through
   graphql-core's own `complete_value`.
-- A resolver whose arguments are all built-in scalars (a student's `classes(first:, ...)`,
-  once per student) is called as Strawberry's wrapper calls it (the source as `self`,
-  `root` or `parent`, Strawberry's `Info`, the arguments by their Python names), without
-  the wrapper's generic argument conversion, which returns such values as given. Its
+- A resolver whose arguments are all built-in scalars or lists of them (a student's
+  `classes(first:, ...)`, once per student; `students(ids:)`) is called as Strawberry's
+  wrapper calls it (the source as `self`, `root` or `parent`, Strawberry's `Info`, the
+  arguments by their Python names), without the wrapper's generic argument conversion,
+  which returns such values as given (a list as a copy, made here each call too). Its
   arguments are coerced once a request for the step (scalars: no call can change them), or
   once for good when they read no variable.
 - Any other field takes graphql-core's `execute_field`.
@@ -70,7 +71,7 @@ from strawberry import ID
 from strawberry.resolvers import is_default_resolver
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
-from strawberry.types.base import StrawberryOptional
+from strawberry.types.base import StrawberryList, StrawberryOptional
 from strawberry.types.cast import TYPE_CAST_ATTRIBUTE
 from strawberry.types.field import StrawberryField
 from strawberry.utils.str_converters import to_camel_case
@@ -151,6 +152,7 @@ class Direct(NamedTuple):
     self_source: bool  # the source as the first positional argument
     source_names: tuple[str, ...]  # `root`, `parent`: the source by keyword
     info_name: str | None
+    lists: tuple[str, ...] = ()  # arguments that are lists of scalars: each call a copy
 
 
 _PLAIN = frozenset({str, int, float, bool})  # never awaitable, never an error
@@ -171,8 +173,8 @@ _SCALARS = (int, str, float, bool, ID)
 
 def direct(field: GraphQLField) -> Direct | None:
     """How to call the field's resolver directly; None when Strawberry's wrapper must:
-    field extensions, an argument that is not a built-in scalar, a subscription's (its
-    events resolve to themselves) or an async generator."""
+    field extensions, an argument that is neither a built-in scalar nor a list of them, a
+    subscription's (its events resolve to themselves) or an async generator."""
     known = _directs.get(id(field))
     if known is not None:
         return known[1]
@@ -187,15 +189,22 @@ def direct(field: GraphQLField) -> Direct | None:
         and isinstance(resolver.wrapped_func, FunctionType)  # not a static or class method
         and not isasyncgenfunction(resolver.wrapped_func)
     ):
-        names = []
+        names, lists = [], []
         for argument in definition.arguments:
             type_ = argument.type
             if type(type_) is StrawberryOptional:  # not its subclass Maybe, which wraps
                 type_ = type_.of_type
+            listed = type(type_) is StrawberryList
+            if listed:  # Strawberry hands such a list over as a copy, its items unchanged
+                type_ = type_.of_type  # type: ignore[union-attr]
+                if type(type_) is StrawberryOptional:
+                    type_ = type_.of_type
             name = argument.graphql_name or to_camel_case(argument.python_name)
             if type_ not in _SCALARS or name not in field.args:
                 break
             names.append((name, argument.python_name))
+            if listed:
+                lists.append(argument.python_name)
         else:
             if len(names) == len(field.args):
                 found = Direct(
@@ -209,6 +218,7 @@ def direct(field: GraphQLField) -> Direct | None:
                         if p is not None
                     ),
                     resolver.info_parameter.name if resolver.info_parameter else None,
+                    tuple(lists),
                 )
     _directs[id(field)] = (field, found)
     return found
@@ -537,8 +547,12 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     self._arguments[step] = kwargs
                 else:
                     step.kwargs = kwargs
-            if call.source_names or call.info_name is not None:
+            if call.source_names or call.info_name is not None or call.lists:
                 kwargs = kwargs.copy()
+                for name in call.lists:  # as Strawberry's: the call may change its list
+                    listed = kwargs.get(name)
+                    if listed is not None:
+                        kwargs[name] = list(listed)
                 for name in call.source_names:
                     kwargs[name] = source
                 if call.info_name is not None:
