@@ -21,10 +21,11 @@ read and completed:
   its selection (as `complete_object_value`, after Strawberry's own `is_type_of`). Any
   other value (an awaitable, null, an error, a value its type refuses) completes through
   graphql-core's own `complete_value`.
-- A resolver whose arguments are all built-in scalars (a student's `classes(first:, ...)`,
-  once per student) is called as Strawberry's wrapper calls it (the source as `self`,
-  `root` or `parent`, Strawberry's `Info`, the arguments by their Python names), without
-  the wrapper's generic argument conversion, which returns such values as given. Its
+- A resolver whose arguments are all built-in scalars or lists of them (a student's
+  `classes(first:, ...)`, once per student; `students(ids:)`) is called as Strawberry's
+  wrapper calls it (the source as `self`, `root` or `parent`, Strawberry's `Info`, the
+  arguments by their Python names), without the wrapper's generic argument conversion,
+  which returns such values as given (a list as a copy, made here each call too). Its
   arguments are coerced once a request for the step (scalars: no call can change them), or
   once for good when they read no variable.
 - Any other field takes graphql-core's `execute_field`.
@@ -70,7 +71,8 @@ from strawberry import ID
 from strawberry.resolvers import is_default_resolver
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
-from strawberry.types.base import StrawberryOptional
+from strawberry.types.base import StrawberryList, StrawberryOptional
+from strawberry.types.cast import TYPE_CAST_ATTRIBUTE
 from strawberry.types.field import StrawberryField
 from strawberry.utils.str_converters import to_camel_case
 
@@ -150,17 +152,29 @@ class Direct(NamedTuple):
     self_source: bool  # the source as the first positional argument
     source_names: tuple[str, ...]  # `root`, `parent`: the source by keyword
     info_name: str | None
+    lists: tuple[str, ...] = ()  # arguments that are lists of scalars: each call a copy
 
 
 _PLAIN = frozenset({str, int, float, bool})  # never awaitable, never an error
+# What `_run` and `_complete` produce or read that is never awaitable: no check needed.
+_SETTLED = frozenset({dict, list, str, int, float, bool, type(None)})
+_new_tuple = tuple.__new__
+
+
+def _path(prev: Path | None, key: str | int, typename: str | None) -> Path:
+    """`Path(prev, key, typename)`: the same named tuple, made without the Python-level
+    `__new__` that NamedTuple writes (a path a field; Q1 makes about 650)."""
+    return _new_tuple(Path, (prev, key, typename))
+
+
 _directs: dict[int, tuple[GraphQLField, Direct | None]] = {}
 _SCALARS = (int, str, float, bool, ID)
 
 
 def direct(field: GraphQLField) -> Direct | None:
     """How to call the field's resolver directly; None when Strawberry's wrapper must:
-    field extensions, an argument that is not a built-in scalar, a subscription's (its
-    events resolve to themselves) or an async generator."""
+    field extensions, an argument that is neither a built-in scalar nor a list of them, a
+    subscription's (its events resolve to themselves) or an async generator."""
     known = _directs.get(id(field))
     if known is not None:
         return known[1]
@@ -175,15 +189,22 @@ def direct(field: GraphQLField) -> Direct | None:
         and isinstance(resolver.wrapped_func, FunctionType)  # not a static or class method
         and not isasyncgenfunction(resolver.wrapped_func)
     ):
-        names = []
+        names, lists = [], []
         for argument in definition.arguments:
             type_ = argument.type
             if type(type_) is StrawberryOptional:  # not its subclass Maybe, which wraps
                 type_ = type_.of_type
+            listed = type(type_) is StrawberryList
+            if listed:  # Strawberry hands such a list over as a copy, its items unchanged
+                type_ = type_.of_type  # type: ignore[union-attr]
+                if type(type_) is StrawberryOptional:
+                    type_ = type_.of_type
             name = argument.graphql_name or to_camel_case(argument.python_name)
             if type_ not in _SCALARS or name not in field.args:
                 break
             names.append((name, argument.python_name))
+            if listed:
+                lists.append(argument.python_name)
         else:
             if len(names) == len(field.args):
                 found = Direct(
@@ -197,6 +218,7 @@ def direct(field: GraphQLField) -> Direct | None:
                         if p is not None
                     ),
                     resolver.info_parameter.name if resolver.info_parameter else None,
+                    tuple(lists),
                 )
     _directs[id(field)] = (field, found)
     return found
@@ -236,6 +258,7 @@ class Step:
         "kwargs",
         "name",
         "object_type",
+        "passed",
         "sub",
         "unchanged",
         "varying",
@@ -253,6 +276,9 @@ class Step:
         self.object_type: GraphQLObjectType | None = None
         self.item_type: GraphQLOutputType | None = None
         self.check: Callable[[Any, Any], Any] | None = None  # the object type's is_type_of
+        # Classes whose values passed every check of an object here (`_fits`): another value
+        # of one passes them too, unless Strawberry's cast marks it.
+        self.passed: set[type] = set()
         self.sub: Plan | None = None
         self.kwargs: dict[str, Any] | None = None  # a `_CALL`'s arguments, once coerced
         self.varying = False  # they are coerced once a request (the plan outlives it)
@@ -413,7 +439,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
     ) -> Any:
         """graphql-core's `execute_fields`, each field as its step says."""
         results: dict[str, Any] = {}
-        pending: list[str] = []
+        pending: list[str] | None = None  # made for the first awaitable: most sets have none
         is_awaitable = self.is_awaitable
         type_name = parent_type.name
         try:
@@ -438,10 +464,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                                 results[step.name] = coerced
                                 continue
                     result = self._read(
-                        step, parent_type, source, Path(path, step.name, type_name), value
+                        step, parent_type, source, _path(path, step.name, type_name), value
                     )
                 elif kind == _READ:
-                    field_path = Path(path, step.name, type_name)
+                    field_path = _path(path, step.name, type_name)
                     try:
                         value = getattr(source, step.attribute)
                     except Exception:  # graphql-core's path reads it again, and reports it
@@ -449,25 +475,39 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                             parent_type, source, step.details, field_path, None
                         )
                     else:
-                        result = self._complete(step, field_path, value)
-                        if result is _SLOW:  # completed by graphql-core's steps, as read
-                            result = self._finish(step, parent_type, field_path, value)
+                        sub = step.sub
+                        if (
+                            sub is not None
+                            and step.item_type is None
+                            and type(value) in step.passed
+                            and getattr(value, _CAST, None) is None
+                        ):  # `_complete`'s common case, an object of a class that passed
+                            result = self._object(step, sub, value, field_path)
+                        else:
+                            result = self._complete(step, field_path, value)
+                            if result is _SLOW:  # completed by graphql-core's steps, as read
+                                result = self._finish(step, parent_type, field_path, value)
                 elif kind == _CALL:
-                    result = self._call(step, parent_type, source, Path(path, step.name, type_name))
+                    result = self._call(
+                        step, parent_type, source, _path(path, step.name, type_name)
+                    )
                 else:
                     result = self.execute_field(
-                        parent_type, source, step.details, Path(path, step.name, type_name), None
+                        parent_type, source, step.details, _path(path, step.name, type_name), None
                     )
                     if result is Undefined:
                         continue
                 results[step.name] = result
-                if is_awaitable(result):
-                    pending.append(step.name)
+                if type(result) not in _SETTLED and is_awaitable(result):
+                    if pending is None:
+                        pending = [step.name]
+                    else:
+                        pending.append(step.name)
         except Exception:
             if pending:  # as graphql-core's: the other fields' awaitables may fail too
                 self.settle_in_background([results[name] for name in pending])
             raise
-        if not pending:
+        if pending is None:
             return results
         return _fields_gathered(results, pending)
 
@@ -507,8 +547,12 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     self._arguments[step] = kwargs
                 else:
                     step.kwargs = kwargs
-            if call.source_names or call.info_name is not None:
+            if call.source_names or call.info_name is not None or call.lists:
                 kwargs = kwargs.copy()
+                for name in call.lists:  # as Strawberry's: the call may change its list
+                    listed = kwargs.get(name)
+                    if listed is not None:
+                        kwargs[name] = list(listed)
                 for name in call.source_names:
                     kwargs[name] = source
                 if call.info_name is not None:
@@ -579,6 +623,17 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             self.handle_field_error(raw_error, return_type, field_details_list, path)
             return None
 
+    def _object(self, step: Step, plan: Plan, value: Any, path: Path) -> Any:
+        """An object that passed `_complete`'s checks, completed by its selection's plan."""
+        try:
+            completed = self._run(step.object_type, plan, value, path)  # type: ignore[arg-type]
+        except Exception as raw_error:
+            self.handle_field_error(raw_error, _type_of(step), step.details, path)
+            return None
+        if type(completed) is not dict and self.is_awaitable(completed):
+            return self._await_completed(completed, _type_of(step), step.details, path)
+        return completed
+
     def _complete(self, step: Step, path: Path, value: Any) -> Any:
         """The field's completed value as graphql-core's `complete_value` gives it, when it
         is a plain one: a leaf's plain value, an object or a list of objects that are not
@@ -603,41 +658,35 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return _SLOW
         # What graphql-core's completion checks of an object, with Strawberry's is_type_of
         # (which reads no info): each one that fails leaves the value to graphql-core.
+        item_type = step.item_type
+        passed = step.passed
+        if item_type is None:
+            if not (type(value) in passed and getattr(value, _CAST, None) is None) and not _fits(
+                step, value, step.check, self.is_awaitable
+            ):
+                return _SLOW
+            plan = step.sub or self._sub_plan(step, object_type)
+            if plan is not None:
+                return self._object(step, plan, value, path)
+            try:
+                completed = self.collect_and_execute_subfields(
+                    object_type, step.details, path, value, None
+                )
+            except Exception as raw_error:
+                self.handle_field_error(raw_error, _type_of(step), step.details, path)
+                return None
+            if type(completed) is not dict and self.is_awaitable(completed):
+                return self._await_completed(completed, _type_of(step), step.details, path)
+            return completed
         check = step.check
         is_awaitable = self.is_awaitable
         return_type = step.field.type  # type: ignore[union-attr]
         details = step.details
-        item_type = step.item_type
-        if item_type is None:
-            if (
-                value is None
-                or isinstance(value, Exception)
-                or is_awaitable(value)
-                or (check is not None and check(value, None) is not True)
-            ):
-                return _SLOW
-            plan = step.sub or self._sub_plan(step, object_type)
-            try:
-                if plan is None:
-                    completed = self.collect_and_execute_subfields(
-                        object_type, details, path, value, None
-                    )
-                else:
-                    completed = self._run(object_type, plan, value, path)
-            except Exception as raw_error:
-                self.handle_field_error(raw_error, return_type, details, path)
-                return None
-            if type(completed) is not dict and is_awaitable(completed):
-                return self._await_completed(completed, return_type, details, path)
-            return completed
         if type(value) is not list:
             return _SLOW
         for item in value:
-            if (
-                item is None
-                or isinstance(item, Exception)
-                or is_awaitable(item)
-                or (check is not None and check(item, None) is not True)
+            if not (type(item) in passed and getattr(item, _CAST, None) is None) and not _fits(
+                step, item, check, is_awaitable
             ):
                 return _SLOW
         plan = step.sub or self._sub_plan(step, object_type)
@@ -645,7 +694,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         pending: list[int] = []
         try:
             for index, item in enumerate(value):
-                item_path = Path(path, index, None)
+                item_path = _path(path, index, None)
                 try:
                     if plan is None:
                         completed = self.collect_and_execute_subfields(
@@ -668,6 +717,12 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         if not pending:
             return results
         return self._await_completed(_items_gathered(results, pending), return_type, details, path)
+
+
+def _type_of(step: Step) -> GraphQLOutputType:
+    """The return type of a step's field (a step that completes here has its field)."""
+    assert step.field is not None
+    return step.field.type
 
 
 async def _fields_gathered(results: dict[str, Any], pending: list[str]) -> dict[str, Any]:
@@ -740,6 +795,45 @@ def _own_check(object_type: GraphQLObjectType) -> bool:
         own = definition is not None and getattr(definition.origin, "is_type_of", None) is None
         known = _owns[id(object_type)] = (object_type, own)
     return known[1]
+
+
+def _fits(
+    step: Step, value: Any, check: Callable[[Any, Any], Any] | None, is_awaitable: Any
+) -> bool:
+    """What graphql-core's completion checks of an object (not null, not an error, not
+    awaitable) and Strawberry's `is_type_of` (which reads no info), all passed. The value's
+    class is then remembered on the step when those answers depend on the class alone
+    (`_by_class`) and no cast marks the value: the next value of it is told by one look."""
+    if (
+        value is None
+        or isinstance(value, Exception)
+        or is_awaitable(value)
+        or (check is not None and check(value, None) is not True)
+    ):
+        return False
+    cls = type(value)
+    if _by_class(cls) and getattr(value, _CAST, None) is None:
+        step.passed.add(cls)
+    return True
+
+
+_CAST = TYPE_CAST_ATTRIBUTE  # `strawberry.cast` marks a value with it: is_type_of reads it
+_classes: dict[type, bool] = {}
+
+
+def _by_class(cls: type) -> bool:
+    """Whether the checks `_fits` makes answer the same for every value of `cls` that no cast
+    marks: no class of its MRO (but `object`) defines attribute lookup, `__class__` or
+    `__await__`, which those checks read (`hasattr`, `isinstance`)."""
+    known = _classes.get(cls)
+    if known is None:
+        known = _classes[cls] = not any(
+            name in base.__dict__
+            for base in cls.__mro__
+            if base is not object
+            for name in ("__getattr__", "__getattribute__", "__class__", "__await__")
+        )
+    return known
 
 
 _SLOW: Any = object()  # the short path declines: graphql-core's own path takes the field

@@ -150,6 +150,7 @@ def _options(settings: Settings, connections: int) -> dict[str, Any]:
     )
 
 
+@functools.cache  # a few operation names, each spelled out once rather than every call
 def _snake(operation: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
 
