@@ -23,6 +23,23 @@ its `source`, the node's copied fields as the copies carry them: a class's `teac
 changes with its teacher, not with the class's version, so every transaction that writes
 a class's copies checks that the class still holds the values written. A teacher's rename
 writes only `teacherName` into its classes' entries, never the subject it happened to read.
+
+Why a followed write leaves every copy exact, under any traffic (the invariant): each copy is
+written by the rename or by the link that creates it, and each copies from an item its own
+transaction conditions on. A link copies the class's (the sport's, the student's) fields with
+the condition that they still hold what it read (`memberships.link`): one that commits after
+the rename's head copies the new value; one that read before fails and reads again. The head
+commits the sources first (the node; for a teacher, every class's `teacherName`), and only
+then are the holders of copies read, strongly consistent: every copy older than the head is
+in what they return, and each update of one is conditioned on its entry or edge still being
+there (gone: its relation went, or a newer link wrote the new value). Each chunk checks the
+claim and the node's copied fields, so no chunk writes a value older than the node's. So a
+rename never waits for the rosters to hold still, and a plan held still (one transaction)
+is only tried while they do: a roster that moves while it is read makes the write follow.
+More than 100 actions (a teacher of many classes or students): the first transaction holds
+the node and as many of its classes as fit, the other classes follow in chunks, and the
+rosters are read only once every class has the new name, so a link made in between, which
+copied the old name from a class not yet renamed, is read and copied over.
 """
 
 from __future__ import annotations
