@@ -31,7 +31,6 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import botocore.session
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession
@@ -220,6 +219,8 @@ class _Clients:
     def sync(self) -> Any:
         """The boto3 client (made on first use)."""
         if self._sync is None:
+            import boto3  # the command line's: an API process (Lambda's) never loads it
+
             session = botocore.session.get_session()
             session.register_component("response_parser_factory", DynamoResponseParserFactory())
             boto = boto3.session.Session(botocore_session=session)
@@ -314,6 +315,11 @@ class Dynamo:
 
     def unregister(self, event: str, handler: Callable[..., Any]) -> None:
         self._clients.unregister(event, handler)
+
+    async def open(self) -> None:
+        """Open the running loop's client now, as its first call would (Lambda's init: the
+        first request then finds botocore's models loaded and the credentials resolved)."""
+        await self._clients.current()
 
     async def aclose(self) -> None:
         """Close the running loop's client (the app's lifespan calls this at shutdown)."""
