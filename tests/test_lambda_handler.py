@@ -18,8 +18,12 @@ from graph_api.http import hosting, lambda_handler
 from graph_api.settings import Settings, SettingsError
 from graph_api.store.codec import Item
 
-# Loaded by the features a Lambda function never runs.
-HEAVY = ("moto", "flask", "redis", "boto3", "graph_api.events.reader", "graph_api.store.embedded")
+# Loaded by the features a Lambda function never runs (nothing scrapes a function's metrics,
+# and tracing is off unless configured).
+HEAVY = (
+    *("moto", "flask", "redis", "boto3", "graph_api.events.reader", "graph_api.store.embedded"),
+    *("prometheus_client", "opentelemetry.sdk"),
+)
 
 
 def http_event(method: str, path: str, body: str | None = None) -> dict[str, Any]:
@@ -195,7 +199,7 @@ def test_lambda_imports_no_embedded_backend_redis_nor_events_pipeline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What a Lambda function never runs is not loaded by its init: moto and Flask, Redis's
-    client, the stream reader, boto3 (the command line's client)."""
+    client, the stream reader, boto3 (the command line's client), telemetry's exporters."""
     code = (
         "import sys; from graph_api.http import lambda_handler;"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
