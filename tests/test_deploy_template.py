@@ -130,3 +130,13 @@ def test_only_the_operator_policy_may_scan(template: dict[str, Any]) -> None:
     operator = resource(template, "AWS::IAM::ManagedPolicy")["Properties"]["PolicyDocument"]
     assert any("dynamodb:Scan" in actions(s) for s in operator["Statement"])
     assert all("*" not in a for s in operator["Statement"] for a in actions(s))
+
+
+def test_the_function_resumes_from_a_snapstart_snapshot(template: dict[str, Any]) -> None:
+    """SnapStart runs on Python 3.12 and later, for published versions: the API invokes the
+    alias that each deploy publishes."""
+    props = function(template)
+    assert props["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    major, minor = map(int, props["Runtime"].removeprefix("python").split("."))
+    assert (major, minor) >= (3, 12)
+    assert props["AutoPublishAlias"]

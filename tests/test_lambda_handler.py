@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import importlib
 import json
+import random
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -12,6 +17,13 @@ from graph_api.graph.context import Services
 from graph_api.http import hosting, lambda_handler
 from graph_api.settings import Settings, SettingsError
 from graph_api.store.codec import Item
+
+# Loaded by the features a Lambda function never runs (nothing scrapes a function's metrics,
+# and tracing is off unless configured).
+HEAVY = (
+    *("moto", "flask", "redis", "boto3", "graph_api.events.reader", "graph_api.store.embedded"),
+    *("prometheus_client", "opentelemetry.sdk"),
+)
 
 
 def http_event(method: str, path: str, body: str | None = None) -> dict[str, Any]:
@@ -116,10 +128,83 @@ def test_the_module_handler_builds_from_the_environment_once(
     monkeypatch: pytest.MonkeyPatch, endpoint: str, services: Services
 ) -> None:
     lambda_env(monkeypatch, endpoint)
-    lambda_handler._default.cache_clear()
     try:
         response = lambda_handler.handler(http_event("GET", "/healthz"), None)
         assert response["statusCode"] == 200
         assert lambda_handler._default() is lambda_handler._default()
     finally:
+        lambda_handler._services().close()
         lambda_handler._default.cache_clear()
+        lambda_handler._services.cache_clear()
+
+
+@pytest.fixture
+def lambda_init(monkeypatch: pytest.MonkeyPatch, endpoint: str, services: Services) -> Any:
+    """The handler module imported as Lambda's init phase imports it; its SnapStart hooks
+    taken out of the registry afterwards."""
+    import snapshot_restore_py
+
+    lambda_env(monkeypatch, endpoint)
+    registries = snapshot_restore_py.get_before_snapshot(), snapshot_restore_py.get_after_restore()
+    sizes = [len(r) for r in registries]
+    module = importlib.reload(lambda_handler)
+    try:
+        yield module
+    finally:
+        for registry, size in zip(registries, sizes, strict=True):
+            del registry[size:]
+        asyncio.get_event_loop().run_until_complete(module._services().dynamo.aclose())
+        module._services().close()
+        asyncio.get_event_loop().close()
+        asyncio.set_event_loop(None)
+        monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME")
+        importlib.reload(lambda_handler)  # outside Lambda: builds nothing
+
+
+def run_hooks(hooks: list[Any]) -> None:
+    """As Lambda runs them (snapshot_restore_py's registry of (function, args, kwargs))."""
+    for function, args, kwargs in hooks:
+        function(*args, **kwargs)
+
+
+def open_clients(module: Any) -> int:
+    return len(module._services().dynamo._clients._every())
+
+
+def test_snapstart_closes_the_client_for_the_snapshot_and_serves_after_a_restore(
+    lambda_init: Any,
+) -> None:
+    import snapshot_restore_py
+
+    module = lambda_init
+    assert open_clients(module) == 1  # opened by the init: the first request finds it ready
+    run_hooks(snapshot_restore_py.get_before_snapshot())
+    assert open_clients(module) == 0  # no connection, nor its credentials, in the snapshot
+
+    state = random.getstate()  # two environments resumed from one snapshot...
+    drawn = []
+    for _ in range(2):
+        random.setstate(state)
+        run_hooks(snapshot_restore_py.get_after_restore())
+        drawn.append(random.random())
+    assert drawn[0] != drawn[1]  # ...draw their retries' jitter apart
+    assert open_clients(module) == 1
+
+    query = {"query": 'query { student(id: "stu-0001") { id } }'}
+    response = module.handler(http_event("POST", "/graphql", json.dumps(query)), None)
+    assert body_of(response)["data"] == {"student": {"id": "stu-0001"}}
+
+
+def test_lambda_imports_no_embedded_backend_redis_nor_events_pipeline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a Lambda function never runs is not loaded by its init: moto and Flask, Redis's
+    client, the stream reader, boto3 (the command line's client), telemetry's exporters."""
+    code = (
+        "import sys; from graph_api.http import lambda_handler;"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == ""

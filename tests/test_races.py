@@ -4,6 +4,7 @@ copy current and `graph-api check` clean."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from support import (
     CHANGE_SUBJECT,
     USER_ERRORS,
     assert_clean,
+    execute_async,
     interleave,
     of_type,
     ok,
@@ -388,4 +390,81 @@ def test_a_class_too_big_for_one_transaction_reads_its_roster_once(svc: Services
     operations = [c.operation for c in result.context.ledger.calls]
     assert operations.count("Query") == 1
     assert {e["subject"] for e in entries(svc, "classes")} == {"Physics"}
+    assert_clean(svc)
+
+
+# -- renames while clients enrol and unenrol at once -----------------------------------------
+#
+# Issue 47: renaming the teacher of the busiest classes while six clients kept enrolling and
+# unenrolling students in them failed with UNAVAILABLE ("the graph kept changing under this
+# write"): every attempt's plan read rosters that had moved by the time it was checked.
+
+ENROL = f"""mutation($s: ID!, $c: ID!) {{
+  enrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
+UNENROL = f"""mutation($s: ID!, $c: ID!) {{
+  unenrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
+RENAME = f"""mutation($n: String!) {{ updateTeacher(id: "tA", input: {{name: $n}}) {{
+  teacher {{ name }} {USER_ERRORS} }} }}"""
+CLIENTS = 6
+
+
+@pytest.mark.parametrize("size", [6, 30], ids=["one transaction", "several transactions"])
+def test_a_teacher_renamed_three_times_while_six_clients_enrol_and_unenrol(
+    svc: Services, size: int
+) -> None:
+    alice = items.teacher("tA", "Alice")
+    klasses = [items.school_class(f"c{n}", f"Subject {n}", alice) for n in range(4)]
+    pupils = students(4 * size)  # `size` students stay in each class
+    own = [
+        [items.student(f"k{k}-{n}", f"K{k}", f"k{k}{n}@ex.org") for n in range(3)]
+        for k in range(CLIENTS)
+    ]
+    links: list[tuple[Any, Item, Item]] = [(items.TEACHING, alice, k) for k in klasses]
+    links += [(ENROLMENT, p, klasses[i % 4]) for i, p in enumerate(pupils)]
+    seed(svc, [alice, *klasses, *pupils, *(s for mine in own for s in mine)], links)
+    class_ids = [k["id"] for k in klasses]
+    names = [f"Alicia {n}" for n in range(3)]
+
+    async def race() -> tuple[list[Any], list[int]]:
+        renamed = asyncio.Event()
+        done = [0] * CLIENTS  # each client's enrolments and unenrolments while renames ran
+
+        async def client(k: int) -> None:
+            # Each client toggles its own students in and out of the teacher's classes.
+            pick = random.Random(k)
+            enrolled: set[tuple[str, str]] = set()
+            while not renamed.is_set():
+                pair = (pick.choice(own[k])["id"], pick.choice(class_ids))
+                query = UNENROL if pair in enrolled else ENROL
+                result = await execute_async(svc, query, {"s": pair[0], "c": pair[1]})
+                assert result.problems == [], result.problems
+                enrolled ^= {pair}
+                done[k] += 1
+
+        async def renames() -> list[Any]:
+            while min(done) == 0:  # every client is busy before the first rename
+                await asyncio.sleep(0.01)
+            start = list(done)
+            results = [await execute_async(svc, RENAME, {"n": name}) for name in names]
+            renamed.set()
+            done[:] = [d - s for d, s in zip(done, start, strict=True)]
+            return results
+
+        clients = [asyncio.create_task(client(k)) for k in range(CLIENTS)]
+        try:
+            results = await renames()
+        finally:
+            renamed.set()
+            await asyncio.gather(*clients)
+        return results, done
+
+    results, done = asyncio.run(race())
+    assert [r.problems for r in results] == [[], [], []]
+    assert min(done) >= 1  # every client enrolled or unenrolled while the renames ran
+    last = names[-1]
+    assert {k["teacherName"] for k in of_type(scan(svc), "class")} == {last}
+    assert {e["teacherName"] for e in entries(svc, "classes")} == {last}
+    for class_id in class_ids:
+        taught = ok(svc, f'{{ class(id: "{class_id}") {{ teacher {{ name }} }} }}')
+        assert taught["class"]["teacher"]["name"] == last
     assert_clean(svc)

@@ -6,15 +6,19 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from graph_api.errors import Unavailable
-from graph_api.events.broker import Broker, make_broker
 from graph_api.events.changes import Change
 from graph_api.events.derive import derive
 from graph_api.events.hub import Group, Hub, Subscription
-from graph_api.events.reader import StreamReader
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo, Streams
+
+if TYPE_CHECKING:  # imported by `running`: a server that never runs the pipeline (Lambda)
+    # does not load the stream reader, nor Redis's client for the broker
+    from graph_api.events.broker import Broker
+    from graph_api.events.reader import StreamReader
 
 # Why a server without a running pipeline refuses subscriptions (no lifespan ran: Lambda).
 NOT_RUNNING = (
@@ -63,6 +67,9 @@ class LiveEvents:
     async def running(self) -> AsyncIterator[LiveEvents]:
         """The pipeline while the app serves: the broker, and the stream reader, which
         reads while this instance holds the lease. Subscriptions complete when it stops."""
+        from graph_api.events.broker import make_broker
+        from graph_api.events.reader import StreamReader
+
         # A broker for each run: an app's lifespan may run more than once (tests, reloads).
         broker = self.broker = make_broker(self.settings)
         broker.listen(self.hub.deliver, self.hub.gap)

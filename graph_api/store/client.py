@@ -32,7 +32,6 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import botocore.loaders
 import botocore.session
 from aiobotocore.config import AioConfig
@@ -236,6 +235,8 @@ class _Clients:
     def sync(self) -> Any:
         """The boto3 client (made on first use)."""
         if self._sync is None:
+            import boto3  # the command line's: an API process (Lambda's) never loads it
+
             session = _session(botocore.session.get_session(), DynamoResponseParserFactory())
             boto = boto3.session.Session(botocore_session=session)
             client: Any = boto.client  # typed per service name, ours is a variable
@@ -329,6 +330,11 @@ class Dynamo:
 
     def unregister(self, event: str, handler: Callable[..., Any]) -> None:
         self._clients.unregister(event, handler)
+
+    async def open(self) -> None:
+        """Open the running loop's client now, as its first call would (Lambda's init: the
+        first request then finds botocore's models loaded and the credentials resolved)."""
+        await self._clients.current()
 
     async def aclose(self) -> None:
         """Close the running loop's client (the app's lifespan calls this at shutdown)."""

@@ -224,23 +224,28 @@ async def transact_each(
     actions: Sequence[Action],
     token: str,
     label: str = "",
+    release: Sequence[Path] = (),
 ) -> bool:
     """Apply follow-up actions 99 a transaction while `owner` still satisfies `guard`.
 
     Each transaction checks the guard first: False when it fails (the caller finds out why).
     An action whose own condition fails is dropped and the rest of its chunk sent again:
     follow-up copies are conditioned on their target still being there, and one that left
-    meanwhile needs no copy. `label` tells apart the tokens of one write's calls.
+    meanwhile needs no copy. `label` tells apart the tokens of one write's calls. `release`:
+    attributes of `owner` (a claim) that the last transaction removes, so a write's end
+    commits with its last copies; with no actions, that transaction is sent alone.
     """
     step = MAX_ACTIONS - 1
-    for n, start in enumerate(range(0, len(actions), step)):
-        chunk = list(actions[start : start + step])
+    chunks = [list(actions[start : start + step]) for start in range(0, len(actions), step)]
+    for n, chunk in enumerate(chunks or [[]]):
+        last = n == max(len(chunks) - 1, 0)
+        lead = update(owner, *guard, remove=release) if last and release else check(owner, *guard)
         retry = 0
-        while chunk:
+        while chunk or lead.kind == "Update":
             # Each transaction (a chunk, or a chunk sent again) needs a token of its own.
             chunk_token = f"{token[:16]}-{label[:6]}-{n}-{retry}"
             try:
-                await _apply(table, [check(owner, *guard), *chunk], chunk_token)
+                await _apply(table, [lead, *chunk], chunk_token)
                 # A step of a long write committed: the next gets the policy's retries
                 # afresh, so contention spread over many chunks cannot starve a write that
                 # keeps making progress (its attempts stay bounded: chunks x the policy).

@@ -23,18 +23,34 @@ its `source`, the node's copied fields as the copies carry them: a class's `teac
 changes with its teacher, not with the class's version, so every transaction that writes
 a class's copies checks that the class still holds the values written. A teacher's rename
 writes only `teacherName` into its classes' entries, never the subject it happened to read.
+
+Why a followed write leaves every copy exact, under any traffic (the invariant): each copy is
+written by the rename or by the link that creates it, and each copies from an item its own
+transaction conditions on. A link copies the class's (the sport's, the student's) fields with
+the condition that they still hold what it read (`memberships.link`): one that commits after
+the rename's head copies the new value; one that read before fails and reads again. The head
+commits the sources first (the node; for a teacher, every class's `teacherName`), and only
+then are the holders of copies read, strongly consistent: every copy older than the head is
+in what they return, and each update of one is conditioned on its entry or edge still being
+there (gone: its relation went, or a newer link wrote the new value). Each chunk checks the
+claim and the node's copied fields, so no chunk writes a value older than the node's. So a
+rename never waits for the rosters to hold still, and a plan held still (one transaction)
+is only tried while they do: a roster that moves while it is read makes the write follow.
+More than 100 actions (a teacher of many classes or students): the first transaction holds
+the node and as many of its classes as fit, the other classes follow in chunks, and the
+rosters are read only once every class has the new name, so a link made in between, which
+copied the old name from a class not yet renamed, is read and copied over.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from graph_api.errors import Conflict, NotFound
+from graph_api.errors import NotFound
 from graph_api.model import keys
 from graph_api.model.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
 from graph_api.model.keys import Key, Kind
@@ -167,18 +183,39 @@ def _entry_copies(
 
 
 async def copies_for(
-    reads: Reads, kind: Kind, node: Mapping[str, Any], held: bool = True
+    reads: Reads,
+    kind: Kind,
+    node: Mapping[str, Any],
+    held: bool = True,
+    room: int = MAX_ACTIONS - 1,
 ) -> Copies:
     """Every copy of `node`'s copied fields, set to `node`'s values (its state after the
     write): a write that claims the copies leaves none behind, whoever started them.
-    `held=False` plans only the followed way, which reads no roster up front."""
+    `held=False` plans only the followed way, which reads no roster up front; `room`: the
+    actions one transaction has for the copies (a teacher's classes' counts say if they fit)."""
     if kind is Kind.STUDENT:
         return _student_copies(reads, node)
     if kind is Kind.CLASS:
-        return await _class_copies(reads, node, held=held)
+        return await _held_if_still(lambda h: _class_copies(reads, node, held=h), held)
     if kind is Kind.SPORT:
-        return await _sport_copies(reads, node, held)
-    return await _teacher_copies(reads, node, held)
+        return await _held_if_still(lambda h: _sport_copies(reads, node, h), held)
+    return await _held_if_still(lambda h: _teacher_copies(reads, node, h, room), held)
+
+
+async def _held_if_still(plan: Callable[[bool], Awaitable[Copies]], held: bool) -> Copies:
+    """`plan(True)` when `held`, unless a roster it reads moves under it: then `plan(False)`.
+
+    Holding every copy still is worth it only while nobody links: one transaction, every
+    copy at once. A roster that disagrees with its count was read mid-way through someone
+    else's enrolment; reading it again meets the next one (six clients enrolling starved a
+    teacher's rename that way), so the write follows instead, which reads no roster up
+    front and cannot be starved by links that copy the new value themselves."""
+    if held:
+        try:
+            return await plan(True)
+        except Stale:
+            pass
+    return await plan(False)
 
 
 def _student_edges(student: Mapping[str, Any]) -> list[Key]:
@@ -300,7 +337,9 @@ async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = Tru
     )
 
 
-async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool = True) -> Copies:
+async def _teacher_copies(
+    reads: Reads, teacher: Mapping[str, Any], held: bool = True, room: int = MAX_ACTIONS - 1
+) -> Copies:
     """The name on each of the teacher's classes, then in the entries of their students
     (one update per student, however many of the teacher's classes it is in)."""
     tid, name = teacher["id"], teacher["name"]
@@ -321,6 +360,9 @@ async def _teacher_copies(reads: Reads, teacher: Mapping[str, Any], held: bool =
         return _entry_copies(ENROLMENT, by_student, {"teacherId": tid})
 
     classes = await reads.nodes(Kind.CLASS, class_ids) if held else []
+    if len(classes) + sum(k["studentCount"] for k in classes) > room:
+        classes = []  # their counts bound the copies from above: too many, follow them
+        held = False
     rosters = await _few_at_a_time(_students_of(reads, Kind.CLASS, k) for k in classes)
     renamed = [
         own(k["id"], ("eq", "studentCount", len(students)))
@@ -374,16 +416,21 @@ async def plan(
     state = {**node, **changes}
     if kind is Kind.CLASS:
         teaching = not moving
-        return await _class_copies(
-            reads,
-            state,
-            teaching=teaching,
-            copies_teacher="teacherName" in changes,
-            held=state["studentCount"] + teaching <= room,
+        return await _held_if_still(
+            lambda held: _class_copies(
+                reads,
+                state,
+                teaching=teaching,
+                copies_teacher="teacherName" in changes,
+                held=held,
+            ),
+            state["studentCount"] + teaching <= room,
         )
     if kind is Kind.SPORT:
-        return await _sport_copies(reads, state, held=state["studentCount"] <= room)
-    return await copies_for(reads, kind, state)
+        return await _held_if_still(
+            lambda held: _sport_copies(reads, state, held), state["studentCount"] <= room
+        )
+    return await copies_for(reads, kind, state, room=room)
 
 
 async def update_node(
@@ -455,8 +502,12 @@ async def write(
 async def _each_round(
     table: Table, key: Key, guard: Sequence[Clause], rounds: list[list[Action]], token: str
 ) -> bool:
+    """Apply the rounds in order while the guard holds; the last transaction releases the
+    claim (a round-trip fewer than releasing it on its own)."""
+    rounds = [actions for actions in rounds if actions] or [[]]
     for n, actions in enumerate(rounds):
-        if not await transact_each(table, key, guard, actions, token, f"c{n}"):
+        release = [CLAIM] if n == len(rounds) - 1 else []
+        if not await transact_each(table, key, guard, actions, token, f"c{n}", release):
             return False
     return True
 
@@ -476,11 +527,7 @@ async def _follow(
         if await transact_each(table, key, guard, pending_first, token, "first") and (
             await _each_round(table, key, guard, await copies.targets(), token)
         ):
-            # Done and still ours: release the claim (a newer write may hold it since).
-            release = update(key, ("eq", CLAIM, token), remove=[CLAIM])
-            with contextlib.suppress(Conflict):
-                await transact(table, [release])
-            return
+            return  # every copy written, and the claim released with the last of them
         # The guard failed: a later write took the claim over (its copies win), or a copied
         # field changed under ours (a class's teacher was renamed): plan again.
         current = await table.get(key, consistent=True)
