@@ -10,6 +10,7 @@ from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
+from graph_api import telemetry
 from graph_api.events.hub import Group
 from graph_api.events.live import LiveEvents
 from graph_api.graph.tokens import Authenticator, AuthResult
@@ -39,6 +40,7 @@ class Services:
 
     @classmethod
     def create(cls, settings: Settings) -> Services:
+        telemetry.enable(settings)
         dynamo = Dynamo(settings)
         return cls(
             settings,
