@@ -92,6 +92,7 @@ def attributes(span: Span) -> dict[str, Any]:
     return {kv.key: value(kv.value) for kv in span.attributes}
 
 
+CALLER_TRACE, CALLER_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 ADD = "mutation AddAda($id: ID!, $name: String!) {" + CREATE_TEACHER.split("{", 1)[1]
 FIND = 'query FindAda { teacher(id: "t1") { name classes(first: 5) { edges { node { id } } } } }'
 
@@ -106,7 +107,10 @@ def test_spans_reach_an_otlp_receiver_with_the_conventions_names_and_attributes(
             "/graphql", json={"query": ADD, "variables": {"id": "t1", "name": "Ada"}}
         )
         assert "errors" not in added.json()
-        assert client.post("/graphql", json={"query": FIND}).json()["data"]["teacher"]
+        # A caller that traces too: its trace goes on in ours.
+        caller = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
+        found = client.post("/graphql", json={"query": FIND}, headers=caller)
+        assert found.json()["data"]["teacher"]
         refused = client.post("/graphql", json={"query": "{ nosuchfield }"}).json()
         code = refused["errors"][0]["extensions"]["code"]
         # Logged inside an operation's span: the JSON log names its trace.
@@ -137,6 +141,8 @@ def test_spans_reach_an_otlp_receiver_with_the_conventions_names_and_attributes(
         "graphql.operation.name": "AddAda",
     }
     assert (query.name, attributes(query)["graphql.operation.type"]) == ("query", "query")
+    assert (query.trace_id.hex(), query.parent_span_id.hex()) == (CALLER_TRACE, CALLER_SPAN)
+    assert mutation.trace_id.hex() != CALLER_TRACE and not mutation.parent_span_id
     assert (refusal.name, refusal.status.code) == ("query", Status.STATUS_CODE_ERROR)
     assert attributes(refusal)["error.type"] == code
     assert mutation.status.code != Status.STATUS_CODE_ERROR

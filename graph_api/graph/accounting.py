@@ -55,7 +55,9 @@ class Observed(SchemaExtension):
             telemetry.metrics.operation(kind or "unknown", outcome, time.perf_counter() - started)
         if telemetry.tracing is not None:
             code = (code_of(errors[0]) if errors else "INTERNAL_SERVER_ERROR") if failed else None
-            telemetry.tracing.record_operation(self._span, kind, name, self._started_ns, code)
+            telemetry.tracing.record_operation(
+                self._span, kind, name, self._started_ns, code, self._trace_headers()
+            )
 
     def on_execute(self) -> Iterator[None]:
         tracing = telemetry.tracing
@@ -64,11 +66,17 @@ class Observed(SchemaExtension):
             yield
             return
         # Started when the operation was (its parsing and validation are in its time).
-        self._span, token = tracing.start_operation(kind, name, self._started_ns)
+        self._span, token = tracing.start_operation(
+            kind, name, self._started_ns, self._trace_headers()
+        )
         try:
             yield
         finally:
             tracing.detach(token)
+
+    def _trace_headers(self) -> dict[str, str] | None:
+        context = self.execution_context.context
+        return context.trace_headers if isinstance(context, Context) else None
 
     def _operation(self) -> tuple[str | None, str | None]:
         """The operation's type and name, once its document parsed (None before)."""

@@ -84,6 +84,9 @@ class Context:
     # What `prefetch.selected` found under a field, by its field nodes: the same for every
     # parent a list repeats the field under, and variables are fixed for the operation.
     selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    # The caller's W3C trace context (`traceparent`, `tracestate`) when tracing is on: the
+    # operation's span continues the caller's trace.
+    trace_headers: dict[str, str] | None = None
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
@@ -95,6 +98,7 @@ class Context:
         several subscriptions): same caller, its own loaders, ledger and deadline."""
         operation = Context.create(self.services, self.request_id, self.auth)
         operation.subscriptions = self.subscriptions
+        operation.trace_headers = self.trace_headers
         return operation
 
     def renew(self, event: Hashable) -> None:

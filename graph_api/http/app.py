@@ -213,7 +213,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
-        return Context.create(self.services, request.state.request_id, auth)
+        context = Context.create(self.services, request.state.request_id, auth)
+        if telemetry.tracing is not None:
+            context.trace_headers = telemetry.tracing.trace_headers(request.headers)
+        return context
 
     async def on_ws_connect(self, context: Context) -> None:
         # A browser cannot set headers on a websocket: its token comes in `connection_init`'s

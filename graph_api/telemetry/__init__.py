@@ -8,6 +8,7 @@ handler's import stays lean: graph_api.http.lambda_handler).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ def enable(settings: Settings) -> None:
     and every request, share the one registry and the one tracer provider)."""
     global metrics, tracing
     if settings.metrics and metrics is None:
+        if shared := os.environ.get(MULTIPROCESS_DIR):  # the image names one; make it
+            os.makedirs(shared, exist_ok=True)
         from graph_api.telemetry.prometheus import METRICS
 
         metrics = METRICS

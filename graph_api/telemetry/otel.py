@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -32,6 +32,7 @@ from graph_api import __version__
 from graph_api.settings import SettingsError
 
 UNKNOWN_OPERATION = "GraphQL Operation"  # the conventions' span name when the type is unknown
+TRACE_HEADERS = ("traceparent", "tracestate")
 _ITEM_ACTIONS = ("Put", "Update", "Delete", "ConditionCheck", "Get")
 
 
@@ -76,13 +77,24 @@ class Tracing:
 
     # -- the operation's span -------------------------------------------------------------
 
+    @staticmethod
+    def trace_headers(headers: Mapping[str, str]) -> dict[str, str]:
+        """What a request's headers say of its caller's trace (W3C Trace Context)."""
+        return {name: value for name in TRACE_HEADERS if (value := headers.get(name))}
+
     def start_operation(
-        self, operation_type: str | None, name: str | None, started_ns: int
+        self,
+        operation_type: str | None,
+        name: str | None,
+        started_ns: int,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> tuple[Span, object]:
-        """The operation's SERVER span, made current (its DynamoDB calls become its children)
-        until `detach` is given the token returned with it."""
+        """The operation's SERVER span, the caller's child if its headers name a trace, made
+        current (its DynamoDB calls become its children) until `detach` is given the token
+        returned with it."""
         span = self.tracer.start_span(
             operation_type or UNKNOWN_OPERATION,
+            context=propagate.extract(trace_headers) if trace_headers else None,
             kind=SpanKind.SERVER,
             start_time=started_ns,
             attributes=_operation_attributes(operation_type, name),
@@ -100,16 +112,13 @@ class Tracing:
         name: str | None,
         started_ns: int,
         error_code: str | None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> None:
         """End the operation's span (made now if it never executed: it failed to parse or
         validate); `error_code` marks an operation that produced no data."""
         if span is None:
-            span = self.tracer.start_span(
-                operation_type or UNKNOWN_OPERATION,
-                kind=SpanKind.SERVER,
-                start_time=started_ns,
-                attributes=_operation_attributes(operation_type, name),
-            )
+            span, token = self.start_operation(operation_type, name, started_ns, trace_headers)
+            self.detach(token)
         if error_code is not None:
             span.set_attribute("error.type", error_code)
             span.set_status(Status(StatusCode.ERROR))
