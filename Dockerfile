@@ -28,7 +28,9 @@ USER 10001
 # uvicorn reads UVICORN_* for its options and WEB_CONCURRENCY for --workers: one worker per
 # vCPU the task has (each worker is one event loop); `graph-api serve` reads the same
 # variable. Set explicitly: in a container the CPUs Python sees are the host's.
+# /metrics sums the workers' values kept there (prometheus_client's multiprocess mode).
 ENV GRAPH_API_BACKEND=remote \
+    PROMETHEUS_MULTIPROC_DIR=/tmp/graph-api-metrics \
     UVICORN_HOST=0.0.0.0 \
     UVICORN_PORT=8000 \
     WEB_CONCURRENCY=2 \

@@ -7,8 +7,10 @@ import dataclasses
 import importlib.util
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -21,6 +23,7 @@ from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
+from graph_api.telemetry import MULTIPROCESS_DIR
 
 if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
     from pathlib import Path
@@ -167,18 +170,28 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             # it stops the workers and returns, and the cleanup below runs.
             settings = dataclasses.replace(settings, workers=workers)
             os.environ[WORKER_SETTINGS] = settings_for_workers(settings)
+            # /metrics sums every worker's values (prometheus_client's multiprocess mode),
+            # kept in a directory of their own, empty at start, unless the operator named one.
+            made_metrics_dir = None
+            if settings.metrics and not os.environ.get(MULTIPROCESS_DIR):
+                made_metrics_dir = tempfile.mkdtemp(prefix="graph-api-metrics-")
+                os.environ[MULTIPROCESS_DIR] = made_metrics_dir
             print(f"GraphiQL: {api} ({workers} worker processes)", flush=True)
             if settings.events_broker == "memory":
                 print(f"Subscriptions: off ({NO_SHARED_BROKER})", flush=True)
-            uvicorn.run(
-                "graph_api.http.hosting:create_worker_app",
-                factory=True,
-                workers=workers,
-                host=settings.host,
-                port=settings.port,
-                log_level=settings.log_level.lower(),
-                log_config=None,
-            )
+            try:
+                uvicorn.run(
+                    "graph_api.http.hosting:create_worker_app",
+                    factory=True,
+                    workers=workers,
+                    host=settings.host,
+                    port=settings.port,
+                    log_level=settings.log_level.lower(),
+                    log_config=None,
+                )
+            finally:
+                if made_metrics_dir is not None:
+                    shutil.rmtree(made_metrics_dir, ignore_errors=True)
             return 0
         services = Services.create(settings)
         tune_collector()

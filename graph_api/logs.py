@@ -1,7 +1,8 @@
 """Logging: one JSON object a line in production, readable text in development.
 
 Every record carries the id of the request it was logged for (`request_id`), set by the
-HTTP middleware, so a masked INTERNAL_SERVER_ERROR can be found in the log by its id.
+HTTP middleware, so a masked INTERNAL_SERVER_ERROR can be found in the log by its id; and,
+when tracing is on, the trace and span it was logged in (`trace_id`, `span_id`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from graph_api import telemetry
+
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "graph_api_request_id", default=None
 )
@@ -21,6 +24,10 @@ request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id.get() or "-"  # read by the formatters
+        tracing = telemetry.tracing
+        ids = tracing.current_ids() if tracing is not None else None
+        if ids is not None:
+            record.trace_id, record.span_id = ids
         return True
 
 
@@ -35,6 +42,8 @@ class JsonFormatter(logging.Formatter):
         }
         if (rid := getattr(record, "request_id", "-")) != "-":
             entry["request_id"] = rid
+        if trace_id := getattr(record, "trace_id", None):
+            entry["trace_id"], entry["span_id"] = trace_id, getattr(record, "span_id", "")
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)

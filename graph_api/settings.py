@@ -89,6 +89,10 @@ class Settings:
     # (how soon another instance takes over from one that died; renewed every third).
     stream_poll_seconds: float = 0.25
     stream_lease_seconds: float = 10.0
+    # Telemetry (graph_api/telemetry/): `GET /metrics`, and traces when the OpenTelemetry
+    # SDK's variables ask for an exporter (`tracing_wanted`).
+    metrics: bool = True
+    tracing: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -141,7 +145,23 @@ class Settings:
             workers=_int(env, "WEB_CONCURRENCY", 1, minimum=1),
             stream_poll_seconds=_seconds(env, "GRAPH_API_STREAM_POLL_SECONDS", 0.25),
             stream_lease_seconds=_seconds(env, "GRAPH_API_STREAM_LEASE_SECONDS", 10.0),
+            # A function's process cannot be scraped: Lambda leaves /metrics off unless asked.
+            metrics=_bool(env, "GRAPH_API_METRICS", not env.get("AWS_LAMBDA_FUNCTION_NAME")),
+            tracing=tracing_wanted(env),
         )
+
+
+def tracing_wanted(env: Mapping[str, str]) -> bool:
+    """Traces are exported when the OpenTelemetry SDK's own variables name an exporter or an
+    OTLP endpoint, unless OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none says otherwise."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
 
 
 DEV_CURSOR_SECRET = Path(".data") / "cursor-secret"  # relative to the working directory

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support import ROOT, free_port
 
 from graph_api.graph.context import Services
@@ -81,7 +82,7 @@ def get(url: str) -> tuple[int, bytes]:
 
 
 @pytest.fixture
-def container(endpoint: str, services: Services) -> Iterator[str]:
+def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[str]:
     """The image's CMD with the image's ENV, on a loopback port, against moto's table."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
@@ -96,6 +97,7 @@ def container(endpoint: str, services: Services) -> Iterator[str]:
         AWS_REGION="us-east-1",
         GRAPH_API_TABLE=services.settings.table,
         GRAPH_API_CURSOR_SECRET="container-test-secret",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),  # the image's /tmp is its own
     )
     process = subprocess.Popen(
         exec_form("CMD"),
@@ -145,3 +147,22 @@ def test_the_containers_command_serves_graphql_and_its_healthcheck_passes(
     check[0] = sys.executable if check[0] == "python" else check[0]
     result = subprocess.run(check, env={**os.environ, "UVICORN_PORT": port}, timeout=10)
     assert result.returncode == 0
+
+    # The image's workers share a metrics directory: whichever one answers /metrics (each
+    # request on a connection of its own) counts every query, the others' too.
+    for _ in range(5):
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200
+    assert [_queries_counted(container) for _ in range(6)] == [6] * 6
+
+
+def _queries_counted(base: str) -> float:
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "graph_api_graphql_request_duration_seconds_count"
+        and sample.labels == {"operation_type": "query", "outcome": "ok"}
+    )

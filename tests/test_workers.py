@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from graph_api import cli
 from graph_api.http.hosting import settings_for_workers, settings_from_parent
@@ -70,6 +71,7 @@ def _post(port: int, query: str, variables: dict[str, Any]) -> dict[str, Any]:
 
 
 def _walk(port: int) -> list[str]:
+    """Every page's ids, one after the other (one query each)."""
     ids: list[str] = []
     after = None
     while True:
@@ -78,6 +80,23 @@ def _walk(port: int) -> list[str]:
         if not page["pageInfo"]["hasNextPage"]:
             return ids
         after = page["pageInfo"]["endCursor"]
+
+
+def _queries_counted(port: int) -> float:
+    """What /metrics, scraped on a connection of its own, says of the queries answered."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "graph_api_graphql_request_duration_seconds_count"
+        and sample.labels == {"operation_type": "query", "outcome": "ok"}
+    )
 
 
 def _wait_until_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -141,6 +160,10 @@ def test_serve_with_two_workers_pages_with_cursors_across_workers_and_stops_on_s
         assert walks == [expected] * WALKERS  # every page right, whichever worker made it
         # Both workers served pages, so cursors crossed from one to the other.
         assert all(seconds > 0.05 * sum(used.values()) for seconds in used.values()), used
+        # Whichever worker answers /metrics reports every worker's queries (multiprocess mode).
+        pages = -(-len(expected) // PAGE)
+        answered = 1 + WALKERS * pages
+        assert [_queries_counted(port) for _ in range(4)] == [answered] * 4
 
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) in (0, 128 + signal.SIGTERM)

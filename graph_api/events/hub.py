@@ -17,6 +17,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 
+from graph_api import telemetry
 from graph_api.errors import ApiError, Unavailable
 from graph_api.events.changes import Event
 
@@ -80,13 +81,18 @@ class Subscription:
     def offer(self, event: Event) -> None:
         if self._ended:
             return
+        metrics = telemetry.metrics
         if self._queue.qsize() >= self._limit:
+            if metrics is not None:
+                metrics.events_shed.inc()
             if self._group is not None:
                 self._group.overflow(self, self._limit)
             else:
                 self.drop(_behind(self._limit))
             return
         self._queue.put_nowait(event)
+        if metrics is not None:
+            metrics.events_delivered.inc()
 
     def end(self, error: ApiError | None = None) -> None:
         """Stop after what is queued; `error` is raised to the subscriber then (None: the
@@ -100,6 +106,8 @@ class Subscription:
         """Stop now: what is queued is dropped and `error` is raised to the subscriber next
         (it fell behind: the events would only delay the error, and it must re-read)."""
         if not self._ended:
+            if telemetry.metrics is not None and self._queue.qsize():
+                telemetry.metrics.events_shed.inc(self._queue.qsize())
             while not self._queue.empty():
                 self._queue.get_nowait()
             self.end(error)
@@ -149,6 +157,8 @@ class Hub:
         for topic in subscription.topics:
             self._by_topic.setdefault(topic, set()).add(subscription)
         self._count += 1
+        if telemetry.metrics is not None:
+            telemetry.metrics.subscriptions.inc()
         return subscription
 
     def forget(self, subscription: Subscription) -> None:
@@ -162,6 +172,8 @@ class Hub:
                     del self._by_topic[topic]
         if removed:
             self._count -= 1
+            if telemetry.metrics is not None:
+                telemetry.metrics.subscriptions.dec()
 
     def deliver(self, events: Sequence[Event]) -> None:
         """A batch from the broker, in stream order (called on the event loop)."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
+from graph_api import telemetry
 from graph_api.events.hub import Group
 from graph_api.events.live import LiveEvents
 from graph_api.graph.tokens import Authenticator, AuthResult
@@ -39,6 +40,7 @@ class Services:
 
     @classmethod
     def create(cls, settings: Settings) -> Services:
+        telemetry.enable(settings)
         dynamo = Dynamo(settings)
         return cls(
             settings,
@@ -82,6 +84,9 @@ class Context:
     # What `prefetch.selected` found under a field, by its field nodes: the same for every
     # parent a list repeats the field under, and variables are fixed for the operation.
     selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    # The caller's W3C trace context (`traceparent`, `tracestate`) when tracing is on: the
+    # operation's span continues the caller's trace.
+    trace_headers: dict[str, str] | None = None
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
@@ -93,6 +98,7 @@ class Context:
         several subscriptions): same caller, its own loaders, ledger and deadline."""
         operation = Context.create(self.services, self.request_id, self.auth)
         operation.subscriptions = self.subscriptions
+        operation.trace_headers = self.trace_headers
         return operation
 
     def renew(self, event: Hashable) -> None:

@@ -49,6 +49,18 @@ def _with_code(error: GraphQLError, message: str, extensions: dict[str, Any]) ->
     )
 
 
+def code_of(error: GraphQLError) -> str:
+    """The code `format_error` gives `error`."""
+    original = error.original_error
+    if isinstance(original, ApiError):
+        return original.code
+    if is_unexpected(error):
+        return INTERNAL_SERVER_ERROR
+    if error.extensions and "code" in error.extensions:
+        return str(error.extensions["code"])
+    return BadUserInput.code
+
+
 def format_error(error: GraphQLError, request_id: str | None) -> GraphQLError:
     """The error as the client sees it: with a code, and masked when unexpected."""
     original = error.original_error

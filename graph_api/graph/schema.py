@@ -14,8 +14,9 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
+from graph_api import telemetry
 from graph_api.graph.access import RequireAuth
-from graph_api.graph.accounting import DynamoDBAccounting
+from graph_api.graph.accounting import DynamoDBAccounting, Observed
 from graph_api.graph.context import Context
 from graph_api.graph.document import DOCUMENTS
 from graph_api.graph.execution import ExecutionContext as ShortPathExecutionContext
@@ -119,6 +120,9 @@ def _formatted(result: ExecutionResult, context_value: Any) -> ExecutionResult:
     if result.errors:
         request_id = request_id_of(context_value)
         result.errors = [format_error(error, request_id) for error in result.errors]
+        if telemetry.metrics is not None:
+            for error in result.errors:
+                telemetry.metrics.error(str((error.extensions or {}).get("code")))
     return result
 
 
@@ -137,6 +141,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
             *limit_extensions(settings, CACHE_SIZE),
             lambda: ParserCache(maxsize=CACHE_SIZE),
             DynamoDBAccounting,
+            *([Observed] if settings.metrics or settings.tracing else []),
         ],
         execution_context_class=ShortPathExecutionContext,  # graph.execution
     )

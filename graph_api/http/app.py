@@ -1,4 +1,5 @@
-"""The HTTP surface: Starlette routes `/graphql` (GraphiQL in a browser) and `/healthz`.
+"""The HTTP surface: Starlette routes `/graphql` (GraphiQL in a browser), `/healthz` and
+`/metrics` (Prometheus' text format, graph_api/telemetry).
 
 `/graphql` speaks GraphQL over HTTP (`graph_api.http.graphql_http`: media types, statuses) and
 serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN).
@@ -41,6 +42,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
+from graph_api import telemetry
 from graph_api.errors import BadUserInput, NotFound, error_body
 from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
@@ -211,7 +213,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
-        return Context.create(self.services, request.state.request_id, auth)
+        context = Context.create(self.services, request.state.request_id, auth)
+        if telemetry.tracing is not None:
+            context.trace_headers = telemetry.tracing.trace_headers(request.headers)
+        return context
 
     async def on_ws_connect(self, context: Context) -> None:
         # A browser cannot set headers on a websocket: its token comes in `connection_init`'s
@@ -343,6 +348,11 @@ def create_app(services: Services) -> Starlette:
     async def home(_: Request) -> Response:
         return RedirectResponse("/graphql")
 
+    async def metrics(_: Request) -> Response:
+        assert telemetry.metrics is not None  # the route exists when the setting is on
+        body, media_type = telemetry.metrics.exposition()
+        return Response(body, media_type=media_type)
+
     endpoint = GraphQLEndpoint(services)
     routes: list[BaseRoute] = [
         Route("/graphql", endpoint, methods=["GET", "POST"]),
@@ -350,6 +360,8 @@ def create_app(services: Services) -> Starlette:
         Route("/healthz", healthz),
         Route("/", home),
     ]
+    if services.settings.metrics:
+        routes.append(Route("/metrics", metrics))
     if services.settings.graphiql and graphiql.assets_present():
         routes.append(Mount(f"/{graphiql.ASSETS_URL}", StaticFiles(directory=graphiql.ASSETS_DIR)))
 
@@ -360,6 +372,8 @@ def create_app(services: Services) -> Starlette:
                 yield
         finally:  # the DynamoDB client of this loop: its connections end with the app
             await services.dynamo.aclose()
+            if telemetry.metrics is not None:
+                telemetry.metrics.process_exited()
 
     return Starlette(
         routes=routes,

@@ -40,16 +40,16 @@ from botocore.config import Config
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 from botocore.parsers import ResponseParserError
 
-from graph_api import __version__
+from graph_api import __version__, telemetry
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
 from graph_api.store.http_session import CappedAIOHTTPSession
-from graph_api.store.ledger import Call, Ledger
+from graph_api.store.ledger import Call, Ledger, capacity_units
 from graph_api.store.response_parser import (
     AioDynamoResponseParserFactory,
     DynamoResponseParserFactory,
 )
-from graph_api.store.retry import THROTTLE_CODES, RetryBudget
+from graph_api.store.retry import THROTTLE_CODES, Failure, RetryBudget, failure_of
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +352,7 @@ class Dynamo:
     async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
         """One DynamoDB operation, awaited on this loop's client."""
         params = _asked(operation, params)
-        with _accounted(operation, ledger) as answer:
+        with _accounted(operation, ledger, params=params, region=self.settings.region) as answer:
             client = await self._clients.current()
             answer.append(await getattr(client, _snake(operation))(**params))
             check_answer(operation, params, answer[0])
@@ -361,7 +361,7 @@ class Dynamo:
     def call_sync(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
         """One DynamoDB operation on the boto3 client, for the command line."""
         params = _asked(operation, params)
-        with _accounted(operation, ledger) as answer:
+        with _accounted(operation, ledger, params=params, region=self.settings.region) as answer:
             answer.append(getattr(self.client, _snake(operation))(**params))
             check_answer(operation, params, answer[0])
         return answer[0]
@@ -375,27 +375,42 @@ def _asked(operation: str, params: dict[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _accounted(
-    operation: str, ledger: Ledger | None, service: str = "DynamoDB"
+    operation: str,
+    ledger: Ledger | None,
+    service: str = "DynamoDB",
+    *,
+    params: dict[str, Any],
+    region: str,
 ) -> Iterator[list[Any]]:
     """Around one call: its attempts counted against `ledger` (the `before-send` hook reads
-    it here), its time and capacity recorded, its failure mapped once (`_unavailable`).
+    it here), its time and capacity recorded, its failure mapped once (`_unavailable`); and,
+    when telemetry is on, the process's metrics and the call's span (graph_api/telemetry).
     The call appends its answer to the list it is given."""
     token = _active_ledger.set(ledger)
     started = time.perf_counter()
     answer: list[Any] = []
+    tracing = telemetry.tracing
+    span = tracing.start_call(service, operation, params, region) if tracing else None
+    failed: Exception | None = None
     try:
         yield answer
     except Exception as error:
         answer.clear()
         unavailable = _unavailable(service, operation, error)
+        failed = unavailable or error
         if unavailable is not None:
             raise unavailable from error
         raise
     finally:
         _active_ledger.reset(token)
+        consumed = answer[0].get("ConsumedCapacity") if answer else None
         if ledger is not None:
-            consumed = answer[0].get("ConsumedCapacity") if answer else None
             ledger.record(Call(operation, started, time.perf_counter()), consumed)
+        if telemetry.metrics is not None:
+            throttled = failed is not None and failure_of(failed) is Failure.THROTTLED
+            telemetry.metrics.dynamodb_call(operation, capacity_units(consumed), throttled)
+        if span is not None and tracing is not None:
+            tracing.end_call(span, answer[0] if answer else None, failed)
 
 
 class Streams:
@@ -410,6 +425,7 @@ class Streams:
     def __init__(self, settings: Settings, *, endpoint_url: str | None = None) -> None:
         endpoint = endpoint_url or settings.endpoint_url  # an emulator may serve it elsewhere
         self._clients = _Clients("dynamodbstreams", settings, endpoint)
+        self.region = settings.region
 
     def register(self, event: str, handler: Callable[..., Any]) -> None:
         """A botocore event handler on every client of these Streams, now and later."""
@@ -424,7 +440,9 @@ class Streams:
     async def call(self, operation: str, params: dict[str, Any]) -> Any:
         """One call; busy or unreachable is `Unavailable` (as for `Dynamo`), other refusals
         (an expired iterator, trimmed data) stay the `ClientError` they are."""
-        with _accounted(operation, None, "DynamoDB Streams") as answer:
+        with _accounted(
+            operation, None, "DynamoDB Streams", params=params, region=self.region
+        ) as answer:
             client = await self._clients.current()
             answer.append(await getattr(client, _snake(operation))(**params))
         return answer[0]

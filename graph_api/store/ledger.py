@@ -17,6 +17,14 @@ class Call:
     ended: float
 
 
+def capacity_units(consumed: Any) -> float:
+    """The capacity units of an answer's ConsumedCapacity (one entry, or one a table)."""
+    units = 0.0
+    for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+        units += float(entry.get("CapacityUnits", 0.0))
+    return units
+
+
 @dataclass
 class Ledger:
     # HTTP requests sent to DynamoDB: every attempt botocore makes counts.
@@ -31,9 +39,7 @@ class Ledger:
             self.requests += 1
 
     def record(self, call: Call, consumed: Any) -> None:
-        units = 0.0
-        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
-            units += float(entry.get("CapacityUnits", 0.0))
+        units = capacity_units(consumed)
         with self._lock:
             self.calls.append(call)
             self.capacity += units

@@ -71,6 +71,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.parsers import ResponseParserError
 
+from graph_api import telemetry
 from graph_api.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -226,6 +227,8 @@ class Retries:
             log.warning("retry budget spent: not retrying (%s)", failure.name.lower())
             raise Unavailable(f"{why} ({BUDGET_SPENT})")
         self.count += 1
+        if telemetry.metrics is not None:
+            telemetry.metrics.retry(failure.name.lower())
         return failure.value, delay
 
     def _after(self, error: Exception, at_least: float = 0.0) -> tuple[int, float]:
