@@ -200,10 +200,13 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _locate(settings: Settings) -> Settings:
-    """The DynamoDB a table command talks to: the configured one, else serve's embedded one."""
-    if settings.backend != "embedded":
-        return settings
+def _locate(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[Settings, str]:
+    """The DynamoDB a table command talks to, and how it was found: the configured one, else
+    serve's embedded one. AWS_ENDPOINT_URL_DYNAMODB and GRAPH_API_TABLE, when set, win over
+    what the embedded one's file says (a command never writes where it was not sent)."""
+    env = os.environ if environ is None else environ
+    if settings.backend != "embedded" or env.get("AWS_ENDPOINT_URL_DYNAMODB"):
+        return settings, ""
     try:
         found = embedded_file.find()
     except embedded_file.NotRunning as error:
@@ -212,12 +215,9 @@ def _locate(settings: Settings) -> Settings:
             " in this folder, or set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local, Alternator)"
             " or AWS credentials"
         ) from None
-    print(
-        f"graph-api: the embedded DynamoDB of `graph-api serve` (pid {found.pid}),"
-        f" {found.endpoint}, table {found.table}",
-        file=sys.stderr,
-    )
-    return dataclasses.replace(settings, endpoint_url=found.endpoint, table=found.table)
+    table = env.get("GRAPH_API_TABLE") or found.table
+    located = dataclasses.replace(settings, endpoint_url=found.endpoint, table=table)
+    return located, f" (the embedded DynamoDB of `graph-api serve`, pid {found.pid})"
 
 
 def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
@@ -243,9 +243,12 @@ def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
 @contextmanager
 def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
     """A client for a table command; DynamoDB's failures become one-line CommandErrors."""
-    settings = _locate(settings)
+    settings, found = _locate(settings)
     dynamo = Dynamo(settings)
     try:
+        # The first line of every table command: where its reads and writes go.
+        endpoint = dynamo.client.meta.endpoint_url
+        print(f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}", file=sys.stderr)
         yield settings, dynamo
     except (Unavailable, ClientError, BotoCoreError) as error:
         raise CommandError(explain(error, dynamo, settings.table)) from error
@@ -261,7 +264,22 @@ def cmd_create_table(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
+    """The demo school into an empty table; with `--force`, into a table emptied first: demo
+    items written over a graph that has changed would leave stale copies and counters."""
     with _dynamodb(settings) as (settings, dynamo):
+        if not args.force and admin.holds_items(dynamo, settings.table):
+            raise CommandError(
+                f"table {settings.table} already holds items: seed writes into an empty table;"
+                " `graph-api seed --force` deletes every item first"
+            )
+        if args.force:
+            with _progress_line() as line:
+
+                def progress(done: int) -> None:
+                    line.show(f"emptying {settings.table}: {done} items deleted")
+
+                deleted = admin.delete_items(dynamo, settings.table, progress)
+            print(f"deleted {deleted} items from {settings.table}")
         count = seed(dynamo, settings, args.students, args.seed)
     print(f"seeded {count} items into {settings.table}")
     return 0
@@ -453,6 +471,11 @@ def parser() -> argparse.ArgumentParser:
     seed_cmd = commands.add_parser("seed", help="load deterministic demo data")
     seed_cmd.add_argument("--students", type=int, default=500)
     seed_cmd.add_argument("--seed", type=int, default=7)
+    seed_cmd.add_argument(
+        "--force",
+        action="store_true",
+        help="seed a table that holds items: delete every item first (the stream's lease stays)",
+    )
     seed_cmd.set_defaults(run=cmd_seed)
     check = commands.add_parser("check", help="scan the table and report broken invariants")
     check.add_argument(

@@ -400,8 +400,15 @@ def configured_endpoint(
 
     def endpoint(ignore: bool) -> str:
         # None, not False: False would override AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
-        config = Config(region_name=region, ignore_configured_endpoint_urls=ignore or None)
-        client = session.create_client(service, config=config, **LOCAL_CREDENTIALS)
+        config = Config(  # type: ignore[call-arg]  # botocore-stubs lack this documented option
+            region_name=region, ignore_configured_endpoint_urls=ignore or None
+        )
+        client = session.create_client(
+            service,
+            config=config,
+            aws_access_key_id=LOCAL_CREDENTIALS["aws_access_key_id"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["aws_secret_access_key"],
+        )
         try:
             return str(client.meta.endpoint_url)
         finally:
