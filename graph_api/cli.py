@@ -92,6 +92,7 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
 
     server = EmbeddedDynamoDB()
     settings = dataclasses.replace(settings, endpoint_url=server.start())
+    _say_where(settings, f" (embedded moto, {settings.demo_students} demo students)")
     dynamo = Dynamo(settings)
     try:
         admin.create(dynamo, settings.table)
@@ -101,14 +102,40 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
     return settings, server
 
 
+def _say_where(settings: Settings, found: str) -> None:
+    """The first line of every command that reaches DynamoDB: which endpoint, which table."""
+    dynamo = Dynamo(settings)
+    try:
+        endpoint = dynamo.client.meta.endpoint_url  # as botocore resolved it: nothing is sent
+    finally:
+        dynamo.close()
+    print(f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}", flush=True)
+
+
+def _subscriptions_line(settings: Settings) -> str:
+    """How events reach this server's subscriptions, and where the stream is read."""
+    from graph_api.store.client import streams_endpoint
+
+    streams = streams_endpoint(settings) or f"DynamoDB Streams of AWS ({settings.region})"
+    if settings.events_broker == "memory":
+        return (
+            f"Subscriptions: on, one worker process (the in-process events broker; for more"
+            f" workers or instances set GRAPH_API_EVENTS_BROKER=redis://...); stream read at"
+            f" {streams}"
+        )
+    return f"Subscriptions: on, events shared through Redis; stream read at {streams}"
+
+
 def _exit_on_sigterm(signum: int, _: object) -> None:
     raise SystemExit(128 + signum)
 
 
 def default_workers(settings: Settings, environ: Mapping[str, str] | None = None) -> int:
     """`serve`'s worker processes when `--workers` is not given: WEB_CONCURRENCY (uvicorn's
-    variable, the Dockerfile's too) if set; else one per core for a remote backend, and one
-    for the embedded backend (a demo: its moto serializes writes in one process, see README)."""
+    variable, the Dockerfile's too) if set; else one for the embedded backend (a demo: its
+    moto serializes writes in one process, see README), one with the in-process events
+    broker (workers share events only through Redis: one keeps subscriptions working), and
+    one per core for a remote backend with a Redis broker."""
     env = os.environ if environ is None else environ
     raw = env.get("WEB_CONCURRENCY", "").strip()
     if raw:
@@ -118,7 +145,7 @@ def default_workers(settings: Settings, environ: Mapping[str, str] | None = None
             raise SettingsError(
                 f"WEB_CONCURRENCY must be a whole number of 1 or more, not {raw!r}"
             ) from None
-    if settings.backend == "embedded":
+    if settings.backend == "embedded" or settings.events_broker == "memory":
         return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -149,6 +176,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     settings = with_dev_cursor_secret(settings)
     if settings.backend == "embedded":
         settings, server = start_embedded(settings)
+    else:
+        _say_where(settings, "")
     try:
         if server is not None:
             assert settings.endpoint_url is not None
@@ -170,6 +199,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             print(f"GraphiQL: {api} ({workers} worker processes)", flush=True)
             if settings.events_broker == "memory":
                 print(f"Subscriptions: off ({NO_SHARED_BROKER})", flush=True)
+            else:
+                print(_subscriptions_line(settings), flush=True)
             uvicorn.run(
                 "graph_api.http.hosting:create_worker_app",
                 factory=True,
@@ -183,6 +214,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         services = Services.create(settings)
         tune_collector()
         print(f"GraphiQL: {api}", flush=True)
+        print(_subscriptions_line(settings), flush=True)
         try:
             uvicorn.run(
                 create_app(services),
