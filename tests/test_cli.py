@@ -429,6 +429,19 @@ def test_a_runtime_file_left_by_a_killed_serve_is_not_used(
     assert "`make run`" in err and err.count("\n") == 1
 
 
+def test_the_dynamodb_endpoint_variable_wins_over_a_running_serves_file(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """With GRAPH_API_BACKEND=embedded too: a command sent to an endpoint goes there."""
+    embedded_file.write("http://127.0.0.1:1", "graph", "http://127.0.0.1:8000/graphql")
+    environ = {"GRAPH_API_BACKEND": "embedded", "AWS_ENDPOINT_URL_DYNAMODB": "http://db:8001"}
+    settings = Settings.from_env(environ)
+    assert cli._locate(settings, environ) == (settings, "")
+    located, found = cli._locate(settings, {"GRAPH_API_BACKEND": "embedded"})
+    assert (located.endpoint_url, located.table) == ("http://127.0.0.1:1", "graph")
+    assert f"pid {os.getpid()}" in found
+
+
 def test_serve_removes_only_its_own_runtime_file(clean_env: pytest.MonkeyPatch) -> None:
     path = embedded_file.write("http://127.0.0.1:1", "graph", "http://127.0.0.1:8000/graphql")
     assert embedded_file.find() == embedded_file.Embedded(
