@@ -103,12 +103,18 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
 
 
 def _say_where(settings: Settings, found: str) -> None:
-    """The first line of every command that reaches DynamoDB: which endpoint, which table."""
-    dynamo = Dynamo(settings)
+    """`serve`'s first line: which endpoint, which table (resolved as botocore does, before
+    any credentials are looked for, which botocore would log first)."""
+    from graph_api.store.client import endpoint_of
+
+    # botocore notes where it found the endpoint (INFO): this line says it, first.
+    notes = logging.getLogger("botocore.configprovider")
+    level = notes.level
+    notes.setLevel(logging.WARNING)
     try:
-        endpoint = dynamo.client.meta.endpoint_url  # as botocore resolved it: nothing is sent
+        endpoint = settings.endpoint_url or endpoint_of("dynamodb", settings.region)
     finally:
-        dynamo.close()
+        notes.setLevel(level)
     print(f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}", flush=True)
 
 

@@ -379,6 +379,11 @@ def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
         assert captured.err.startswith(
             f"graph-api: DynamoDB at {written['endpoint']} {found}, table graph\n"
         )
+        first, *_ = output.read_text().splitlines()
+        assert first == (
+            f"graph-api: DynamoDB at {written['endpoint']} (embedded moto, 8 demo students),"
+            " table graph"
+        )
         assert f"Embedded DynamoDB: {written['endpoint']}, table graph" in output.read_text()
 
         # GRAPH_API_TABLE wins over the file's table: nothing is written to the demo's.

@@ -150,7 +150,10 @@ def test_the_dynamodb_local_recipe_serves_subscriptions(backend: str, tmp_path: 
                 env.update(word.split("=", 1) for word in words[1:])
             elif words[1:] == ["serve"]:
                 started.append(_start(words, tmp_path, env))
-                _wait_for_line(started[-1], "GraphiQL:")
+                output = _wait_for_line(started[-1], "GraphiQL:")
+                assert (
+                    output[0] == f"graph-api: DynamoDB at http://127.0.0.1:{db_port}, table graph\n"
+                )
                 _until_healthy(f"http://127.0.0.1:{api_port}/healthz")
             else:
                 done = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True)
@@ -179,9 +182,9 @@ def _start(words: list[str], folder: Path, env: dict[str, str]) -> subprocess.Po
     )
 
 
-def _wait_for_line(process: subprocess.Popen[str], start: str) -> None:
-    """Read the process's output until a line starts with `start` (then drain it on a
-    thread, so that it never blocks on a full pipe)."""
+def _wait_for_line(process: subprocess.Popen[str], start: str) -> list[str]:
+    """Read the process's output until a line starts with `start`, and return the lines so
+    far (the rest is drained on a thread, so that it never blocks on a full pipe)."""
     assert process.stdout is not None
     seen: list[str] = []
     found = threading.Event()
@@ -197,6 +200,7 @@ def _wait_for_line(process: subprocess.Popen[str], start: str) -> None:
     deadline = time.monotonic() + RECIPE_WAIT
     while not found.wait(0.2):
         assert process.poll() is None and time.monotonic() < deadline, "".join(seen)[-4000:]
+    return seen
 
 
 def _until_healthy(url: str) -> None:

@@ -387,35 +387,43 @@ def _accounted(
             ledger.record(Call(operation, started, time.perf_counter()), consumed)
 
 
+def endpoint_of(
+    service: str,
+    region: str,
+    session: botocore.session.Session | None = None,
+    *,
+    ignore_configured: bool = False,
+) -> str:
+    """The endpoint a client of `service` reaches, as botocore resolves it (its
+    `AWS_ENDPOINT_URL_<ID>`, `AWS_ENDPOINT_URL`, the config file's `services` section, else
+    AWS's own), or AWS's own with `ignore_configured`. Nothing is sent; throwaway
+    credentials keep botocore from looking for real ones."""
+    session = session or botocore.session.get_session()
+    # None, not False: False would override AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
+    config = Config(  # type: ignore[call-arg]  # botocore-stubs lack this documented option
+        region_name=region, ignore_configured_endpoint_urls=ignore_configured or None
+    )
+    client = session.create_client(
+        service,
+        config=config,
+        aws_access_key_id=LOCAL_CREDENTIALS["aws_access_key_id"],
+        aws_secret_access_key=LOCAL_CREDENTIALS["aws_secret_access_key"],
+    )
+    try:
+        return str(client.meta.endpoint_url)
+    finally:
+        client.close()
+
+
 def configured_endpoint(
     service: str, region: str, session: botocore.session.Session | None = None
 ) -> str | None:
-    """The endpoint botocore's configuration names for `service` (its `AWS_ENDPOINT_URL_<ID>`,
-    `AWS_ENDPOINT_URL`, or the config file's `services` section), None for AWS's own.
-
-    Asked of botocore itself: a client as configured against one that ignores configured
-    endpoints (`Config(ignore_configured_endpoint_urls=True)`). Neither sends anything;
-    throwaway credentials keep botocore from looking for real ones."""
+    """The endpoint botocore's configuration names for `service`, None for AWS's own: a
+    client as configured against one that ignores configured endpoints."""
     session = session or botocore.session.get_session()
-
-    def endpoint(ignore: bool) -> str:
-        # None, not False: False would override AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
-        config = Config(  # type: ignore[call-arg]  # botocore-stubs lack this documented option
-            region_name=region, ignore_configured_endpoint_urls=ignore or None
-        )
-        client = session.create_client(
-            service,
-            config=config,
-            aws_access_key_id=LOCAL_CREDENTIALS["aws_access_key_id"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["aws_secret_access_key"],
-        )
-        try:
-            return str(client.meta.endpoint_url)
-        finally:
-            client.close()
-
-    configured = endpoint(False)
-    return None if configured == endpoint(True) else configured
+    configured = endpoint_of(service, region, session)
+    aws = endpoint_of(service, region, session, ignore_configured=True)
+    return None if configured == aws else configured
 
 
 def streams_endpoint(settings: Settings) -> str | None:
