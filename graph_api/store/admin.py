@@ -9,6 +9,7 @@ a GraphQL request's reads and writes go through `store/table.py`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -154,13 +155,16 @@ def delete_items(dynamo: Dynamo, name: str, progress: Callable[[int], None] | No
 
 
 def create(dynamo: Dynamo, name: str) -> bool:
-    """Create the table and wait until it is active; False if it already exists."""
+    """Create the table and wait until it is active; False if it already exists. Each call
+    is retried as a request's are: a DynamoDB Local just started may time out its first."""
     try:
-        dynamo.call_sync("DescribeTable", {"TableName": name}, None)
+        call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
         return False
     except dynamo.client.exceptions.ResourceNotFoundException:
         pass
-    dynamo.call_sync("CreateTable", definition(name), None)
+    # In use: made by an attempt whose answer was lost (or by another creator): wait for it.
+    with contextlib.suppress(dynamo.client.exceptions.ResourceInUseException):
+        call_sync(dynamo, "CreateTable", definition(name), Retries(dynamo.budget))
     dynamo.client.get_waiter("table_exists").wait(
         TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
     )
