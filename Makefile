@@ -79,8 +79,9 @@ test-dynamodb-local-rest: $(STAMP)  ## test-dynamodb-local without TLS_TESTS (CI
 	$(COMPILE)
 	$(BIN)/pytest --backend=dynamodb-local --backend-only $(addprefix --ignore=,$(TLS_TESTS))
 
-dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (data in .data/)
-	$(BIN)/python -m tools.dynamodb_local serve --port 8001 --db-path .data/dynamodb
+DYNAMODB_LOCAL_PORT ?= 8001
+dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (DYNAMODB_LOCAL_PORT; data in .data/)
+	$(BIN)/python -m tools.dynamodb_local serve --port $(DYNAMODB_LOCAL_PORT) --db-path .data/dynamodb
 
 load: $(STAMP)  ## 60 s of mixed load on DynamoDB Local, then graph-api check
 	$(BIN)/python -m tools.load

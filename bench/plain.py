@@ -309,7 +309,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="Q1 throughput: clients")
     parser.add_argument("--seconds", type=float, default=10.0, help="Q1 throughput: seconds")
     parser.add_argument(
-        "--api-workers", type=int, help="Q1 throughput: serve's workers (default: its own)"
+        "--api-workers", type=int, help="Q1 throughput: serve's workers (default: one per core)"
     )
     parser.add_argument("--no-throughput", action="store_true", help="skip Q1 throughput")
     parser.add_argument(

@@ -12,8 +12,9 @@ Each of the five queries, checked on every side, then timed: warm-up, then the s
 of requests a side, the sides taking turns in blocks, one keep-alive connection each from a
 client process of its own (bench/timed_client.py). The CPU each server spent over the timed
 requests comes from /proc (bench/proc.py): `graph-api serve`'s process tree, PostGraphile's
-Node process. Then Q1 from 16 clients, each API served with its default workers, the sides
-again taking turns. Prints Markdown tables (bench/report.py) and writes
+Node process. Then Q1 from 16 clients, each API served with one worker per core
+(`--api-workers`: given, not `serve`'s default, so that BASE and HEAD run the same count),
+the sides again taking turns. Prints Markdown tables (bench/report.py) and writes
 `test-output/bench-<time>.json`. Without the peer's needs (npm, PostgreSQL) it says why and
 measures the APIs only.
 """
@@ -272,7 +273,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=16, help="Q1 throughput: clients")
     parser.add_argument("--seconds", type=float, default=12.0, help="Q1 throughput: s a side")
     parser.add_argument("--rounds", type=int, default=4, help="Q1 throughput: turns a side")
-    parser.add_argument("--api-workers", type=int, help="Q1 throughput: serve's workers")
+    parser.add_argument(
+        "--api-workers",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="Q1 throughput: serve's workers (default: one per core)",
+    )
     parser.add_argument("--no-throughput", action="store_true", help="skip Q1 throughput")
     parser.add_argument("--no-peer", action="store_true", help="measure the APIs only")
     parser.add_argument(

@@ -5,6 +5,7 @@ processes spent per answered request (from /proc).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -19,8 +20,10 @@ from tools import api_server
 
 @contextmanager
 def api_workers(settings: Settings, workers: int | None) -> Iterator[tuple[int, int]]:
-    """`graph-api serve --workers N` on the bench's table (N: serve's default when None);
-    yields its port and the parent's pid. The settings are the in-process server's."""
+    """`graph-api serve --workers N` on the bench's table (N: one per core when None, as
+    `serve` itself starts one with the in-process broker); yields its port and the parent's
+    pid. The settings are the in-process server's."""
+    workers = workers or len(os.sched_getaffinity(0))
     env = {
         "GRAPH_API_BACKEND": "remote",
         "GRAPH_API_TABLE": settings.table,

@@ -95,6 +95,7 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
 
     server = EmbeddedDynamoDB()
     settings = dataclasses.replace(settings, endpoint_url=server.start())
+    _say_where(settings, f" (embedded moto, {settings.demo_students} demo students)")
     dynamo = Dynamo(settings)
     try:
         admin.create(dynamo, settings.table)
@@ -104,14 +105,46 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
     return settings, server
 
 
+def _say_where(settings: Settings, found: str) -> None:
+    """`serve`'s first line: which endpoint, which table (resolved as botocore does, before
+    any credentials are looked for, which botocore would log first)."""
+    from graph_api.store.client import endpoint_of
+
+    # botocore notes where it found the endpoint (INFO): this line says it, first.
+    notes = logging.getLogger("botocore.configprovider")
+    level = notes.level
+    notes.setLevel(logging.WARNING)
+    try:
+        endpoint = settings.endpoint_url or endpoint_of("dynamodb", settings.region)
+    finally:
+        notes.setLevel(level)
+    print(f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}", flush=True)
+
+
+def _subscriptions_line(settings: Settings) -> str:
+    """How events reach this server's subscriptions, and where the stream is read."""
+    from graph_api.store.client import streams_endpoint
+
+    streams = streams_endpoint(settings) or f"DynamoDB Streams of AWS ({settings.region})"
+    if settings.events_broker == "memory":
+        return (
+            f"Subscriptions: on, one worker process (the in-process events broker; for more"
+            f" workers or instances set GRAPH_API_EVENTS_BROKER=redis://...); stream read at"
+            f" {streams}"
+        )
+    return f"Subscriptions: on, events shared through Redis; stream read at {streams}"
+
+
 def _exit_on_sigterm(signum: int, _: object) -> None:
     raise SystemExit(128 + signum)
 
 
 def default_workers(settings: Settings, environ: Mapping[str, str] | None = None) -> int:
     """`serve`'s worker processes when `--workers` is not given: WEB_CONCURRENCY (uvicorn's
-    variable, the Dockerfile's too) if set; else one per core for a remote backend, and one
-    for the embedded backend (a demo: its moto serializes writes in one process, see README)."""
+    variable, the Dockerfile's too) if set; else one for the embedded backend (a demo: its
+    moto serializes writes in one process, see README), one with the in-process events
+    broker (workers share events only through Redis: one keeps subscriptions working), and
+    one per core for a remote backend with a Redis broker."""
     env = os.environ if environ is None else environ
     raw = env.get("WEB_CONCURRENCY", "").strip()
     if raw:
@@ -121,7 +154,7 @@ def default_workers(settings: Settings, environ: Mapping[str, str] | None = None
             raise SettingsError(
                 f"WEB_CONCURRENCY must be a whole number of 1 or more, not {raw!r}"
             ) from None
-    if settings.backend == "embedded":
+    if settings.backend == "embedded" or settings.events_broker == "memory":
         return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -152,6 +185,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     settings = with_dev_cursor_secret(settings)
     if settings.backend == "embedded":
         settings, server = start_embedded(settings)
+    else:
+        _say_where(settings, "")
     try:
         if server is not None:
             assert settings.endpoint_url is not None
@@ -179,6 +214,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             print(f"GraphiQL: {api} ({workers} worker processes)", flush=True)
             if settings.events_broker == "memory":
                 print(f"Subscriptions: off ({NO_SHARED_BROKER})", flush=True)
+            else:
+                print(_subscriptions_line(settings), flush=True)
             try:
                 uvicorn.run(
                     "graph_api.http.hosting:create_worker_app",
@@ -196,6 +233,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         services = Services.create(settings)
         tune_collector()
         print(f"GraphiQL: {api}", flush=True)
+        print(_subscriptions_line(settings), flush=True)
         try:
             uvicorn.run(
                 create_app(services),
@@ -213,10 +251,13 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _locate(settings: Settings) -> Settings:
-    """The DynamoDB a table command talks to: the configured one, else serve's embedded one."""
-    if settings.backend != "embedded":
-        return settings
+def _locate(settings: Settings, environ: Mapping[str, str] | None = None) -> tuple[Settings, str]:
+    """The DynamoDB a table command talks to, and how it was found: the configured one, else
+    serve's embedded one. AWS_ENDPOINT_URL_DYNAMODB and GRAPH_API_TABLE, when set, win over
+    what the embedded one's file says (a command never writes where it was not sent)."""
+    env = os.environ if environ is None else environ
+    if settings.backend != "embedded" or env.get("AWS_ENDPOINT_URL_DYNAMODB"):
+        return settings, ""
     try:
         found = embedded_file.find()
     except embedded_file.NotRunning as error:
@@ -225,12 +266,9 @@ def _locate(settings: Settings) -> Settings:
             " in this folder, or set AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local, Alternator)"
             " or AWS credentials"
         ) from None
-    print(
-        f"graph-api: the embedded DynamoDB of `graph-api serve` (pid {found.pid}),"
-        f" {found.endpoint}, table {found.table}",
-        file=sys.stderr,
-    )
-    return dataclasses.replace(settings, endpoint_url=found.endpoint, table=found.table)
+    table = env.get("GRAPH_API_TABLE") or found.table
+    located = dataclasses.replace(settings, endpoint_url=found.endpoint, table=table)
+    return located, f" (the embedded DynamoDB of `graph-api serve`, pid {found.pid})"
 
 
 def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
@@ -256,9 +294,12 @@ def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
 @contextmanager
 def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
     """A client for a table command; DynamoDB's failures become one-line CommandErrors."""
-    settings = _locate(settings)
+    settings, found = _locate(settings)
     dynamo = Dynamo(settings)
     try:
+        # The first line of every table command: where its reads and writes go.
+        endpoint = dynamo.client.meta.endpoint_url
+        print(f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}", file=sys.stderr)
         yield settings, dynamo
     except (Unavailable, ClientError, BotoCoreError) as error:
         raise CommandError(explain(error, dynamo, settings.table)) from error
@@ -274,7 +315,22 @@ def cmd_create_table(settings: Settings, _: argparse.Namespace) -> int:
 
 
 def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
+    """The demo school into an empty table; with `--force`, into a table emptied first: demo
+    items written over a graph that has changed would leave stale copies and counters."""
     with _dynamodb(settings) as (settings, dynamo):
+        if not args.force and admin.holds_items(dynamo, settings.table):
+            raise CommandError(
+                f"table {settings.table} already holds items: seed writes into an empty table;"
+                " `graph-api seed --force` deletes every item first"
+            )
+        if args.force:
+            with _progress_line() as line:
+
+                def progress(done: int) -> None:
+                    line.show(f"emptying {settings.table}: {done} items deleted")
+
+                deleted = admin.delete_items(dynamo, settings.table, progress)
+            print(f"deleted {deleted} items from {settings.table}")
         count = seed(dynamo, settings, args.students, args.seed)
     print(f"seeded {count} items into {settings.table}")
     return 0
@@ -466,6 +522,11 @@ def parser() -> argparse.ArgumentParser:
     seed_cmd = commands.add_parser("seed", help="load deterministic demo data")
     seed_cmd.add_argument("--students", type=int, default=500)
     seed_cmd.add_argument("--seed", type=int, default=7)
+    seed_cmd.add_argument(
+        "--force",
+        action="store_true",
+        help="seed a table that holds items: delete every item first (the stream's lease stays)",
+    )
     seed_cmd.set_defaults(run=cmd_seed)
     check = commands.add_parser("check", help="scan the table and report broken invariants")
     check.add_argument(

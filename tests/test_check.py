@@ -379,7 +379,8 @@ def test_the_check_gives_up_on_a_page_saying_how_far_it_got(
     assert captured.out == ""  # no verdict on half a table
     assert "Traceback" not in captured.err
     assert "\r" not in captured.err  # not a terminal: the last progress line only, once
-    progress, error = captured.err.rstrip("\n").split("\n")
+    where, progress, error = captured.err.rstrip("\n").split("\n")
+    assert where == f"graph-api: DynamoDB at {endpoint}, table {graph.settings.table}"
     assert progress.endswith("checking " + graph.settings.table + ": 25 items scanned")
     assert error.startswith(
         f"graph-api: check gave up after 25 items scanned: the next Scan page failed"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import make_settings
+from support import make_settings, ok
 
 from graph_api import cli
 from graph_api.ops import demo, embedded_file
@@ -85,7 +85,10 @@ def test_table_commands_say_in_one_line_that_dynamodb_is_unreachable(
     clean_env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     assert cli.main(argv) == 2
     captured = capsys.readouterr()
-    assert captured.err == f"graph-api: cannot connect to DynamoDB at {endpoint}: is it running?\n"
+    assert captured.err.splitlines() == [
+        f"graph-api: DynamoDB at {endpoint}, table graph",
+        f"graph-api: cannot connect to DynamoDB at {endpoint}: is it running?",
+    ]
     assert captured.out == ""
 
 
@@ -95,10 +98,11 @@ def test_table_commands_say_in_one_line_that_the_table_is_missing(
 ) -> None:
     assert cli.main(argv) == 2  # remote_table names a table nobody created
     captured = capsys.readouterr()
-    assert captured.err == (
+    assert captured.err.splitlines() == [
+        f"graph-api: DynamoDB at {endpoint}, table {remote_table}",
         f"graph-api: table {remote_table} does not exist at {endpoint}: create it with"
-        " `graph-api create-table` (GRAPH_API_TABLE names it)\n"
-    )
+        " `graph-api create-table` (GRAPH_API_TABLE names it)",
+    ]
     assert captured.out == ""
 
 
@@ -149,11 +153,51 @@ def test_create_table_then_seed_writes_every_demo_item(
     assert captured.out == f"seeded {expected} items into {remote_table}\n"
     assert f"{expected}/{expected} items" in captured.err
     assert count_items(endpoint, remote_table) == expected
-    assert cli.main(["seed", "--students", "5", "--seed", "3"]) == 0  # idempotent puts
-    capsys.readouterr()
-    assert count_items(endpoint, remote_table) == expected
     assert cli.main(["create-table"]) == 0
     assert capsys.readouterr().out == f"table {remote_table} already exists\n"
+
+
+MUTATIONS = """mutation {
+  createStudent(input: {id: "late", name: "Late Comer", email: "late@school.example"}) {
+    userErrors { code } }
+  enrollStudent(studentId: "late", classId: "cls-001") { userErrors { code } }
+  updateTeacher(id: "tch-001", input: {name: "Renamed"}) { userErrors { code } }
+}"""
+
+
+def test_seed_refuses_a_table_with_items_and_force_leaves_check_clean(
+    remote_table: str, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's seed run again after a mutation: refused in one line; with --force the
+    table is emptied first, so `check` stays clean whatever the table held (a smaller
+    school over a bigger one, a mutated graph)."""
+    assert cli.main(["create-table"]) == 0
+    assert cli.main(["seed", "--students", "8", "--seed", "3"]) == 0
+    from graph_api.graph.context import Services
+
+    services = Services.create(make_settings(endpoint, table=remote_table))
+    try:
+        assert ok(services, MUTATIONS)
+    finally:
+        services.close()
+    capsys.readouterr()
+
+    assert cli.main(["seed", "--students", "8", "--seed", "3"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"graph-api: DynamoDB at {endpoint}, table {remote_table}",
+        f"graph-api: table {remote_table} already holds items: seed writes into an empty"
+        " table; `graph-api seed --force` deletes every item first",
+    ]
+    assert captured.out == ""
+
+    for students in (8, 5):  # over the mutated school, then a smaller one over it
+        assert cli.main(["seed", "--students", str(students), "--seed", "3", "--force"]) == 0
+        assert cli.main(["check"]) == 0, capsys.readouterr().out
+        assert count_items(endpoint, remote_table) == len(demo.generate(students, 3))
+    assert capsys.readouterr().err.startswith(
+        f"graph-api: DynamoDB at {endpoint}, table {remote_table}\n"
+    )
 
 
 def test_settings_pick_embedded_without_aws_hints() -> None:
@@ -328,11 +372,35 @@ def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
         assert written["pid"] == serve.pid
         assert written["table"] == "graph"
 
+        found = f"(the embedded DynamoDB of `graph-api serve`, pid {serve.pid})"
         assert cli.main(["check"]) == 0
         captured = capsys.readouterr()
         assert captured.out.endswith("clean: every invariant holds\n")
-        assert f"(pid {serve.pid}), {written['endpoint']}, table graph" in captured.err
+        assert captured.err.startswith(
+            f"graph-api: DynamoDB at {written['endpoint']} {found}, table graph\n"
+        )
+        first, *_ = output.read_text().splitlines()
+        assert first == (
+            f"graph-api: DynamoDB at {written['endpoint']} (embedded moto, 8 demo students),"
+            " table graph"
+        )
         assert f"Embedded DynamoDB: {written['endpoint']}, table graph" in output.read_text()
+
+        # GRAPH_API_TABLE wins over the file's table: nothing is written to the demo's.
+        clean_env.setenv("GRAPH_API_TABLE", "nosuch")
+        assert cli.main(["seed", "--students", "2"]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"graph-api: DynamoDB at {written['endpoint']} {found}, table nosuch",
+            f"graph-api: table nosuch does not exist at {written['endpoint']}: create it with"
+            " `graph-api create-table` (GRAPH_API_TABLE names it)",
+        ]
+        clean_env.delenv("GRAPH_API_TABLE")
+
+        # A bigger school over the demo: refused, then written over an emptied table.
+        assert cli.main(["seed", "--students", "20"]) == 2
+        assert "already holds items" in capsys.readouterr().err
+        assert cli.main(["seed", "--students", "20", "--force"]) == 0
+        assert cli.main(["check"]) == 0, capsys.readouterr().out
     finally:
         serve.send_signal(stop)
         try:
@@ -364,6 +432,19 @@ def test_a_runtime_file_left_by_a_killed_serve_is_not_used(
     err = capsys.readouterr().err
     assert f"(pid {gone.pid}) is gone" in err
     assert "`make run`" in err and err.count("\n") == 1
+
+
+def test_the_dynamodb_endpoint_variable_wins_over_a_running_serves_file(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """With GRAPH_API_BACKEND=embedded too: a command sent to an endpoint goes there."""
+    embedded_file.write("http://127.0.0.1:1", "graph", "http://127.0.0.1:8000/graphql")
+    environ = {"GRAPH_API_BACKEND": "embedded", "AWS_ENDPOINT_URL_DYNAMODB": "http://db:8001"}
+    settings = Settings.from_env(environ)
+    assert cli._locate(settings, environ) == (settings, "")
+    located, found = cli._locate(settings, {"GRAPH_API_BACKEND": "embedded"})
+    assert (located.endpoint_url, located.table) == ("http://127.0.0.1:1", "graph")
+    assert f"pid {os.getpid()}" in found
 
 
 def test_serve_removes_only_its_own_runtime_file(clean_env: pytest.MonkeyPatch) -> None:

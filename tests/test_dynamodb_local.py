@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -11,7 +17,7 @@ import pytest
 
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
-from tools import dynamodb_local
+from tools import dynamodb_local, processes
 
 
 def test_a_relative_db_path_is_made_absolute_and_created(
@@ -97,3 +103,44 @@ def test_dynamodb_local_persists_under_a_relative_db_path(
     finally:
         running.stop()
     assert list((tmp_path / ".data" / "dynamodb").glob("*.db"))  # -sharedDb's one file
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGHUP])
+def test_serve_stops_its_java_child_on_sigterm_and_sighup(
+    backend: str, tmp_path: Path, stop_signal: signal.Signals
+) -> None:
+    """`make dynamodb-local` (`python -m tools.dynamodb_local serve`) stopped by a supervisor
+    or a closed terminal, not Ctrl-C: Java goes with it and the port is free again."""
+    if backend != "dynamodb-local":
+        pytest.skip("starts a second DynamoDB Local: runs with --backend=dynamodb-local")
+    port = dynamodb_local.free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "tools.dynamodb_local", "serve", "--port", str(port)],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        banner = serve.stdout.readline()  # once DynamoDB Local answers
+        java = int(re.search(r"\(pid (\d+)\)", banner).group(1))  # type: ignore[union-attr]
+        assert _listening(port)
+        serve.send_signal(stop_signal)  # to the Python process only, as `kill PID` does
+        assert serve.wait(timeout=60) == 0
+    finally:
+        processes.stop(serve)  # type: ignore[arg-type]
+    assert not _alive(java)
+    assert not _listening(port)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -7,8 +7,16 @@ errors, for its mutations) and with data. A README that drifts from the API fail
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +24,14 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 from support import assert_clean, fresh_services, make_settings, run
+from websockets.sync.client import connect
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin
+from tools.dynamodb_local import free_port
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```graphql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
@@ -95,3 +105,149 @@ def test_the_mutation_example_sent_again_answers_what_the_readme_shows(
     assert again.errors == []
     assert {"data": again.data} == shown
     assert_clean(small_school)
+
+
+RECIPE = re.search(
+    r"### Against DynamoDB Local, Alternator or AWS\n\n```sh\n(.*?)```",
+    README.read_text(encoding="utf-8"),
+    re.S,
+)
+# What `make dynamodb-local` needs of a checkout; the recipe runs in a folder of its own so
+# that its `.data/dynamodb` is not the developer's.
+CHECKOUT = ("Makefile", ".venv", "tools", "pyproject.toml", "uv.lock", "web")
+RECIPE_WAIT = 180  # seconds: a busy 2-core machine starts Java and a server slowly
+RENAME_TEACHER = """mutation($name: String!) {
+  updateTeacher(id: "tch-001", input: {name: $name}) { userErrors { code } } }"""
+
+
+def test_the_dynamodb_local_recipe_serves_subscriptions(backend: str, tmp_path: Path) -> None:
+    """ "Against DynamoDB Local": the README's commands word for word, in a shell of their
+    own (no AWS_* or GRAPH_API_* set), on free ports rather than 8001 and 8000 (through
+    DYNAMODB_LOCAL_PORT and GRAPH_API_PORT, the variables the Makefile and `serve` read).
+    On what `serve` then serves, a websocket subscription hears the event of a mutation
+    sent on another connection."""
+    if backend != "dynamodb-local":
+        pytest.skip("starts DynamoDB Local as the README does: --backend=dynamodb-local")
+    assert RECIPE is not None
+    lines = [line for line in RECIPE.group(1).splitlines() if line.strip()]
+    assert lines[0].startswith("make dynamodb-local &")
+    assert lines[-1] == ".venv/bin/graph-api serve"
+
+    root = README.parent
+    for name in CHECKOUT:
+        (tmp_path / name).symlink_to(root / name)
+    db_port, api_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.update(DYNAMODB_LOCAL_PORT=str(db_port), GRAPH_API_PORT=str(api_port))
+    started: list[subprocess.Popen[str]] = []
+    try:
+        for line in lines:
+            words = shlex.split(line.replace(":8001", f":{db_port}"), comments=True)
+            if words[-1] == "&":  # in the background, as the shell would; on once it says so
+                started.append(_start(words[:-1], tmp_path, env))
+                _wait_for_line(started[-1], "DynamoDB Local on")
+            elif words[0] == "export":
+                env.update(word.split("=", 1) for word in words[1:])
+            elif words[1:] == ["serve"]:
+                started.append(_start(words, tmp_path, env))
+                output = _wait_for_line(started[-1], "GraphiQL:")
+                assert (
+                    output[0] == f"graph-api: DynamoDB at http://127.0.0.1:{db_port}, table graph\n"
+                )
+                _until_healthy(f"http://127.0.0.1:{api_port}/healthz")
+            else:
+                done = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, text=True)
+                assert done.returncode == 0, (line, done.stdout, done.stderr)
+        _a_subscription_hears_a_mutation(f"127.0.0.1:{api_port}")
+    finally:
+        for process in reversed(started):  # serve, then make and its DynamoDB Local
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _start(words: list[str], folder: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        words,
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: stopped with its children
+    )
+
+
+def _wait_for_line(process: subprocess.Popen[str], start: str) -> list[str]:
+    """Read the process's output until a line starts with `start`, and return the lines so
+    far (the rest is drained on a thread, so that it never blocks on a full pipe)."""
+    assert process.stdout is not None
+    seen: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            seen.append(line)
+            if line.startswith(start):
+                found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + RECIPE_WAIT
+    while not found.wait(0.2):
+        assert process.poll() is None and time.monotonic() < deadline, "".join(seen)[-4000:]
+    return seen
+
+
+def _until_healthy(url: str) -> None:
+    deadline = time.monotonic() + RECIPE_WAIT
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            assert time.monotonic() < deadline, f"{url} did not answer"
+            time.sleep(0.2)
+
+
+def _a_subscription_hears_a_mutation(host: str) -> None:
+    with connect(
+        f"ws://{host}/graphql",
+        subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        open_timeout=RECIPE_WAIT,
+    ) as ws:
+        ws.send(json.dumps({"type": "connection_init"}))
+        assert json.loads(ws.recv(timeout=RECIPE_WAIT))["type"] == "connection_ack"
+        query = 'subscription { teacherChanged(id: "tch-001") { kind teacher { name } } }'
+        ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
+        # No acknowledgement of a subscription, and the stream reader reads what is written
+        # once it holds the lease: rename until an event comes (each rename is one).
+        names: list[str] = []
+        deadline = time.monotonic() + RECIPE_WAIT
+        while time.monotonic() < deadline:
+            names.append(f"Recipe {len(names)}")
+            _post(host, RENAME_TEACHER, {"name": names[-1]})
+            try:
+                message = json.loads(ws.recv(timeout=1))
+            except TimeoutError:
+                continue
+            assert message["type"] == "next", message
+            assert message["payload"]["data"]["teacherChanged"]["kind"] == "UPDATED", message
+            assert message["payload"]["data"]["teacherChanged"]["teacher"]["name"] in names
+            return
+        raise AssertionError(f"no event in {RECIPE_WAIT} s for {len(names)} renames")
+
+
+def _post(host: str, query: str, variables: dict[str, Any]) -> None:
+    body = json.dumps({"query": query, "variables": variables}).encode()
+    request = urllib.request.Request(
+        f"http://{host}/graphql", body, {"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=RECIPE_WAIT) as response:
+        answer = json.load(response)
+    assert answer["data"]["updateTeacher"]["userErrors"] == [], answer

@@ -27,6 +27,7 @@ from support import (
     fresh_services,
     hs256,
     live,
+    live_app,
     mutate,
     refusal,
     school,
@@ -123,6 +124,40 @@ def test_the_per_process_limit_is_unavailable(endpoint: str) -> None:
         assert services.events.hub.size == 1
         mutate(client, CREATE_T1)  # the one held still hears
         assert first.event("1")["teacherChanged"]["kind"] == "CREATED"
+
+
+def test_a_second_instance_with_the_in_process_broker_says_it_cannot_deliver(
+    endpoint: str,
+) -> None:
+    """Two single-worker instances on one table, each with the in-process broker: the one
+    without the stream's lease would never hear an event. Its subscribers are told so
+    (UNAVAILABLE, with the reason), not left waiting; once the reader stops, it reads and
+    its subscriptions hear writes."""
+    with (
+        fresh_services(endpoint, stream_lease_seconds=3.0) as first,
+        contextlib.closing(Services.create(first.settings)) as second,
+        contextlib.ExitStack() as first_running,
+    ):
+        first_running.enter_context(live_app(first))  # the first holds the lease
+        with TestClient(create_app(second)) as other:
+            until(lambda: second.events.reader is not None, "the second's reader")
+            reader = second.events.reader
+            assert reader is not None
+            until(lambda: reader.standby, "the second to find the lease held")
+            with subscriber(other, second) as sub:
+                sub.send("1", CHEAP)
+                _, error = refusal(sub, "1")
+            assert error["extensions"] == {"code": "UNAVAILABLE"}
+            assert "another server instance reads this table's change stream" in error["message"]
+            assert second.events.hub.size == 0
+
+            # The first stops and gives the lease up: the second takes it and reads.
+            first_running.close()
+            until(lambda: reader.reading.is_set(), "the second to read the stream")
+            with subscriber(other, second) as sub:
+                sub.subscribe("2", CHEAP)
+                mutate(other, CREATE_T1)
+                assert sub.event("2")["teacherChanged"]["kind"] == "CREATED"
 
 
 def test_a_server_without_its_pipeline_refuses_subscriptions(endpoint: str) -> None:

@@ -40,9 +40,13 @@ PAGE_QUERY = """query Page($after: String) {
 }"""
 
 
-def test_default_workers_one_per_core_remote_one_embedded_web_concurrency_first() -> None:
+def test_default_workers_one_unless_a_broker_shares_events_web_concurrency_first() -> None:
+    """One process whenever subscriptions need it (the in-process broker) or moto serves;
+    one per core on a remote backend with Redis to share events between workers."""
     remote, embedded = Settings(backend="remote"), Settings(backend="embedded")
-    assert cli.default_workers(remote, {}) == len(os.sched_getaffinity(0))
+    shared = Settings(backend="remote", events_broker="redis://127.0.0.1:6379/0")
+    assert cli.default_workers(remote, {}) == 1
+    assert cli.default_workers(shared, {}) == len(os.sched_getaffinity(0))
     assert cli.default_workers(embedded, {}) == 1
     assert cli.default_workers(embedded, {"WEB_CONCURRENCY": "3"}) == 3
     with pytest.raises(SettingsError, match="WEB_CONCURRENCY"):

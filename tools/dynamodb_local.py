@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -128,19 +129,31 @@ def start(port: int | None = None, db_path: Path | None = None, timeout: float =
         command_line, cwd=emulator, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     running = Running(process, f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            error = process.stderr.read().decode() if process.stderr else ""
-            raise SystemExit(f"DynamoDB Local exited: {error[-2000:]}")
-        try:
-            urllib.request.urlopen(running.endpoint, timeout=1)
-        except urllib.error.HTTPError:
-            return running  # it answers (400 to a bare GET): ready
-        except OSError:
-            time.sleep(0.2)
-    running.stop()
-    raise SystemExit(f"DynamoDB Local did not answer on {running.endpoint} in {timeout:.0f} s")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                error = process.stderr.read().decode() if process.stderr else ""
+                raise SystemExit(f"DynamoDB Local exited: {error[-2000:]}")
+            try:
+                urllib.request.urlopen(running.endpoint, timeout=1)
+            except urllib.error.HTTPError:
+                return running  # it answers (400 to a bare GET): ready
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit(f"DynamoDB Local did not answer on {running.endpoint} in {timeout:.0f} s")
+    except BaseException:  # not ready in time, or interrupted while starting: no orphan
+        running.stop()
+        raise
+
+
+# What ends `serve` as Ctrl-C does: a supervisor's or `kill`'s SIGTERM, a closed terminal's
+# SIGHUP. Left to their default, they end Python at once and orphan Java, which keeps the port.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(signum: int, _: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main() -> None:
@@ -158,15 +171,27 @@ def main() -> None:
     if args.command == "install":
         print(install())
         return
-    running = start(args.port, args.db_path)
-    print(f"DynamoDB Local on {running.endpoint} (pid {running.process.pid}); Ctrl-C stops it")
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _interrupt)
+    try:
+        running = start(args.port, args.db_path)
+    except KeyboardInterrupt:  # stopped while starting: start() stopped Java
+        sys.exit(0)
+    print(
+        f"DynamoDB Local on {running.endpoint} (pid {running.process.pid});"
+        " Ctrl-C (or SIGTERM, SIGHUP) stops it",
+        flush=True,
+    )
     print(
         f"  export AWS_ENDPOINT_URL_DYNAMODB={running.endpoint} AWS_ACCESS_KEY_ID=local "
-        "AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1"
+        "AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1",
+        flush=True,
     )
     try:
         running.process.wait()
     except KeyboardInterrupt:
+        pass
+    finally:
         running.stop()
     sys.exit(0)
 

@@ -33,6 +33,15 @@ NO_SHARED_BROKER = (
     " set GRAPH_API_EVENTS_BROKER=redis://... or serve with --workers 1"
 )
 
+# Why an instance with the in-process broker refuses subscriptions while another instance
+# reads the table's stream: none of its events would reach this process.
+ANOTHER_READER = (
+    "another server instance reads this table's change stream, and this one shares events"
+    " only within its process (GRAPH_API_EVENTS_BROKER=memory), so no event would reach"
+    " this subscription: run one instance, or set GRAPH_API_EVENTS_BROKER=redis://... for"
+    " several; subscribe again later (this instance reads once the other stops)"
+)
+
 
 class LiveEvents:
     """Stream reader (when this instance holds the lease) -> broker -> this hub.
@@ -57,6 +66,16 @@ class LiveEvents:
             raise Unavailable(self._refusal)
         return self.hub.subscribe(topics, group)
 
+    def _standby(self, standby: bool) -> None:
+        """The reader found another instance holding the lease (True), or took it (False):
+        subscriptions are refused, and those held ended with the reason, while no event
+        can reach them."""
+        if standby:
+            self._refusal = ANOTHER_READER
+            self.hub.end_all(Unavailable(ANOTHER_READER))
+        elif self._refusal == ANOTHER_READER:
+            self._refusal = None
+
     async def publish(self, changes: Sequence[Change]) -> None:
         """What the stream reader hands over: the events of a batch of changes."""
         events = derive(changes)
@@ -78,7 +97,9 @@ class LiveEvents:
         # Clients of its own: the reader's polls and lease writes never take a thread or a
         # connection a GraphQL request waits for.
         streams, dynamo = Streams(self.settings), Dynamo(self.settings)
-        reader = StreamReader(self.settings, dynamo, streams, self.publish)
+        # With the in-process broker, only the lease holder's subscribers hear events.
+        standby = self._standby if self.settings.events_broker == "memory" else None
+        reader = StreamReader(self.settings, dynamo, streams, self.publish, on_standby=standby)
         task = None if alone else asyncio.create_task(reader.run(), name="stream reader")
         self.reader = reader
         self._refusal = NO_SHARED_BROKER if alone else None

@@ -85,6 +85,7 @@ class StreamReader:
         *,
         owner: str | None = None,
         describe_seconds: float = 30.0,
+        on_standby: Callable[[bool], None] | None = None,
     ) -> None:
         self.table_name = settings.table
         self.poll_seconds = settings.stream_poll_seconds
@@ -111,6 +112,9 @@ class StreamReader:
         # so that reading again after a lease hiccup (renewals late, taken back) starts
         # there, not at a new LATEST past the batch that was not handed on.
         self._resume: dict[str, str] = {}
+        # Whether another instance holds the lease (as last tried), and who hears of changes.
+        self.standby = False
+        self._on_standby = on_standby
 
     @property
     def holding(self) -> bool:
@@ -121,7 +125,10 @@ class StreamReader:
         release it so that another instance takes over at once."""
         try:
             while True:
-                if not await self._take():
+                taken = await self._take()
+                if taken is not None:
+                    self._set_standby(not taken)
+                if not taken:
                     await asyncio.sleep(self.lease.renew_interval)
                     continue
                 log.info("reading %s's change stream (lease taken)", self.table_name)
@@ -144,12 +151,22 @@ class StreamReader:
         finally:
             await self.lease.release()
 
-    async def _take(self) -> bool:
+    async def _take(self) -> bool | None:
+        """Whether the lease is ours now; None when DynamoDB did not say (it is unknown
+        whether another instance holds it)."""
         try:
             return await self.lease.take()
         except (Unavailable, ClientError) as error:
             log.warning("could not try the stream's lease: %s", error)
-            return False
+            return None
+
+    def _set_standby(self, standby: bool) -> None:
+        if standby != self.standby:
+            self.standby = standby
+            if standby:
+                log.info("another instance reads %s's change stream", self.table_name)
+            if self._on_standby is not None:
+                self._on_standby(standby)
 
     async def _keep_lease(self) -> None:
         """Renew every third of the lease; `LeaseLost` (which stops the reading) when it was

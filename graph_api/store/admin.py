@@ -9,13 +9,14 @@ a GraphQL request's reads and writes go through `store/table.py`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from graph_api.errors import Unavailable
-from graph_api.model.keys import GSI1, GSI1PK, GSI1SK, PK, SK
+from graph_api.model.keys import GSI1, GSI1PK, GSI1SK, PK, SK, stream_lease
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
@@ -89,12 +90,17 @@ def batch_write(
 ) -> None:
     """Put items 25 a BatchWriteItem, retrying `UnprocessedItems` with backoff: each chunk
     is a request of its own for the retry policy (no deadline: a terminal waits)."""
+    requests = [{"PutRequest": {"Item": codec.encode(item)}} for item in items]
+    _batch_write(dynamo, name, requests, progress)
+
+
+def _batch_write(
+    dynamo: Dynamo, name: str, requests: Sequence[dict[str, Any]], progress: Progress | None
+) -> None:
     done = 0
-    for i in range(0, len(items), BATCH_WRITE_LIMIT):
-        chunk = items[i : i + BATCH_WRITE_LIMIT]
-        request: dict[str, Any] = {
-            name: [{"PutRequest": {"Item": codec.encode(item)}} for item in chunk]
-        }
+    for i in range(0, len(requests), BATCH_WRITE_LIMIT):
+        chunk = requests[i : i + BATCH_WRITE_LIMIT]
+        request: dict[str, Any] = {name: list(chunk)}
         retries, cost = Retries(dynamo.budget), 0
         while True:
             response = call_sync(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
@@ -105,17 +111,60 @@ def batch_write(
             cost = retries.pause_sync(Failure.THROTTLED, UNPROCESSED)
         done += len(chunk)
         if progress:
-            progress(done, len(items))
+            progress(done, len(requests))
+
+
+def _is_lease(key: dict[str, Any]) -> bool:
+    return bool(codec.decode(key) == stream_lease().as_item())
+
+
+def holds_items(dynamo: Dynamo, name: str) -> bool:
+    """Whether the table holds an item other than the stream reader's lease (which a table
+    any `serve` has read holds). Two items a page: at most one of them is the lease."""
+    params = {
+        "TableName": name,
+        "Limit": 2,
+        "ConsistentRead": True,
+        "ProjectionExpression": "#pk, #sk",
+        "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
+    }
+    page = call_sync(dynamo, "Scan", params, Retries(dynamo.budget))
+    return any(not _is_lease(key) for key in page.get("Items", []))
+
+
+def delete_items(dynamo: Dynamo, name: str, progress: Callable[[int], None] | None = None) -> int:
+    """Delete every item but the stream reader's lease (its checkpoints stay right), 25 a
+    BatchWriteItem; the number deleted. Keys are read first, then deleted, so the Scan never
+    pages over what it deletes."""
+    params: dict[str, Any] = {
+        "TableName": name,
+        "ConsistentRead": True,
+        "ProjectionExpression": "#pk, #sk",
+        "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
+    }
+    found: list[dict[str, Any]] = []
+    while True:  # each page a request of its own for the retry policy
+        page = call_sync(dynamo, "Scan", params, Retries(dynamo.budget))
+        found.extend(key for key in page.get("Items", []) if not _is_lease(key))
+        if "LastEvaluatedKey" not in page:
+            break
+        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    requests = [{"DeleteRequest": {"Key": key}} for key in found]
+    _batch_write(dynamo, name, requests, (lambda done, _: progress(done)) if progress else None)
+    return len(found)
 
 
 def create(dynamo: Dynamo, name: str) -> bool:
-    """Create the table and wait until it is active; False if it already exists."""
+    """Create the table and wait until it is active; False if it already exists. Each call
+    is retried as a request's are: a DynamoDB Local just started may time out its first."""
     try:
-        dynamo.call_sync("DescribeTable", {"TableName": name}, None)
+        call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
         return False
     except dynamo.client.exceptions.ResourceNotFoundException:
         pass
-    dynamo.call_sync("CreateTable", definition(name), None)
+    # In use: made by an attempt whose answer was lost (or by another creator): wait for it.
+    with contextlib.suppress(dynamo.client.exceptions.ResourceInUseException):
+        call_sync(dynamo, "CreateTable", definition(name), Retries(dynamo.budget))
     dynamo.client.get_waiter("table_exists").wait(
         TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
     )

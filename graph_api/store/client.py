@@ -27,6 +27,7 @@ import contextlib
 import contextvars
 import functools
 import logging
+import os
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -189,11 +190,20 @@ class _Clients:
     """Clients of one service: one aiobotocore client per running event loop, and one boto3
     client for synchronous callers, all with the same settings and hooks."""
 
-    def __init__(self, service: str, settings: Settings, endpoint_url: str | None) -> None:
+    def __init__(
+        self,
+        service: str,
+        settings: Settings,
+        endpoint_url: str | None,
+        *,
+        local_credentials: bool = True,
+    ) -> None:
         self.service = service
         self._kwargs: dict[str, Any] = {}
         if endpoint_url:
-            self._kwargs.update(endpoint_url=endpoint_url, **LOCAL_CREDENTIALS)
+            self._kwargs["endpoint_url"] = endpoint_url
+            if local_credentials:
+                self._kwargs.update(LOCAL_CREDENTIALS)
         connections = max(CONNECTIONS, settings.max_concurrency)
         self._aio_config = AioConfig(
             **_options(settings, connections), http_session_cls=CappedAIOHTTPSession
@@ -413,19 +423,84 @@ def _accounted(
             tracing.end_call(span, answer[0] if answer else None, failed)
 
 
+def endpoint_of(
+    service: str,
+    region: str,
+    session: botocore.session.Session | None = None,
+    *,
+    ignore_configured: bool = False,
+) -> str:
+    """The endpoint a client of `service` reaches, as botocore resolves it (its
+    `AWS_ENDPOINT_URL_<ID>`, `AWS_ENDPOINT_URL`, the config file's `services` section, else
+    AWS's own), or AWS's own with `ignore_configured`. Nothing is sent; throwaway
+    credentials keep botocore from looking for real ones."""
+    session = session or botocore.session.get_session()
+    # None, not False: False would override AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
+    config = Config(  # type: ignore[call-arg]  # botocore-stubs lack this documented option
+        region_name=region, ignore_configured_endpoint_urls=ignore_configured or None
+    )
+    client = session.create_client(
+        service,
+        config=config,
+        aws_access_key_id=LOCAL_CREDENTIALS["aws_access_key_id"],
+        aws_secret_access_key=LOCAL_CREDENTIALS["aws_secret_access_key"],
+    )
+    try:
+        return str(client.meta.endpoint_url)
+    finally:
+        client.close()
+
+
+def configured_endpoint(
+    service: str, region: str, session: botocore.session.Session | None = None
+) -> str | None:
+    """The endpoint botocore's configuration names for `service`, None for AWS's own: a
+    client as configured against one that ignores configured endpoints."""
+    session = session or botocore.session.get_session()
+    configured = endpoint_of(service, region, session)
+    aws = endpoint_of(service, region, session, ignore_configured=True)
+    return None if configured == aws else configured
+
+
+def streams_endpoint(settings: Settings) -> str | None:
+    """Where the stream reader reaches DynamoDB Streams, None for AWS's own endpoint.
+
+    An endpoint this process started serves Streams too. Otherwise botocore's rules, with one
+    step added: a Streams endpoint configured for itself (`AWS_ENDPOINT_URL_DYNAMODB_STREAMS`,
+    or `AWS_ENDPOINT_URL`) wins; with none, a configured DynamoDB endpoint
+    (`AWS_ENDPOINT_URL_DYNAMODB`) is the Streams one too, since DynamoDB Local, moto and
+    Alternator serve both at one URL (left to botocore, the reader would poll AWS's)."""
+    if settings.endpoint_url:
+        return settings.endpoint_url
+    session = botocore.session.get_session()  # one: it loads each service's model once
+    if os.environ.get("AWS_ENDPOINT_URL_DYNAMODB_STREAMS"):
+        return configured_endpoint("dynamodbstreams", settings.region, session)
+    return configured_endpoint("dynamodb", settings.region, session) or configured_endpoint(
+        "dynamodbstreams", settings.region, session
+    )
+
+
 class Streams:
     """The DynamoDB Streams client of the change stream reader (`graph_api/events/reader.py`).
 
     Made as `Dynamo` makes its client (region, timeouts, no botocore retries: the reader backs
-    off itself); an endpoint this process started (`settings.endpoint_url`) serves Streams too
-    and is reached with the same throwaway credentials, otherwise botocore resolves the
-    endpoint (`AWS_ENDPOINT_URL_DYNAMODB_STREAMS`, `AWS_ENDPOINT_URL`, or AWS).
+    off itself), at `streams_endpoint(settings)` unless `endpoint_url` names another (an
+    emulator may serve it elsewhere); an endpoint this process started is reached with the
+    same throwaway credentials as its DynamoDB, any other with botocore's credentials.
     """
 
     def __init__(self, settings: Settings, *, endpoint_url: str | None = None) -> None:
-        endpoint = endpoint_url or settings.endpoint_url  # an emulator may serve it elsewhere
-        self._clients = _Clients("dynamodbstreams", settings, endpoint)
+        ours = endpoint_url or settings.endpoint_url
+        endpoint = ours or streams_endpoint(settings)
+        self._clients = _Clients(
+            "dynamodbstreams", settings, endpoint, local_credentials=bool(ours)
+        )
         self.region = settings.region
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint the calls go to (as botocore resolved it)."""
+        return str(self._clients.sync.meta.endpoint_url)
 
     def register(self, event: str, handler: Callable[..., Any]) -> None:
         """A botocore event handler on every client of these Streams, now and later."""

@@ -93,7 +93,8 @@ class EmbeddedDynamoDB:
                 raise RuntimeError("the embedded DynamoDB did not start")
             port = int(line)
         self.endpoint_url = f"http://127.0.0.1:{port}"
-        log.info("embedded DynamoDB (moto) listening on %s", self.endpoint_url)
+        # Debug: `serve`'s first line names this endpoint, with the table.
+        log.debug("embedded DynamoDB (moto) listening on %s", self.endpoint_url)
         return self.endpoint_url
 
     def stop(self) -> None:
