@@ -46,19 +46,20 @@ from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.http import graphiql
-from graph_api.http.graphql_http import (
-    BAD_REQUEST,
-    JSON,
-    is_request_error,
-    response_media_type,
-    status_for,
-)
+from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
 from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
+from graph_api.http.negotiation import Stream, negotiate, response_media_type
 
 STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
     " (send Accept: text/event-stream), not as a plain HTTP request"
 )
+
+
+class _StreamIt(Exception):
+    """A subscription asked over HTTP by a client that accepts a stream: it runs as one."""
+
+
 CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is closed
 # Close codes (RFC 6455's registry), both of which graphql-ws's client treats as worth a
 # reconnection, not as fatal (its `isFatalInternalCloseCode`):
@@ -266,6 +267,38 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             response.headers["allow"] = "POST"
         return response
 
+    async def parse_http_body(
+        self, request: AsyncHTTPRequestAdapter
+    ) -> GraphQLRequestData | list[GraphQLRequestData]:
+        # Strawberry streams whenever Accept names text/event-stream, whatever its quality;
+        # a query or mutation streams only when the client prefers it (http.negotiation).
+        # A subscription asked as "http" by a client that accepts a stream becomes one in
+        # `execute_operation`.
+        data = await super().parse_http_body(request)
+        if isinstance(data, GraphQLRequestData):
+            preferred = negotiate(request.headers.get("accept")).stream is Stream.ALWAYS
+            data.protocol = "sse" if preferred else "http"
+        return data
+
+    async def execute_operation(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        request_data: GraphQLRequestData | list[GraphQLRequestData],
+        context: Context,
+        root_value: None,
+        sub_response: Response,
+    ) -> Any:
+        arguments = (request, request_adapter, request_data, context, root_value, sub_response)
+        try:
+            return await super().execute_operation(*arguments)
+        except _StreamIt:
+            # Refused before validation (the document is parsed and cached): run it again as
+            # a stream; `run` streams what the request data's protocol names.
+            assert isinstance(request_data, GraphQLRequestData)
+            request_data.protocol = "sse"
+            return await super().execute_operation(*arguments)
+
     async def get_sub_response(self, request: Request | WebSocket) -> Response:
         sub_response = await super().get_sub_response(request)
         # The negotiated type rides on the sub-response to `create_response`, which is not
@@ -318,6 +351,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             refused = error.__cause__
             if isinstance(refused, InvalidOperationTypeError):
                 if refused.operation_type == OperationType.SUBSCRIPTION:
+                    if negotiate(request.headers.get("accept")).stream is Stream.SUBSCRIPTIONS:
+                        raise _StreamIt from error
                     raise HTTPException(400, STREAM_ONLY) from error
                 # A mutation over GET is 405, not Strawberry's 400 (GraphQL over HTTP, "GET").
                 if request_adapter.method == "GET":
