@@ -89,6 +89,12 @@ class Settings:
     # (how soon another instance takes over from one that died; renewed every third).
     stream_poll_seconds: float = 0.25
     stream_lease_seconds: float = 10.0
+    # Origins a browser page may call the API from (CORS, `graph_api/http/cors.py`): a
+    # comma list of `scheme://host[:port]`, or `*` for any; and a pattern of origins, which
+    # the embedded backend sets when the list is not: localhost and 127.0.0.1 on any port.
+    # Strings, not tuples: settings travel to `serve`'s workers as JSON.
+    cors_origins: str = ""
+    cors_origin_regex: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -99,6 +105,8 @@ class Settings:
         if backend not in ("embedded", "remote"):
             raise SettingsError("GRAPH_API_BACKEND must be auto, embedded or remote")
         secret = env.get("GRAPH_API_CURSOR_SECRET", "")
+        origins = cors_origins(env.get("GRAPH_API_CORS_ORIGINS", ""))
+        local = not origins and backend == "embedded"
         return cls(
             table=env.get("GRAPH_API_TABLE", "graph"),
             backend=backend,  # type: ignore[arg-type]
@@ -141,6 +149,8 @@ class Settings:
             workers=_int(env, "WEB_CONCURRENCY", 1, minimum=1),
             stream_poll_seconds=_seconds(env, "GRAPH_API_STREAM_POLL_SECONDS", 0.25),
             stream_lease_seconds=_seconds(env, "GRAPH_API_STREAM_LEASE_SECONDS", 10.0),
+            cors_origins=origins,
+            cors_origin_regex=LOCAL_ORIGINS if local else "",
         )
 
 
@@ -236,6 +246,41 @@ def _auth(env: Mapping[str, str]) -> dict[str, Any]:
         "jwt_audience": audience,
         "auth_reads": _bool(env, "GRAPH_API_AUTH_READS", False),
     }
+
+
+# `make run`'s default: a front end's dev server on this machine, whatever its port.
+LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?"
+
+
+def cors_origins(raw: str) -> str:
+    """GRAPH_API_CORS_ORIGINS: origins as browsers send them (`scheme://host[:port]`, a
+    trailing slash dropped), comma-separated, or `*`; the normalized comma list."""
+    origins: list[str] = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if entry == "*":
+            origins.append(entry)
+            continue
+        if not entry:
+            continue
+        try:
+            parts = urlsplit(entry)
+            _ = parts.port  # raises ValueError when not a number
+        except ValueError:
+            parts = urlsplit("")
+        if (
+            parts.scheme.lower() not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username is not None
+        ):
+            raise SettingsError(
+                f"GRAPH_API_CORS_ORIGINS: {entry!r} is not an origin"
+                " (scheme://host[:port], e.g. https://app.example.org) nor *"
+            )
+        origins.append(f"{parts.scheme.lower()}://{parts.netloc.lower()}")
+    return ",".join(origins)
 
 
 REDIS_SCHEMES = ("redis", "rediss")

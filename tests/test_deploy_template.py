@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from graph_api.model.keys import GSI1
+from graph_api.settings import Settings
 from graph_api.store.admin import definition
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "template.yaml"
@@ -130,3 +131,16 @@ def test_only_the_operator_policy_may_scan(template: dict[str, Any]) -> None:
     operator = resource(template, "AWS::IAM::ManagedPolicy")["Properties"]["PolicyDocument"]
     assert any("dynamodb:Scan" in actions(s) for s in operator["Statement"])
     assert all("*" not in a for s in operator["Statement"] for a in actions(s))
+
+
+def test_cors_is_the_apis_own_fed_by_the_same_setting(template: dict[str, Any]) -> None:
+    # API Gateway's CORS would answer preflights itself and override the function's
+    # headers: the API answers CORS from GRAPH_API_CORS_ORIGINS, as in a container.
+    http_api = resource(template, "AWS::Serverless::HttpApi")["Properties"]
+    assert "CorsConfiguration" not in http_api
+    env = function(template)["Environment"]["Variables"]
+    assert env["GRAPH_API_CORS_ORIGINS"] == {"Ref": "AllowedOrigins"}
+    # Its default, as the function reads it: no origin until the operator names one.
+    default = template["Parameters"]["AllowedOrigins"]["Default"]
+    settings = Settings.from_env({"GRAPH_API_BACKEND": "remote", "GRAPH_API_CORS_ORIGINS": default})
+    assert (settings.cors_origins, settings.cors_origin_regex) == ("", "")

@@ -46,6 +46,7 @@ from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.http import graphiql
+from graph_api.http.cors import cors_middleware
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
 from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
@@ -400,6 +401,8 @@ def create_app(services: Services) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         middleware=[
+            # Outermost: refusals and errors of the inner layers carry CORS headers too.
+            *cors_middleware(services.settings),
             Middleware(RequestIdMiddleware),
             Middleware(BodySizeLimit, limit=services.settings.max_body_bytes),
         ],
