@@ -1,4 +1,5 @@
-"""The HTTP surface: Starlette routes `/graphql` (GraphiQL in a browser) and `/healthz`.
+"""The HTTP surface: Starlette routes `/graphql` (GraphiQL in a browser), and the probes
+`/healthz` and `/readyz` (`graph_api.http.health`).
 
 `/graphql` speaks GraphQL over HTTP (`graph_api.http.graphql_http`: media types, statuses) and
 serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN).
@@ -20,7 +21,7 @@ from graphql import GraphQLError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -45,7 +46,7 @@ from graph_api.errors import BadUserInput, NotFound, error_body
 from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
-from graph_api.http import graphiql
+from graph_api.http import graphiql, health
 from graph_api.http.cors import cors_middleware
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
 from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
@@ -373,9 +374,6 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
 
 def create_app(services: Services) -> Starlette:
-    async def healthz(_: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     async def home(_: Request) -> Response:
         return RedirectResponse("/graphql")
 
@@ -383,7 +381,8 @@ def create_app(services: Services) -> Starlette:
     routes: list[BaseRoute] = [
         Route("/graphql", endpoint, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", endpoint),
-        Route("/healthz", healthz),
+        Route("/healthz", health.healthz),
+        Route("/readyz", health.Readiness(services).respond),
         Route("/", home),
     ]
     if services.settings.graphiql and graphiql.assets_present():
