@@ -111,6 +111,8 @@ def test_a_query_streams_when_the_client_prefers_a_stream(client: TestClient) ->
     assert media_type(response) == EVENT_STREAM
     assert events_of(response) == ["event: next", "event: complete"]
     assert "stu-0001" in response.text
+    # Lines end with LF alone: urql's parser splits events on "\n\n" (graph_api/http/sse.py).
+    assert "\r" not in response.text and response.text.endswith("\n\n")
 
 
 def test_a_subscription_streams_for_a_client_that_accepts_a_stream(client: TestClient) -> None:

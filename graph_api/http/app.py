@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -51,6 +52,7 @@ from graph_api.http.cors import cors_middleware
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
 from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
+from graph_api.http.sse import LineFeedSSETransport
 
 STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
@@ -194,6 +196,9 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
 class GraphQLEndpoint(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = WebSocketHandler
+    stream_transport_classes_by_protocol = MappingProxyType(
+        {GRAPHQL_SSE_PROTOCOL: LineFeedSSETransport}  # graph_api.http.sse
+    )
 
     def __init__(self, services: Services, **kwargs: Any) -> None:
         settings = services.settings
