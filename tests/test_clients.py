@@ -8,23 +8,20 @@ import subprocess
 
 from support import ROOT, npm_package, tool
 
-from tools.api_server import serving
-
 CLIENTS = ROOT / "tests" / "clients"
 # The script bounds its own waits (a subscription's event: 120 s); this is a backstop.
 NODE_SECONDS = 600
 
 
-def test_urql_apollo_graphql_ws_and_graphql_sse_pass_at_their_defaults() -> None:
+def test_urql_apollo_graphql_ws_and_graphql_sse_pass_at_their_defaults(demo_api: str) -> None:
     node = tool("node", "apt-get install nodejs npm")
     npm_package(CLIENTS)
-    with serving(students=20) as url:
-        result = subprocess.run(
-            [node, str(CLIENTS / "clients.mjs"), f"{url}/graphql"],
-            capture_output=True,
-            text=True,
-            timeout=NODE_SECONDS,
-        )
+    result = subprocess.run(
+        [node, str(CLIENTS / "clients.mjs"), f"{demo_api}/graphql"],
+        capture_output=True,
+        text=True,
+        timeout=NODE_SECONDS,
+    )
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
     for client in ("urql", "apollo", "graphql-ws", "graphql-sse"):

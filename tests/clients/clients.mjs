@@ -113,7 +113,7 @@ async function check(client, what, run) {
 // -- urql: its documented exchanges; subscriptions over fetch (SSE) -------------------------
 {
   const client = new UrqlClient({ url, exchanges: [cacheExchange, fetchExchange], fetchSubscriptions: true });
-  const id = 'stu-0001';
+  const id = 'stu-0011';
   await check('urql', 'query', async () => {
     const result = await client.query(QUERY, { id }).toPromise();
     if (result.error) throw result.error;
@@ -140,7 +140,7 @@ async function check(client, what, run) {
   const client = new ApolloClient({ link: new HttpLink({ uri: url }), cache: new InMemoryCache() });
   const ws = createWsClient({ url: wsUrl, webSocketImpl: WebSocket });
   const live = new ApolloClient({ link: new GraphQLWsLink(ws), cache: new InMemoryCache() });
-  const id = 'stu-0002';
+  const id = 'stu-0012';
   await check('apollo', 'query', async () => {
     const { data } = await client.query({ query: gql(QUERY), variables: { id } });
     checkStudent(data, id, 'query');
@@ -173,7 +173,7 @@ function once(client, payload) {
 }
 {
   const client = createWsClient({ url: wsUrl, webSocketImpl: WebSocket });
-  const id = 'stu-0003';
+  const id = 'stu-0013';
   await check('graphql-ws', 'query', async () => {
     checkStudent(await once(client, { query: QUERY, variables: { id } }), id, 'query');
   });
@@ -195,7 +195,7 @@ function once(client, payload) {
 // -- graphql-sse: distinct connections mode (its default), every operation a stream --------
 {
   const client = createSseClient({ url });
-  const id = 'stu-0004';
+  const id = 'stu-0014';
   await check('graphql-sse', 'query', async () => {
     checkStudent(await once(client, { query: QUERY, variables: { id } }), id, 'query');
   });
