@@ -5,6 +5,7 @@ GRAPH_API_CORS_ORIGINS says; Lambda answers as a container does."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -107,3 +108,20 @@ def test_lambda_answers_a_preflight_from_the_templates_setting(
     response = handler(event, None)
     assert response["statusCode"] == 200
     assert response["headers"]["access-control-allow-origin"] == APP
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({}, "localhost and 127.0.0.1, any port"),
+        ({"GRAPH_API_BACKEND": "remote"}, "no other origin's page"),
+        ({"GRAPH_API_CORS_ORIGINS": APP}, APP),
+    ],
+)
+def test_serve_says_which_origins_may_call_it(
+    caplog: pytest.LogCaptureFixture, env: dict[str, str], said: str
+) -> None:
+    with caplog.at_level(logging.INFO, logger="graph_api"):
+        hosting.announce(Settings.from_env(env))
+    cors = [r.getMessage() for r in caplog.records if r.getMessage().startswith("CORS:")]
+    assert len(cors) == 1 and said in cors[0], cors
