@@ -58,12 +58,6 @@ STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
     " (send Accept: text/event-stream), not as a plain HTTP request"
 )
-
-
-class _StreamIt(Exception):
-    """A subscription asked over HTTP by a client that accepts a stream: it runs as one."""
-
-
 CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is closed
 # Close codes (RFC 6455's registry), both of which graphql-ws's client treats as worth a
 # reconnection, not as fatal (its `isFatalInternalCloseCode`):
@@ -73,6 +67,10 @@ BEHIND_CLOSE = 1013  # Try Again Later: "a temporary condition", the server shed
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
 ERRORS_BEFORE_CLOSE_SECONDS = 30.0
+
+
+class _StreamIt(Exception):
+    """A subscription asked over HTTP by a client that accepts a stream: it runs as one."""
 
 
 class _Operations(dict[str, Operation[Context, None]]):
