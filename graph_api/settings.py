@@ -93,6 +93,12 @@ class Settings:
     # SDK's variables ask for an exporter (`tracing_wanted`).
     metrics: bool = True
     tracing: bool = False
+    # Origins a browser page may call the API from (CORS, `graph_api/http/cors.py`): a
+    # comma list of `scheme://host[:port]`, or `*` for any; and a pattern of origins, which
+    # the embedded backend sets when the list is not: localhost and 127.0.0.1 on any port.
+    # Strings, not tuples: settings travel to `serve`'s workers as JSON.
+    cors_origins: str = ""
+    cors_origin_regex: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -103,6 +109,8 @@ class Settings:
         if backend not in ("embedded", "remote"):
             raise SettingsError("GRAPH_API_BACKEND must be auto, embedded or remote")
         secret = env.get("GRAPH_API_CURSOR_SECRET", "")
+        origins = cors_origins(env.get("GRAPH_API_CORS_ORIGINS", ""))
+        local = not origins and backend == "embedded"
         return cls(
             table=env.get("GRAPH_API_TABLE", "graph"),
             backend=backend,  # type: ignore[arg-type]
@@ -148,6 +156,8 @@ class Settings:
             # A function's process cannot be scraped: Lambda leaves /metrics off unless asked.
             metrics=_bool(env, "GRAPH_API_METRICS", not env.get("AWS_LAMBDA_FUNCTION_NAME")),
             tracing=tracing_wanted(env),
+            cors_origins=origins,
+            cors_origin_regex=LOCAL_ORIGINS if local else "",
         )
 
 
@@ -256,6 +266,41 @@ def _auth(env: Mapping[str, str]) -> dict[str, Any]:
         "jwt_audience": audience,
         "auth_reads": _bool(env, "GRAPH_API_AUTH_READS", False),
     }
+
+
+# `make run`'s default: a front end's dev server on this machine, whatever its port.
+LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?"
+
+
+def cors_origins(raw: str) -> str:
+    """GRAPH_API_CORS_ORIGINS: origins as browsers send them (`scheme://host[:port]`, a
+    trailing slash dropped), comma-separated, or `*`; the normalized comma list."""
+    origins: list[str] = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if entry == "*":
+            origins.append(entry)
+            continue
+        if not entry:
+            continue
+        try:
+            parts = urlsplit(entry)
+            _ = parts.port  # raises ValueError when not a number
+        except ValueError:
+            parts = urlsplit("")
+        if (
+            parts.scheme.lower() not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username is not None
+        ):
+            raise SettingsError(
+                f"GRAPH_API_CORS_ORIGINS: {entry!r} is not an origin"
+                " (scheme://host[:port], e.g. https://app.example.org) nor *"
+            )
+        origins.append(f"{parts.scheme.lower()}://{parts.netloc.lower()}")
+    return ",".join(origins)
 
 
 REDIS_SCHEMES = ("redis", "rediss")

@@ -128,6 +128,18 @@ def endpoint(backend: str, plain_endpoint: str, request: pytest.FixtureRequest) 
 
 
 @pytest.fixture(scope="session")
+def demo_api() -> Iterator[str]:
+    """`graph-api serve` on the embedded backend with a 20-student demo school (seed 7), its
+    base URL: for the tests that drive it from a browser or Node clients, started once.
+    They write only to students of their own (the GraphiQL test reads stu-0001 and enrols
+    stu-0002; the clients rename stu-0011 to stu-0014; the CORS page stu-0019)."""
+    from tools.api_server import serving
+
+    with serving(students=20, GRAPH_API_DEMO_SEED="7") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def demo_items() -> list[Item]:
     return demo.generate(students=DEMO_STUDENTS, seed=11)
 

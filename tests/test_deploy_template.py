@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from graph_api.model.keys import GSI1
+from graph_api.settings import Settings
 from graph_api.store.admin import definition
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "template.yaml"
@@ -140,3 +141,16 @@ def test_the_function_resumes_from_a_snapstart_snapshot(template: dict[str, Any]
     major, minor = map(int, props["Runtime"].removeprefix("python").split("."))
     assert (major, minor) >= (3, 12)
     assert props["AutoPublishAlias"]
+
+
+def test_cors_is_the_apis_own_fed_by_the_same_setting(template: dict[str, Any]) -> None:
+    # API Gateway's CORS would answer preflights itself and override the function's
+    # headers: the API answers CORS from GRAPH_API_CORS_ORIGINS, as in a container.
+    http_api = resource(template, "AWS::Serverless::HttpApi")["Properties"]
+    assert "CorsConfiguration" not in http_api
+    env = function(template)["Environment"]["Variables"]
+    assert env["GRAPH_API_CORS_ORIGINS"] == {"Ref": "AllowedOrigins"}
+    # Its default, as the function reads it: no origin until the operator names one.
+    default = template["Parameters"]["AllowedOrigins"]["Default"]
+    settings = Settings.from_env({"GRAPH_API_BACKEND": "remote", "GRAPH_API_CORS_ORIGINS": default})
+    assert (settings.cors_origins, settings.cors_origin_regex) == ("", "")

@@ -17,12 +17,13 @@ from support import GRJ, codes, make_settings
 
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
-from graph_api.http.graphql_http import (
-    GRAPHQL_RESPONSE_JSON,
-    JSON,
-    is_request_error,
+from graph_api.http.graphql_http import GRAPHQL_RESPONSE_JSON, JSON, is_request_error, status_for
+from graph_api.http.negotiation import (
+    EVENT_STREAM,
+    Negotiated,
+    Stream,
+    negotiate,
     response_media_type,
-    status_for,
 )
 
 LEGACY = {"Accept": JSON}
@@ -62,6 +63,71 @@ def media_type(response: Any) -> str:
 )
 def test_response_media_type_follows_accept(accept: str | None, expected: str) -> None:
     assert response_media_type(accept) == expected
+
+
+# What urql (@urql/core 6) sends by default: every type alike, no quality.
+URQL_ACCEPT = (
+    "application/graphql-response+json, application/graphql+json, application/json,"
+    " text/event-stream, multipart/mixed"
+)
+
+
+@pytest.mark.parametrize(
+    ("accept", "media", "stream"),
+    [
+        (URQL_ACCEPT, GRAPHQL_RESPONSE_JSON, Stream.SUBSCRIPTIONS),
+        (f"{JSON}, {EVENT_STREAM};q=0.1", JSON, Stream.SUBSCRIPTIONS),
+        (f"{JSON};q=0.5, {EVENT_STREAM}", JSON, Stream.ALWAYS),
+        (EVENT_STREAM, JSON, Stream.ALWAYS),  # graphql-sse's client
+        (f"{EVENT_STREAM};q=0, {JSON}", JSON, Stream.NEVER),
+        ("*/*", JSON, Stream.NEVER),  # a wildcard is JSON, never a stream
+        (None, JSON, Stream.NEVER),
+        # The most specific range wins: JSON refused, whatever */* says.
+        (f"{JSON};q=0, */*, {EVENT_STREAM};q=0.2", JSON, Stream.ALWAYS),
+    ],
+)
+def test_accept_qualities_choose_json_or_a_stream(
+    accept: str | None, media: str, stream: Stream
+) -> None:
+    assert negotiate(accept) == Negotiated(media, stream)
+
+
+def events_of(response: Any) -> list[str]:
+    return [line for line in response.text.splitlines() if line.startswith("event:")]
+
+
+@pytest.mark.parametrize("accept", [URQL_ACCEPT, f"{JSON}, {EVENT_STREAM};q=0.1"])
+def test_a_query_is_json_when_json_is_accepted_as_much_as_a_stream(
+    client: TestClient, accept: str
+) -> None:
+    response = client.post("/graphql", json={"query": QUERY}, headers={"Accept": accept})
+    assert response.status_code == 200
+    assert media_type(response) in (GRAPHQL_RESPONSE_JSON, JSON)
+    assert response.json()["data"]["student"]["id"] == "stu-0001"
+
+
+def test_a_query_streams_when_the_client_prefers_a_stream(client: TestClient) -> None:
+    response = client.post("/graphql", json={"query": QUERY}, headers={"Accept": EVENT_STREAM})
+    assert media_type(response) == EVENT_STREAM
+    assert events_of(response) == ["event: next", "event: complete"]
+    assert "stu-0001" in response.text
+    # Lines end with LF alone: urql's parser splits events on "\n\n" (graph_api/http/sse.py).
+    assert "\r" not in response.text and response.text.endswith("\n\n")
+
+
+def test_a_subscription_streams_for_a_client_that_accepts_a_stream(client: TestClient) -> None:
+    # An unknown field: the stream carries the validation error, then completes.
+    subscription = 'subscription { studentChanged(id: "stu-0001") { nope } }'
+    response = client.post(
+        "/graphql", json={"query": subscription}, headers={"Accept": URQL_ACCEPT}
+    )
+    assert media_type(response) == EVENT_STREAM
+    assert events_of(response) == ["event: next", "event: complete"]
+    assert "BAD_USER_INPUT" in response.text
+
+    refused = client.post("/graphql", json={"query": subscription}, headers=GRJ)
+    assert refused.status_code == 400
+    assert "text/event-stream" in refused.json()["errors"][0]["message"]
 
 
 def test_a_field_error_is_not_a_request_error() -> None:
@@ -200,6 +266,19 @@ def test_get_runs_queries_in_the_negotiated_type(client: TestClient) -> None:
     assert response.status_code == 200
     assert media_type(response) == GRAPHQL_RESPONSE_JSON
     assert response.json()["data"]["student"]["id"] == "stu-0001"
+
+
+def test_a_mutation_is_json_for_urqls_default_accept(write_client: TestClient) -> None:
+    mutation = (
+        'mutation { createStudent(input: {name: "Urql", email: "urql@example.org",'
+        ' home: {country: "Urqland", state: "U", city: "U"}}) { student { name } } }'
+    )
+    response = write_client.post(
+        "/graphql", json={"query": mutation}, headers={"Accept": URQL_ACCEPT}
+    )
+    assert response.status_code == 200
+    assert media_type(response) == GRAPHQL_RESPONSE_JSON
+    assert response.json()["data"]["createStudent"]["student"]["name"] == "Urql"
 
 
 @pytest.fixture

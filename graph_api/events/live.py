@@ -59,6 +59,11 @@ class LiveEvents:
         self.broker: Broker | None = None  # while running
         self._refusal: str | None = NOT_RUNNING
 
+    @property
+    def subscriptions_on(self) -> bool:
+        """Whether this server serves subscriptions now (its pipeline runs, for them)."""
+        return self._refusal is None
+
     def subscribe(self, topics: Sequence[str], group: Group | None = None) -> Subscription:
         """A subscription to `topics` (one of `group`'s, a websocket's), or UNAVAILABLE
         saying why this server has none."""

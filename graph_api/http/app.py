@@ -1,5 +1,6 @@
-"""The HTTP surface: Starlette routes `/graphql` (GraphiQL in a browser), `/healthz` and
-`/metrics` (Prometheus' text format, graph_api/telemetry).
+"""The HTTP surface: Starlette routes `/graphql` (GraphiQL in a browser), the probes
+`/healthz` and `/readyz` (`graph_api.http.health`), and `/metrics` (Prometheus' text format,
+graph_api/telemetry).
 
 `/graphql` speaks GraphQL over HTTP (`graph_api.http.graphql_http`: media types, statuses) and
 serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN).
@@ -13,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -21,7 +23,7 @@ from graphql import GraphQLError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -47,15 +49,12 @@ from graph_api.errors import BadUserInput, NotFound, error_body
 from graph_api.events.hub import Group
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
-from graph_api.http import graphiql
-from graph_api.http.graphql_http import (
-    BAD_REQUEST,
-    JSON,
-    is_request_error,
-    response_media_type,
-    status_for,
-)
+from graph_api.http import graphiql, health
+from graph_api.http.cors import cors_middleware
+from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
 from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
+from graph_api.http.negotiation import Stream, negotiate, response_media_type
+from graph_api.http.sse import LineFeedSSETransport
 
 STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
@@ -70,6 +69,10 @@ BEHIND_CLOSE = 1013  # Try Again Later: "a temporary condition", the server shed
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
 ERRORS_BEFORE_CLOSE_SECONDS = 30.0
+
+
+class _StreamIt(Exception):
+    """A subscription asked over HTTP by a client that accepts a stream: it runs as one."""
 
 
 class _Operations(dict[str, Operation[Context, None]]):
@@ -193,6 +196,9 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
 class GraphQLEndpoint(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = WebSocketHandler
+    stream_transport_classes_by_protocol = MappingProxyType(
+        {GRAPHQL_SSE_PROTOCOL: LineFeedSSETransport}  # graph_api.http.sse
+    )
 
     def __init__(self, services: Services, **kwargs: Any) -> None:
         settings = services.settings
@@ -271,6 +277,38 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             response.headers["allow"] = "POST"
         return response
 
+    async def parse_http_body(
+        self, request: AsyncHTTPRequestAdapter
+    ) -> GraphQLRequestData | list[GraphQLRequestData]:
+        # Strawberry streams whenever Accept names text/event-stream, whatever its quality;
+        # a query or mutation streams only when the client prefers it (http.negotiation).
+        # A subscription asked as "http" by a client that accepts a stream becomes one in
+        # `execute_operation`.
+        data = await super().parse_http_body(request)
+        if isinstance(data, GraphQLRequestData):
+            preferred = negotiate(request.headers.get("accept")).stream is Stream.ALWAYS
+            data.protocol = "sse" if preferred else "http"
+        return data
+
+    async def execute_operation(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        request_data: GraphQLRequestData | list[GraphQLRequestData],
+        context: Context,
+        root_value: None,
+        sub_response: Response,
+    ) -> Any:
+        arguments = (request, request_adapter, request_data, context, root_value, sub_response)
+        try:
+            return await super().execute_operation(*arguments)
+        except _StreamIt:
+            # Refused before validation (the document is parsed and cached): run it again as
+            # a stream; `run` streams what the request data's protocol names.
+            assert isinstance(request_data, GraphQLRequestData)
+            request_data.protocol = "sse"
+            return await super().execute_operation(*arguments)
+
     async def get_sub_response(self, request: Request | WebSocket) -> Response:
         sub_response = await super().get_sub_response(request)
         # The negotiated type rides on the sub-response to `create_response`, which is not
@@ -323,6 +361,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             refused = error.__cause__
             if isinstance(refused, InvalidOperationTypeError):
                 if refused.operation_type == OperationType.SUBSCRIPTION:
+                    if negotiate(request.headers.get("accept")).stream is Stream.SUBSCRIPTIONS:
+                        raise _StreamIt from error
                     raise HTTPException(400, STREAM_ONLY) from error
                 # A mutation over GET is 405, not Strawberry's 400 (GraphQL over HTTP, "GET").
                 if request_adapter.method == "GET":
@@ -342,9 +382,6 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
 
 def create_app(services: Services) -> Starlette:
-    async def healthz(_: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
     async def home(_: Request) -> Response:
         return RedirectResponse("/graphql")
 
@@ -357,7 +394,8 @@ def create_app(services: Services) -> Starlette:
     routes: list[BaseRoute] = [
         Route("/graphql", endpoint, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", endpoint),
-        Route("/healthz", healthz),
+        Route("/healthz", health.healthz),
+        Route("/readyz", health.Readiness(services).respond),
         Route("/", home),
     ]
     if services.settings.metrics:
@@ -379,6 +417,8 @@ def create_app(services: Services) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         middleware=[
+            # Outermost: refusals and errors of the inner layers carry CORS headers too.
+            *cors_middleware(services.settings),
             Middleware(RequestIdMiddleware),
             Middleware(BodySizeLimit, limit=services.settings.max_body_bytes),
         ],

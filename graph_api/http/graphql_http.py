@@ -1,5 +1,5 @@
-"""GraphQL over HTTP (https://graphql.github.io/graphql-over-http/): the response's media
-type and status.
+"""GraphQL over HTTP (https://graphql.github.io/graphql-over-http/): the response's status
+in the media type negotiated (`graph_api.http.negotiation`).
 
 A client that accepts `application/graphql-response+json` gets it, and with it statuses
 that say what happened: a request error (the document does not parse or validate, the
@@ -17,9 +17,10 @@ from typing import Any
 from strawberry.types import ExecutionResult
 
 from graph_api.errors import INTERNAL_SERVER_ERROR, BadRequest, Unauthenticated, Unavailable
+from graph_api.http.negotiation import GRAPHQL_RESPONSE_JSON, JSON
 
-GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
-JSON = "application/json"
+__all__ = ["BAD_REQUEST", "GRAPHQL_RESPONSE_JSON", "JSON", "is_request_error", "status_for"]
+
 # An HTTP-level refusal (unparsable JSON, no query, a mutation over GET, ...): the request
 # never became a GraphQL operation.
 BAD_REQUEST = BadRequest.code
@@ -29,39 +30,6 @@ _REQUEST_ERROR_STATUS = {
     INTERNAL_SERVER_ERROR: 500,
     Unavailable.code: 503,
 }
-
-
-def _quality(params: list[str]) -> float:
-    for param in params:
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "q":
-            try:
-                return max(0.0, min(1.0, float(value)))
-            except ValueError:
-                return 0.0
-    return 1.0
-
-
-def response_media_type(accept: str | None) -> str:
-    """The media type to answer in, from the request's Accept header.
-
-    `application/graphql-response+json` when the client accepts it at least as much as
-    `application/json`; otherwise `application/json`, which wildcards also mean (and which
-    answers a client that accepts neither, as the spec allows instead of a 406).
-    """
-    best = {GRAPHQL_RESPONSE_JSON: 0.0, JSON: 0.0}
-    for entry in (accept or "").split(","):
-        media_range, *params = entry.split(";")
-        media_range = media_range.strip().lower()
-        if media_range == GRAPHQL_RESPONSE_JSON:
-            kind = GRAPHQL_RESPONSE_JSON
-        elif media_range in (JSON, "application/*", "*/*"):
-            kind = JSON
-        else:
-            continue
-        best[kind] = max(best[kind], _quality(params))
-    wanted = best[GRAPHQL_RESPONSE_JSON]
-    return GRAPHQL_RESPONSE_JSON if wanted > 0 and wanted >= best[JSON] else JSON
 
 
 def is_request_error(result: ExecutionResult) -> bool:

@@ -67,6 +67,12 @@ def announce(settings: Settings) -> None:
         log.info("personal data: emails and streets only for requests with a valid token")
     else:
         log.info("personal data: emails and streets are served to nobody (no auth configured)")
+    if settings.cors_origin_regex:
+        log.info("CORS: pages on localhost and 127.0.0.1, any port, may call the API")
+    elif settings.cors_origins:
+        log.info("CORS: pages on %s may call the API", settings.cors_origins)
+    else:
+        log.info("CORS: no other origin's page may call the API (GRAPH_API_CORS_ORIGINS)")
 
 
 # A request allocates tens of thousands of short-lived objects (GraphQL results, items); with

@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph_api import logs
 from graph_api.errors import INTERNAL_SERVER_ERROR, BadUserInput, error_body, masked_message
-from graph_api.http.graphql_http import response_media_type
+from graph_api.http.negotiation import response_media_type
 
 log = logging.getLogger("graph_api.middleware")  # its name before the move to http/: kept
 
