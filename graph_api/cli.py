@@ -134,6 +134,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         announce,
         settings_for_workers,
         tune_collector,
+        uvicorn_limits,
     )
 
     settings = dataclasses.replace(
@@ -178,6 +179,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                 port=settings.port,
                 log_level=settings.log_level.lower(),
                 log_config=None,
+                **uvicorn_limits(settings),
             )
             return 0
         services = Services.create(settings)
@@ -190,6 +192,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                 port=settings.port,
                 log_level=settings.log_level.lower(),
                 log_config=None,  # keep the logging that logs.configure set up
+                **uvicorn_limits(settings),
             )
         finally:
             services.close()
