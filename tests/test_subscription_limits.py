@@ -37,6 +37,8 @@ from support import (
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from graph_api.events import derive
+from graph_api.events.changes import Event, Position
 from graph_api.graph.context import Services
 from graph_api.http.app import BEHIND_CLOSE, FORBIDDEN_CLOSE, IDLE_CLOSE, create_app
 from graph_api.model import items, keys
@@ -322,6 +324,40 @@ def test_a_websocket_that_stops_reading_is_closed_with_1013(endpoint: str) -> No
         assert all(m["type"] == "next" and m["payload"]["data"] for m in events)
         assert 0 < len(events) < written  # some were dropped, not buffered without bound
         assert hub.size == 0
+
+
+def test_a_subscription_the_server_cannot_keep_up_with_ends_blaming_the_server(
+    endpoint: str,
+) -> None:
+    """Events come faster than the server resolves them (here a burst of more than the
+    queue holds, handed to the hub at once) while the client reads everything (the
+    TestClient buffers without bound): that subscription ends with an error that blames
+    the server, and the connection and its other subscriptions carry on."""
+    with (
+        live(endpoint, big_class(), subscription_queue=QUEUE) as (client, services),
+        subscriber(client, services) as sub,
+    ):
+        hub = services.events.hub
+        sub.subscribe("heavy", BIG)
+        sub.subscribe("other", CHEAP.replace("t1", "t2"))
+        burst = [
+            Event(derive.topic(Kind.CLASS, "c1"), "UPDATED", "c1", None, Position("burst", n))
+            for n in range(QUEUE + 3)
+        ]
+        sub.ws.portal.call(hub.deliver, burst)
+        _, error = refusal(sub, "heavy")
+        assert error["extensions"] == {"code": "UNAVAILABLE"}
+        assert error["message"].startswith(
+            "this server resolves this subscription's events more slowly than they come:"
+            f" {QUEUE} waited (GRAPH_API_SUBSCRIPTION_QUEUE)"
+        )
+        assert "not your client's" in error["message"]
+        assert hub.size == 1
+        # Not closed: the other subscription still hears.
+        mutate(client, CREATE_T1.replace("t1", "t2").replace("Ada", "Grace"))
+        assert sub.event("other") == {
+            "teacherChanged": {"kind": "CREATED", "teacher": {"name": "Grace"}}
+        }
 
 
 def test_an_sse_stream_that_stops_being_read_ends_with_the_error(endpoint: str) -> None:

@@ -11,7 +11,7 @@ from graph_api.errors import Unavailable
 from graph_api.events.broker import Broker, make_broker
 from graph_api.events.changes import Change
 from graph_api.events.derive import derive
-from graph_api.events.hub import Group, Hub, Subscription
+from graph_api.events.hub import Group, Hub, Pace, Subscription
 from graph_api.events.reader import StreamReader
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo, Streams
@@ -46,12 +46,14 @@ class LiveEvents:
         self.broker: Broker | None = None  # while running
         self._refusal: str | None = NOT_RUNNING
 
-    def subscribe(self, topics: Sequence[str], group: Group | None = None) -> Subscription:
-        """A subscription to `topics` (one of `group`'s, a websocket's), or UNAVAILABLE
-        saying why this server has none."""
+    def subscribe(
+        self, topics: Sequence[str], group: Group | None = None, pace: Pace | None = None
+    ) -> Subscription:
+        """A subscription to `topics` (one of `group`'s, a websocket's; its operation's
+        `pace`), or UNAVAILABLE saying why this server has none."""
         if self._refusal is not None:
             raise Unavailable(self._refusal)
-        return self.hub.subscribe(topics, group)
+        return self.hub.subscribe(topics, group, pace)
 
     async def publish(self, changes: Sequence[Change]) -> None:
         """What the stream reader hands over: the events of a batch of changes."""
