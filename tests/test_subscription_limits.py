@@ -234,11 +234,21 @@ def big_class() -> list[Item]:
 
 def renames(endpoint: str, services: Services, ended: Callable[[], bool]) -> int:
     """Rename c1 with plain UpdateItems until `ended()`: how many writes it took. Each
-    write's change is handed to the hub before the next is written, so that the queue fills
-    because its subscriber does not take events, not because many came in one batch."""
+    write's change is handed to the hub, and taken by the subscriber unless it waits on its
+    client, before the next is written: the queue fills because the client does not read,
+    not because many came in one batch or the server (a busy machine) resolved slowly."""
     boto = boto_client(endpoint)
     reader = services.events.reader
     assert reader is not None
+    hub = services.events.hub
+
+    def taken() -> bool:
+        try:
+            held = hub.subscriptions()
+        except RuntimeError:  # changed under this thread's read: ask again
+            return False
+        return ended() or all(s.backlog == 0 or s.waiting_on_client for s in held)
+
     deadline = time.monotonic() + WAIT
     n = 0
     while not ended():
@@ -252,6 +262,7 @@ def renames(endpoint: str, services: Services, ended: Callable[[], bool]) -> int
             ExpressionAttributeValues={":s": encode_value(f"Subject {n}")},
         )
         until(lambda: reader.published > published, f"write {n} to be published")  # noqa: B023
+        until(taken, f"write {n} to be taken")
     return n
 
 

@@ -91,6 +91,11 @@ class Pace:
     def caught_up(self) -> None:
         self._since, self._sent = time.monotonic(), 0.0
 
+    @property
+    def waiting_on_client(self) -> bool:
+        """Whether a send is under way: the client has not taken what was sent before."""
+        return self._send_started is not None
+
     @contextlib.contextmanager
     def sending(self) -> Iterator[None]:
         started = self._send_started = time.monotonic()
@@ -101,7 +106,7 @@ class Pace:
             self._send_started = None
 
     def client_behind(self) -> bool:
-        if self._send_started is not None:
+        if self.waiting_on_client:
             return True
         return self._sent * 2 >= time.monotonic() - self._since
 
@@ -145,6 +150,15 @@ class Subscription:
                 self.drop(_behind(self._limit))
             return
         self._queue.put_nowait(event)
+
+    @property
+    def backlog(self) -> int:
+        """Events waiting to be taken."""
+        return self._queue.qsize()
+
+    @property
+    def waiting_on_client(self) -> bool:
+        return self._pace is not None and self._pace.waiting_on_client
 
     def end(self, error: ApiError | None = None) -> None:
         """Stop after what is queued; `error` is raised to the subscriber then (None: the
@@ -213,6 +227,10 @@ class Hub:
             self._by_topic.setdefault(topic, set()).add(subscription)
         self._count += 1
         return subscription
+
+    def subscriptions(self) -> set[Subscription]:
+        """Every subscription held."""
+        return {s for listeners in self._by_topic.values() for s in listeners}
 
     def forget(self, subscription: Subscription) -> None:
         removed = False

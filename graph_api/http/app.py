@@ -35,13 +35,14 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     Operation,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ConnectionInitMessage,
     Message,
     SubscribeMessage,
 )
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from graph_api.errors import BadUserInput, NotFound, Unavailable, error_body
+from graph_api.errors import BadUserInput, NotFound, error_body
 from graph_api.events.hub import Group
 from graph_api.graph.access import refusal
 from graph_api.graph.context import Context, Services
@@ -200,7 +201,7 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
             return
         await super().handle_message(message)
 
-    async def handle_connection_init(self, message: Any) -> None:
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
         try:
             await super().handle_connection_init(message)
         except Refused as refused:
@@ -310,11 +311,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             context.auth = await self.services.auth.authenticate(token)
         # When reads need a token, a connection without one is refused here, before any
         # of its documents is parsed (mutations alone are checked per operation).
-        refused = refusal(context, OperationType.QUERY)
-        if refused is not None:
-            error, message = refused
-            code = BEHIND_CLOSE if error is Unavailable else FORBIDDEN_CLOSE
-            raise Refused(code, message.replace("'Authorization: Bearer <JWT>'", "a token"))
+        if refusal(context, OperationType.QUERY) is not None:
+            problem = context.auth.problem or "no token was sent"
+            # A JWKS that does not answer is ours to fix: the client may try again later.
+            code = BEHIND_CLOSE if context.auth.unavailable else FORBIDDEN_CLOSE
+            raise Refused(code, f"this API needs a token: {problem}")
 
     def decode_json(self, data: str | bytes) -> object:
         """A message's JSON (a websocket's; an HTTP body, capped before it got here): one
