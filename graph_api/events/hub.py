@@ -5,8 +5,8 @@ is ended with UNAVAILABLE once `queue_limit` events wait, instead of growing the
 memory; what waits is dropped, since its client must read the current state anyway. The
 subscriptions of one websocket form a `Group`: when one falls behind they all end, and the
 connection is told to close (its client hears, rather than resubscribing past a gap without
-knowing). Its `Pace` tells whose fault a full queue is: when the time went to resolving
-events rather than to sending them to the client, the server is too slow for the events'
+knowing). A subscription's `Pace` tells whose fault its full queue is: when the time went to
+resolving events rather than to sending them, the server is too slow for the events'
 rate (or burst), and only that subscription ends, with an error that says so.
 Events carry their stream position; an event at or before the last position seen of its
 shard is dropped, so a stream reader that takes over after a crash and reads a few records
