@@ -29,12 +29,14 @@ USER 10001
 # vCPU the task has (each worker is one event loop); `graph-api serve` reads the same
 # variable. Set explicitly: in a container the CPUs Python sees are the host's.
 # /metrics sums the workers' values kept there (prometheus_client's multiprocess mode).
+# UVICORN_WS_MAX_SIZE: a websocket message's cap, GRAPH_API_MAX_BODY_BYTES' (raise both).
 ENV GRAPH_API_BACKEND=remote \
     PROMETHEUS_MULTIPROC_DIR=/tmp/graph-api-metrics \
     UVICORN_HOST=0.0.0.0 \
     UVICORN_PORT=8000 \
     WEB_CONCURRENCY=2 \
-    UVICORN_TIMEOUT_GRACEFUL_SHUTDOWN=20
+    UVICORN_TIMEOUT_GRACEFUL_SHUTDOWN=20 \
+    UVICORN_WS_MAX_SIZE=100000
 
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \

@@ -170,6 +170,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         announce,
         settings_for_workers,
         tune_collector,
+        uvicorn_limits,
     )
 
     settings = dataclasses.replace(
@@ -225,6 +226,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                     port=settings.port,
                     log_level=settings.log_level.lower(),
                     log_config=None,
+                    **uvicorn_limits(settings),
                 )
             finally:
                 if made_metrics_dir is not None:
@@ -241,6 +243,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                 port=settings.port,
                 log_level=settings.log_level.lower(),
                 log_config=None,  # keep the logging that logs.configure set up
+                **uvicorn_limits(settings),
             )
         finally:
             services.close()

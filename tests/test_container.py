@@ -19,7 +19,7 @@ from support import ROOT, free_port
 
 from graph_api.graph.context import Services
 from graph_api.http import hosting
-from graph_api.settings import SettingsError
+from graph_api.settings import Settings, SettingsError
 
 DOCKERFILE = ROOT / "Dockerfile"
 STARTUP_SECONDS = 60
@@ -68,6 +68,8 @@ def test_the_image_is_slim_non_root_and_runs_uvicorn_workers() -> None:
     assert command[:2] == ["uvicorn", "--factory"]
     assert int(image_env()["WEB_CONCURRENCY"]) >= 2
     assert image_env()["GRAPH_API_BACKEND"] == "remote"
+    # uvicorn refuses a websocket message over the body limit from its header (`serve` too).
+    assert int(image_env()["UVICORN_WS_MAX_SIZE"]) == Settings().max_body_bytes
 
 
 def test_the_factory_refuses_the_embedded_backend(monkeypatch: pytest.MonkeyPatch) -> None:

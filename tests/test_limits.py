@@ -488,6 +488,19 @@ def test_custom_body_limit(client_with: MakeClient) -> None:
     )
 
 
+def test_a_query_string_over_the_limit_is_413(client_with: MakeClient) -> None:
+    """A GET carries its document and variables in the URL, which the server lets through
+    up to its own (larger) bound: the same cap as a body's."""
+    limited = client_with(max_body_bytes=300)
+    variables = json.dumps({"pad": "x" * 300})
+    query = "{ sports(first: 1) { edges { cursor } } }"
+    ok = limited.get("/graphql", params={"query": query})
+    assert ok.status_code == 200
+    refused = limited.get("/graphql", params={"query": query, "variables": variables})
+    assert_body_refused(refused, limit=300)
+    assert refused.json()["errors"][0]["message"].startswith("query string over the limit")
+
+
 def run_body_limit(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple[Any, Any]:
     """Drive BodySizeLimit(limit=100) directly with `chunks` as separate ASGI messages."""
     seen: list[bytes] = []

@@ -22,6 +22,7 @@ from support import (
     AUTH,
     SSE,
     WAIT,
+    WS,
     Subscriber,
     boto_client,
     fresh_services,
@@ -37,8 +38,10 @@ from support import (
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from graph_api.events import derive
+from graph_api.events.changes import Event, Position
 from graph_api.graph.context import Services
-from graph_api.http.app import BEHIND_CLOSE, IDLE_CLOSE, create_app
+from graph_api.http.app import BEHIND_CLOSE, FORBIDDEN_CLOSE, IDLE_CLOSE, create_app
 from graph_api.model import items, keys
 from graph_api.model.items import ENROLMENT, TEACHING
 from graph_api.model.keys import Kind
@@ -182,10 +185,18 @@ def test_with_auth_for_reads_a_subscription_needs_a_token(endpoint: str) -> None
     bearer = {"Authorization": f"Bearer {hs256()}"}
     with live(endpoint, **AUTH, auth_reads=True) as (client, services):
         hub = services.events.hub
-        with subscriber(client, services) as anonymous:
-            anonymous.send("1", CHEAP)
-            _, error = refusal(anonymous, "1")
-            assert error["extensions"] == {"code": "UNAUTHENTICATED"}
+        # A websocket without a valid token is closed at `connection_init`: the subscribe
+        # sent right behind it is never parsed.
+        for init, problem in (
+            ({}, "no token was sent"),
+            ({"payload": {"Authorization": "Bearer not-a-jwt"}}, "invalid token"),
+        ):
+            with client.websocket_connect("/graphql", subprotocols=WS) as ws:
+                ws.send_json({"type": "connection_init", **init})
+                ws.send_json({"id": "1", "type": "subscribe", "payload": {"query": CHEAP}})
+                closed = ws.receive()
+            assert (closed["type"], closed["code"]) == ("websocket.close", FORBIDDEN_CLOSE)
+            assert closed["reason"].startswith(f"this API needs a token: {problem}")
             assert hub.size == 0
         stream = SSE(client, CHEAP)
         stream.join()
@@ -258,11 +269,21 @@ def big_class() -> list[Item]:
 
 def renames(endpoint: str, services: Services, ended: Callable[[], bool]) -> int:
     """Rename c1 with plain UpdateItems until `ended()`: how many writes it took. Each
-    write's change is handed to the hub before the next is written, so that the queue fills
-    because its subscriber does not take events, not because many came in one batch."""
+    write's change is handed to the hub, and taken by the subscriber unless it waits on its
+    client, before the next is written: the queue fills because the client does not read,
+    not because many came in one batch or the server (a busy machine) resolved slowly."""
     boto = boto_client(endpoint)
     reader = services.events.reader
     assert reader is not None
+    hub = services.events.hub
+
+    def taken() -> bool:
+        try:
+            held = hub.subscriptions()
+        except RuntimeError:  # changed under this thread's read: ask again
+            return False
+        return ended() or all(s.backlog == 0 or s.waiting_on_client for s in held)
+
     deadline = time.monotonic() + WAIT
     n = 0
     while not ended():
@@ -276,6 +297,7 @@ def renames(endpoint: str, services: Services, ended: Callable[[], bool]) -> int
             ExpressionAttributeValues={":s": encode_value(f"Subject {n}")},
         )
         until(lambda: reader.published > published, f"write {n} to be published")  # noqa: B023
+        until(taken, f"write {n} to be taken")
     return n
 
 
@@ -348,6 +370,40 @@ def test_a_websocket_that_stops_reading_is_closed_with_1013(endpoint: str) -> No
         assert all(m["type"] == "next" and m["payload"]["data"] for m in events)
         assert 0 < len(events) < written  # some were dropped, not buffered without bound
         assert hub.size == 0
+
+
+def test_a_subscription_the_server_cannot_keep_up_with_ends_blaming_the_server(
+    endpoint: str,
+) -> None:
+    """Events come faster than the server resolves them (here a burst of more than the
+    queue holds, handed to the hub at once) while the client reads everything (the
+    TestClient buffers without bound): that subscription ends with an error that blames
+    the server, and the connection and its other subscriptions carry on."""
+    with (
+        live(endpoint, big_class(), subscription_queue=QUEUE) as (client, services),
+        subscriber(client, services) as sub,
+    ):
+        hub = services.events.hub
+        sub.subscribe("heavy", BIG)
+        sub.subscribe("other", CHEAP.replace("t1", "t2"))
+        burst = [
+            Event(derive.topic(Kind.CLASS, "c1"), "UPDATED", "c1", None, Position("burst", n))
+            for n in range(QUEUE + 3)
+        ]
+        sub.ws.portal.call(hub.deliver, burst)
+        _, error = refusal(sub, "heavy")
+        assert error["extensions"] == {"code": "UNAVAILABLE"}
+        assert error["message"].startswith(
+            "this server resolves this subscription's events more slowly than they come:"
+            f" {QUEUE} waited (GRAPH_API_SUBSCRIPTION_QUEUE)"
+        )
+        assert "not your client's" in error["message"]
+        assert hub.size == 1
+        # Not closed: the other subscription still hears.
+        mutate(client, CREATE_T1.replace("t1", "t2").replace("Ada", "Grace"))
+        assert sub.event("other") == {
+            "teacherChanged": {"kind": "CREATED", "teacher": {"name": "Grace"}}
+        }
 
 
 def test_an_sse_stream_that_stops_being_read_ends_with_the_error(endpoint: str) -> None:

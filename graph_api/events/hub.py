@@ -5,17 +5,22 @@ is ended with UNAVAILABLE once `queue_limit` events wait, instead of growing the
 memory; what waits is dropped, since its client must read the current state anyway. The
 subscriptions of one websocket form a `Group`: when one falls behind they all end, and the
 connection is told to close (its client hears, rather than resubscribing past a gap without
-knowing). Events carry their stream position; an event at or before the last position seen
-of its shard is dropped, so a stream reader that takes over after a crash and reads a few
-records again never delivers them twice.
+knowing). A subscription's `Pace` tells whose fault its full queue is: when the time went to
+resolving events rather than to sending them, the server is too slow for the events'
+rate (or burst), and only that subscription ends, with an error that says so.
+Events carry their stream position; an event at or before the last position seen of its
+shard is dropped, so a stream reader that takes over after a crash and reads a few records
+again never delivers them twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from graph_api import telemetry
 from graph_api.errors import ApiError, Unavailable
@@ -62,16 +67,67 @@ def _behind(limit: int) -> Unavailable:
     )
 
 
+def _server_behind(limit: int) -> Unavailable:
+    return Unavailable(
+        f"this server resolves this subscription's events more slowly than they come:"
+        f" {limit} waited (GRAPH_API_SUBSCRIPTION_QUEUE), so it was ended; the fault is the"
+        " server's, not your client's: subscribe again (a lighter selection helps)"
+    )
+
+
+class Pace:
+    """Where one operation's time went since its subscription last caught up (waited for
+    an event): sending its results to the client, or the rest (resolving them here).
+
+    The transport's side marks its sends (`sending`); the subscription marks when it caught
+    up. A send to a client that reads returns at once (the socket takes it), so a queue that
+    filled while a send waits, or while sends took most of the time, is the client's (it
+    reads too slowly, or not at all); otherwise the server resolved too slowly."""
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+        self._sent = 0.0  # seconds in finished sends since `_since`
+        self._send_started: float | None = None
+
+    def caught_up(self) -> None:
+        self._since, self._sent = time.monotonic(), 0.0
+
+    @property
+    def waiting_on_client(self) -> bool:
+        """Whether a send is under way: the client has not taken what was sent before."""
+        return self._send_started is not None
+
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        started = self._send_started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._sent += time.monotonic() - started
+            self._send_started = None
+
+    def client_behind(self) -> bool:
+        if self.waiting_on_client:
+            return True
+        return self._sent * 2 >= time.monotonic() - self._since
+
+
 class Subscription:
     """One subscriber's events, in the order they were published."""
 
     def __init__(
-        self, hub: Hub, topics: frozenset[str], queue_limit: int, group: Group | None = None
+        self,
+        hub: Hub,
+        topics: frozenset[str],
+        queue_limit: int,
+        group: Group | None = None,
+        pace: Pace | None = None,
     ) -> None:
         self.topics = topics
         self._hub = hub
         self._limit = queue_limit
         self._group = group
+        self._pace = pace
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._error: ApiError | None = None
         self._ended = False
@@ -85,7 +141,14 @@ class Subscription:
         if self._queue.qsize() >= self._limit:
             if metrics is not None:
                 metrics.events_shed.inc()
-            if self._group is not None:
+            if self._pace is not None and not self._pace.client_behind():
+                log.warning(
+                    "a subscription's events came faster than this server resolved them:"
+                    " %d waited (GRAPH_API_SUBSCRIPTION_QUEUE); ended it",
+                    self._limit,
+                )
+                self.drop(_server_behind(self._limit))
+            elif self._group is not None:
                 self._group.overflow(self, self._limit)
             else:
                 self.drop(_behind(self._limit))
@@ -93,6 +156,15 @@ class Subscription:
         self._queue.put_nowait(event)
         if metrics is not None:
             metrics.events_delivered.inc()
+
+    @property
+    def backlog(self) -> int:
+        """Events waiting to be taken."""
+        return self._queue.qsize()
+
+    @property
+    def waiting_on_client(self) -> bool:
+        return self._pace is not None and self._pace.waiting_on_client
 
     def end(self, error: ApiError | None = None) -> None:
         """Stop after what is queued; `error` is raised to the subscriber then (None: the
@@ -126,7 +198,10 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Event:
+        waited = self._queue.empty()
         event = await self._queue.get()
+        if waited and self._pace is not None:
+            self._pace.caught_up()
         if event is None:
             if self._error is not None:
                 raise self._error
@@ -147,19 +222,25 @@ class Hub:
     def size(self) -> int:
         return self._count
 
-    def subscribe(self, topics: Iterable[str], group: Group | None = None) -> Subscription:
+    def subscribe(
+        self, topics: Iterable[str], group: Group | None = None, pace: Pace | None = None
+    ) -> Subscription:
         if self._count >= self.max_subscriptions:
             raise Unavailable(
                 f"this server holds its limit of {self.max_subscriptions} subscriptions;"
                 " try again later"
             )
-        subscription = Subscription(self, frozenset(topics), self.queue_limit, group)
+        subscription = Subscription(self, frozenset(topics), self.queue_limit, group, pace)
         for topic in subscription.topics:
             self._by_topic.setdefault(topic, set()).add(subscription)
         self._count += 1
         if telemetry.metrics is not None:
             telemetry.metrics.subscriptions.inc()
         return subscription
+
+    def subscriptions(self) -> set[Subscription]:
+        """Every subscription held."""
+        return {s for listeners in self._by_topic.values() for s in listeners}
 
     def forget(self, subscription: Subscription) -> None:
         removed = False

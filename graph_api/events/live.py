@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from graph_api.errors import Unavailable
 from graph_api.events.changes import Change
 from graph_api.events.derive import derive
-from graph_api.events.hub import Group, Hub, Subscription
+from graph_api.events.hub import Group, Hub, Pace, Subscription
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo, Streams
 
@@ -64,12 +64,14 @@ class LiveEvents:
         """Whether this server serves subscriptions now (its pipeline runs, for them)."""
         return self._refusal is None
 
-    def subscribe(self, topics: Sequence[str], group: Group | None = None) -> Subscription:
-        """A subscription to `topics` (one of `group`'s, a websocket's), or UNAVAILABLE
-        saying why this server has none."""
+    def subscribe(
+        self, topics: Sequence[str], group: Group | None = None, pace: Pace | None = None
+    ) -> Subscription:
+        """A subscription to `topics` (one of `group`'s, a websocket's; its operation's
+        `pace`), or UNAVAILABLE saying why this server has none."""
         if self._refusal is not None:
             raise Unavailable(self._refusal)
-        return self.hub.subscribe(topics, group)
+        return self.hub.subscribe(topics, group, pace)
 
     def _standby(self, standby: bool) -> None:
         """The reader found another instance holding the lease (True), or took it (False):

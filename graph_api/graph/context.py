@@ -11,7 +11,7 @@ from typing import Any
 from strawberry.types import Info as StrawberryInfo
 
 from graph_api import telemetry
-from graph_api.events.hub import Group
+from graph_api.events.hub import Group, Pace
 from graph_api.events.live import LiveEvents
 from graph_api.graph.tokens import Authenticator, AuthResult
 from graph_api.model.cursors import Cursors
@@ -81,6 +81,8 @@ class Context:
     connection_params: dict[str, Any] | None = None
     # A websocket's subscriptions, which end together when one falls behind (`hub.Group`).
     subscriptions: Group | None = None
+    # Where an operation's time goes: sending results, or resolving them (`hub.Pace`).
+    pace: Pace = field(default_factory=Pace, repr=False)
     # What `prefetch.selected` found under a field, by its field nodes: the same for every
     # parent a list repeats the field under, and variables are fixed for the operation.
     selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)

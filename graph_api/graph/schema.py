@@ -15,6 +15,7 @@ from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 
 from graph_api import telemetry
+from graph_api.events.hub import Pace
 from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import DynamoDBAccounting, Observed
 from graph_api.graph.context import Context
@@ -104,12 +105,16 @@ class GraphSchema(strawberry.Schema):
         # The stream validates lazily, inside its first step: the operation name must be
         # set while it runs.
         token = requested_operation.set(operation_name)
+        # While a result is out of our hands, the transport is sending it (a websocket's
+        # send, an SSE chunk's): time that a client that reads slowly makes long.
+        pace = context_value.pace if isinstance(context_value, Context) else Pace()
         try:
             async with contextlib.aclosing(source):
                 async for result in source:
                     if isinstance(result, ExecutionResult | PreExecutionError):
                         result = _formatted(result, context_value)
-                    yield result
+                    with pace.sending():
+                        yield result
         finally:
             with contextlib.suppress(ValueError):  # reset from another context: harmless
                 requested_operation.reset(token)

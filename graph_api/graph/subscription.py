@@ -135,7 +135,7 @@ class SportChange:
 async def _events(info: Info, topics: Sequence[str]) -> AsyncGenerator[Event, None]:
     """The subscription's events, each in a fresh scope of loaders."""
     context = info.context
-    subscription = context.services.events.subscribe(topics, context.subscriptions)
+    subscription = context.services.events.subscribe(topics, context.subscriptions, context.pace)
     try:
         async for event in subscription:
             info.context.renew(event)

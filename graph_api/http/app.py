@@ -38,6 +38,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     Operation,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ConnectionInitMessage,
     Message,
     SubscribeMessage,
 )
@@ -47,6 +48,7 @@ from strawberry.types.graphql import OperationType
 from graph_api import telemetry
 from graph_api.errors import BadUserInput, NotFound, error_body
 from graph_api.events.hub import Group
+from graph_api.graph.access import refusal
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.http import graphiql, health
@@ -65,6 +67,14 @@ CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is
 # reconnection, not as fatal (its `isFatalInternalCloseCode`):
 IDLE_CLOSE = 1000  # Normal Closure: its purpose is over; a lazy client reconnects on demand
 BEHIND_CLOSE = 1013  # Try Again Later: "a temporary condition", the server sheds a client
+# Message Too Big (RFC 6455), what uvicorn's own cap (`ws_max_size`, which `serve` sets to
+# the same limit) sends, so a client hears one code whichever layer refused; graphql-ws's
+# client takes it as fatal: sending the same message again would not help.
+TOO_BIG_CLOSE = 1009
+# graphql-transport-ws's codes: a message the protocol does not allow (Strawberry sends it
+# for bad JSON or an unknown type), and a connection whose `connection_init` is refused.
+BAD_MESSAGE_CLOSE = 4400
+FORBIDDEN_CLOSE = 4403
 # How long the subscriptions of a connection that fell behind get to send their error and
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
@@ -97,9 +107,67 @@ class _Operations(dict[str, Operation[Context, None]]):
         return value
 
 
+class MessageTooBig(Exception):
+    """A websocket message over the byte cap, refused before it is decoded."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"message over the limit of {limit} bytes (GRAPH_API_MAX_BODY_BYTES)")
+
+
+class Refused(Exception):
+    """`connection_init` refused: the close code and reason."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+def over(text: str | bytes, limit: int) -> bool:
+    """Whether `text` takes more than `limit` bytes as UTF-8 (encoded only when it may)."""
+    if len(text) > limit:
+        return True
+    if isinstance(text, bytes) or len(text) * 4 <= limit:
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) > limit
+
+
+def close_reason(text: str) -> str:
+    """A close frame's reason holds at most 123 bytes (RFC 6455)."""
+    return text.encode()[:123].decode(errors="ignore")
+
+
+def malformed(message: object) -> str | None:
+    """Why a graphql-transport-ws message is not one this server handles, or None.
+    Strawberry reads fields without checking their types; an unknown type and a bad
+    `connection_init` payload it refuses itself."""
+    if not isinstance(message, dict):
+        return "a message must be a JSON object"
+    kind = message.get("type")
+    if not isinstance(kind, str):
+        return "a message needs a string type"
+    if kind in ("subscribe", "complete") and not isinstance(message.get("id"), str):
+        return f"a {kind} message needs a string id"
+    if kind != "subscribe":
+        return None
+    payload = message.get("payload")
+    if not isinstance(payload, dict):
+        return "a subscribe message's payload must be an object"
+    if not isinstance(payload.get("query"), str):
+        return "payload.query must be a string"
+    for name, kind_ in (("operationName", str), ("variables", dict), ("extensions", dict)):
+        if payload.get(name) is not None and not isinstance(payload[name], kind_):
+            what = "a string" if kind_ is str else "an object"
+            return f"payload.{name} must be {what}"
+    return None
+
+
 class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
     """graphql-transport-ws, with the limits of this API:
 
+    - a message over GRAPH_API_MAX_BODY_BYTES closes the connection (1009) undecoded, and a
+      malformed one (not an object, a query that is not a string, ...) with 4400;
+    - when reads need auth, `connection_init` without a valid token closes it (4403), so
+      no document of an anonymous client is ever parsed;
     - the per-connection limit refused with a coded error (Strawberry's has no code);
     - a connection with no operation for `GRAPH_API_WS_IDLE_SECONDS` is closed (1000);
     - when one of its subscriptions falls `GRAPH_API_SUBSCRIPTION_QUEUE` events behind (a
@@ -122,6 +190,27 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
     def on_request_accepted(self) -> None:
         super().on_request_accepted()
         self._operations_changed()  # idle from the start
+
+    async def handle(self) -> None:
+        try:
+            await super().handle()
+        except MessageTooBig as error:
+            self._closed = True
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                await self.websocket.close(code=TOO_BIG_CLOSE, reason=str(error))
+
+    async def handle_message(self, message: Message) -> None:
+        problem = malformed(message)
+        if problem is not None:
+            await self.handle_invalid_message(problem)
+            return
+        await super().handle_message(message)
+
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        try:
+            await super().handle_connection_init(message)
+        except Refused as refused:
+            await self.websocket.close(code=refused.code, reason=close_reason(refused.reason))
 
     async def shutdown(self) -> None:
         self._closed = True
@@ -231,6 +320,21 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         token = params.get("Authorization") if isinstance(params, dict) else None
         if isinstance(token, str):
             context.auth = await self.services.auth.authenticate(token)
+        # When reads need a token, a connection without one is refused here, before any
+        # of its documents is parsed (mutations alone are checked per operation).
+        if refusal(context, OperationType.QUERY) is not None:
+            problem = context.auth.problem or "no token was sent"
+            # A JWKS that does not answer is ours to fix: the client may try again later.
+            code = BEHIND_CLOSE if context.auth.unavailable else FORBIDDEN_CLOSE
+            raise Refused(code, f"this API needs a token: {problem}")
+
+    def decode_json(self, data: str | bytes) -> object:
+        """A message's JSON (a websocket's; an HTTP body, capped before it got here): one
+        over the byte cap is refused undecoded."""
+        limit = self.services.settings.max_body_bytes
+        if over(data, limit):
+            raise MessageTooBig(limit)
+        return super().decode_json(data)
 
     # -- GraphQL over HTTP (graph_api.http.graphql_http) -------------------------------------
 

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from starlette.applications import Starlette
 
@@ -95,6 +96,14 @@ def tune_collector() -> None:
     """Once a server process has built its services: see GC_THRESHOLDS."""
     gc.set_threshold(*GC_THRESHOLDS)
     gc.freeze()
+
+
+def uvicorn_limits(settings: Settings) -> dict[str, Any]:
+    """uvicorn's options that match the app's bounds: a websocket message over
+    GRAPH_API_MAX_BODY_BYTES is refused (1009) from its frame's header, before uvicorn reads
+    and buffers it (the app refuses it too, under any server: `http.app.MessageTooBig`).
+    The Dockerfile sets the same as UVICORN_WS_MAX_SIZE."""
+    return {"ws_max_size": settings.max_body_bytes}
 
 
 def create_app_from_env() -> Starlette:

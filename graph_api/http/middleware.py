@@ -75,7 +75,8 @@ class RequestIdMiddleware:
 
 class BodySizeLimit:
     """Refuses request bodies over `limit` bytes with 413 and a coded GraphQL error,
-    whether the client declared the length or streamed the body."""
+    whether the client declared the length or streamed the body; and a query string over
+    it (a GET's document and variables), which the server may let through."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -87,6 +88,9 @@ class BodySizeLimit:
             return
         headers = dict(scope["headers"])
         media_type = response_media_type(headers.get(b"accept", b"").decode("latin-1") or None)
+        if len(scope.get("query_string", b"")) > self.limit:
+            await self._refuse(send, media_type, "query string")
+            return
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await self._refuse(send, media_type)
@@ -118,10 +122,10 @@ class BodySizeLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send, media_type: str) -> None:
+    async def _refuse(self, send: Send, media_type: str, what: str = "request body") -> None:
         body = json.dumps(
             error_body(
-                f"request body over the limit of {self.limit} bytes",
+                f"{what} over the limit of {self.limit} bytes",
                 BadUserInput.code,
                 limit=self.limit,
             )
