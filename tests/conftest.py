@@ -19,6 +19,7 @@ from support import (
     fresh_services,
     gql_of,
     hs256,
+    keep_loop,
     make_settings,
     scan,
     tool,
@@ -150,7 +151,7 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
     from graph_api.graph.context import Services
 
     settings = make_settings(endpoint, table="test-read")
-    services = Services.create(settings)
+    services = keep_loop(Services.create(settings))
     admin.create(services.dynamo, settings.table)
     admin.batch_write(services.dynamo, settings.table, demo_items)
     yield services
@@ -166,7 +167,9 @@ def services_with(endpoint: str, services: Services) -> Iterator[Callable[..., S
     with contextlib.ExitStack() as stack:
 
         def make(**overrides: Any) -> Services:
-            made = Services.create(make_settings(endpoint, table="test-read", **overrides))
+            made = keep_loop(
+                Services.create(make_settings(endpoint, table="test-read", **overrides))
+            )
             stack.callback(close_services, made)
             return made
 

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,24 +114,31 @@ def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
         assert "#" not in error.get("message", ""), error
 
 
-# One event loop per Services (keyed by its Dynamo), as a server has one: the loop's
-# DynamoDB client is then made once, not once per operation.
+# One event loop per Services the fixtures make (keyed by its Dynamo), as a server has one:
+# the loop's DynamoDB client is then made once, not once per operation.
 _LOOPS: weakref.WeakKeyDictionary[Dynamo, asyncio.Runner] = weakref.WeakKeyDictionary()
 
 
-def run_on(services: Services, operation: Awaitable[Any]) -> Any:
-    """Run `operation` to its end on `services`' own event loop."""
+def keep_loop(services: Services) -> Services:
+    """Give `services` a loop of its own for `run_on`; `close_services` must close it."""
+    _LOOPS[services.dynamo] = asyncio.Runner()
+    return services
+
+
+def run_on(services: Services, operation: Coroutine[Any, Any, Any]) -> Any:
+    """Run `operation` to its end: on `services`' own loop when it has one that is free (not
+    running: a thread of a test may call in while it runs), else on a loop of its own."""
     runner = _LOOPS.get(services.dynamo)
-    if runner is None:
-        runner = _LOOPS[services.dynamo] = asyncio.Runner()
+    if runner is None or runner.get_loop().is_running():
+        return asyncio.run(operation)
     return runner.run(operation)
 
 
 def close_services(services: Services) -> None:
-    """`services.close()`, after closing the client of its loop (`run_on`), if it has one."""
+    """`services.close()`, after closing its loop (`keep_loop`), if it has one: the loop's
+    tasks are cancelled, its client's among them, which closes that client."""
     runner = _LOOPS.pop(services.dynamo, None)
     if runner is not None:
-        runner.run(services.dynamo.aclose())
         runner.close()
     services.close()
 
@@ -167,7 +174,7 @@ def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
     """Services over a new empty table of its own, deleted afterwards."""
     from graph_api.graph.context import Services
 
-    services = Services.create(make_settings(endpoint, **settings))
+    services = keep_loop(Services.create(make_settings(endpoint, **settings)))
     admin.create(services.dynamo, services.settings.table)
     try:
         yield services

@@ -178,8 +178,10 @@ def test_snapstart_closes_the_client_for_the_snapshot_and_serves_after_a_restore
 
     module = lambda_init
     assert open_clients(module) == 1  # opened by the init: the first request finds it ready
+    session = module._services().dynamo._clients._aio_session  # it caches what it resolved
     run_hooks(snapshot_restore_py.get_before_snapshot())
-    assert open_clients(module) == 0  # no connection, nor its credentials, in the snapshot
+    assert open_clients(module) == 0  # no connection in the snapshot...
+    assert module._services().dynamo._clients._aio_session is not session  # ...nor credentials
 
     state = random.getstate()  # two environments resumed from one snapshot...
     drawn = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import weakref
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -97,6 +98,8 @@ def _jmespaths(thing: Any) -> bool:
     """Part of a jmespath search's own cycle (its TreeInterpreter keeps bound methods of
     itself): botocore resolves DynamoDB's endpoint for every BatchGetItem with one, to read
     the tables' names (`ResourceArnList`), 6 objects a call. Not ours to break."""
+    if type(thing) in weakref.ProxyTypes:  # a proxy's attributes are its referent's, if alive
+        return False
     owner = getattr(thing, "__self__", thing)
     if isinstance(thing, dict) and thing:
         owner = getattr(next(iter(thing.values())), "__self__", None)

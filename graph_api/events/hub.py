@@ -154,8 +154,6 @@ class Subscription:
                 self.drop(_behind(self._limit))
             return
         self._queue.put_nowait(event)
-        if metrics is not None:
-            metrics.events_delivered.inc()
 
     @property
     def backlog(self) -> int:
@@ -206,6 +204,8 @@ class Subscription:
             if self._error is not None:
                 raise self._error
             raise StopAsyncIteration
+        if telemetry.metrics is not None:  # delivered: handed to the subscriber's stream
+            telemetry.metrics.events_delivered.inc()
         return event
 
 

@@ -119,6 +119,13 @@ def _loader() -> botocore.loaders.Loader:
     return botocore.loaders.create_loader()
 
 
+def _botocore_session() -> botocore.session.Session:
+    """A plain botocore session with the shared loader (endpoint lookups; nothing sent)."""
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _loader())
+    return session
+
+
 def _session(session: Any, parser_factory: Any) -> Any:
     """`session` (botocore's or aiobotocore's) with the shared loader and our parser."""
     session.register_component("data_loader", _loader())
@@ -275,10 +282,13 @@ class _Clients:
             raise
 
     async def aclose(self) -> None:
-        """Close the running loop's client, if it has one (a later call makes another)."""
+        """Close the running loop's client, if it has one. A later call makes another, from a
+        new session: the credentials the old one resolved and cached are not reused (a
+        SnapStart snapshot is taken after this, and restored where they may be stale)."""
         opened = self._by_loop.pop(asyncio.get_running_loop(), None)
         if opened is not None:
             await opened.close()
+            self._aio_session = _session(AioSession(), AioDynamoResponseParserFactory())
 
     def close(self) -> None:
         """Close the boto3 client. Loops' clients close with their loop (module docstring)."""
@@ -434,7 +444,7 @@ def endpoint_of(
     `AWS_ENDPOINT_URL_<ID>`, `AWS_ENDPOINT_URL`, the config file's `services` section, else
     AWS's own), or AWS's own with `ignore_configured`. Nothing is sent; throwaway
     credentials keep botocore from looking for real ones."""
-    session = session or botocore.session.get_session()
+    session = session or _botocore_session()
     # None, not False: False would override AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
     config = Config(  # type: ignore[call-arg]  # botocore-stubs lack this documented option
         region_name=region, ignore_configured_endpoint_urls=ignore_configured or None
@@ -456,7 +466,7 @@ def configured_endpoint(
 ) -> str | None:
     """The endpoint botocore's configuration names for `service`, None for AWS's own: a
     client as configured against one that ignores configured endpoints."""
-    session = session or botocore.session.get_session()
+    session = session or _botocore_session()
     configured = endpoint_of(service, region, session)
     aws = endpoint_of(service, region, session, ignore_configured=True)
     return None if configured == aws else configured
@@ -472,7 +482,7 @@ def streams_endpoint(settings: Settings) -> str | None:
     Alternator serve both at one URL (left to botocore, the reader would poll AWS's)."""
     if settings.endpoint_url:
         return settings.endpoint_url
-    session = botocore.session.get_session()  # one: it loads each service's model once
+    session = _botocore_session()  # one for the three lookups
     if os.environ.get("AWS_ENDPOINT_URL_DYNAMODB_STREAMS"):
         return configured_endpoint("dynamodbstreams", settings.region, session)
     return configured_endpoint("dynamodb", settings.region, session) or configured_endpoint(
