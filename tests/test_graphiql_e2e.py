@@ -11,6 +11,8 @@ import subprocess
 import urllib.request
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 from support import ROOT, missing, npm_package, tool
 
@@ -79,6 +81,19 @@ def enrolment_to_make() -> Enrolment:
     )
 
 
+def browse(node: str, chromium: str, script: Path, api: str, plan: dict[str, Any]) -> None:
+    """Run a page script of tests/e2e in headless Chromium against `api`; it must pass."""
+    result = subprocess.run(
+        [node, str(script), f"{api}/graphql", json.dumps(plan)],
+        env={**os.environ, "CHROMIUM": chromium},
+        capture_output=True,
+        text=True,
+        timeout=NODE_SECONDS,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    print(result.stdout)
+
+
 def test_graphiql_runs_a_query_and_a_subscription_in_headless_chromium(demo_api: str) -> None:
     chromium = os.environ.get("CHROMIUM") or tool("chromium", "apt-get install chromium")
     node = tool("node", "apt-get install nodejs npm")
@@ -98,16 +113,7 @@ def test_graphiql_runs_a_query_and_a_subscription_in_headless_chromium(demo_api:
         },
     }
 
-    result = subprocess.run(
-        [node, str(SCRIPT), f"{demo_api}/graphql", json.dumps(plan)],
-        env={**os.environ, "CHROMIUM": chromium},
-        capture_output=True,
-        text=True,
-        timeout=NODE_SECONDS,
-    )
-
-    assert result.returncode == 0, result.stdout + result.stderr
-    print(result.stdout)
+    browse(node, chromium, SCRIPT, demo_api, plan)
     for screenshot in (SCREENSHOT, SUBSCRIPTION_SCREENSHOT):
         assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert screenshot.stat().st_size > 10_000  # a rendered page, not a blank one
@@ -125,15 +131,7 @@ def test_a_front_end_on_another_origin_queries_and_mutates_through_cors(demo_api
     node = tool("node", "apt-get install nodejs npm")
     npm_package(CORS_SCRIPT.parent)
     plan = {"studentId": "stu-0019", "name": "Cross Origin", "refusedName": "Never Written"}
-    result = subprocess.run(
-        [node, str(CORS_SCRIPT), f"{demo_api}/graphql", json.dumps(plan)],
-        env={**os.environ, "CHROMIUM": chromium},
-        capture_output=True,
-        text=True,
-        timeout=NODE_SECONDS,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    print(result.stdout)
+    browse(node, chromium, CORS_SCRIPT, demo_api, plan)
     check = urllib.request.Request(
         f"{demo_api}/graphql",
         data=json.dumps({"query": '{ student(id: "stu-0019") { name } }'}).encode(),

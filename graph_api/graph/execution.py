@@ -630,6 +630,10 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         except Exception as raw_error:
             self.handle_field_error(raw_error, _type_of(step), step.details, path)
             return None
+        return self._settled(step, completed, path)
+
+    def _settled(self, step: Step, completed: Any, path: Path) -> Any:
+        """An object's completed fields, awaited first when one of them was awaitable."""
         if type(completed) is not dict and self.is_awaitable(completed):
             return self._await_completed(completed, _type_of(step), step.details, path)
         return completed
@@ -675,9 +679,7 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
             except Exception as raw_error:
                 self.handle_field_error(raw_error, _type_of(step), step.details, path)
                 return None
-            if type(completed) is not dict and self.is_awaitable(completed):
-                return self._await_completed(completed, _type_of(step), step.details, path)
-            return completed
+            return self._settled(step, completed, path)
         check = step.check
         is_awaitable = self.is_awaitable
         return_type = step.field.type  # type: ignore[union-attr]
