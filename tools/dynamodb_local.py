@@ -177,17 +177,17 @@ def main() -> None:
         running = start(args.port, args.db_path)
     except KeyboardInterrupt:  # stopped while starting: start() stopped Java
         sys.exit(0)
-    print(
-        f"DynamoDB Local on {running.endpoint} (pid {running.process.pid});"
-        " Ctrl-C (or SIGTERM, SIGHUP) stops it",
-        flush=True,
-    )
-    print(
-        f"  export AWS_ENDPOINT_URL_DYNAMODB={running.endpoint} AWS_ACCESS_KEY_ID=local "
-        "AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1",
-        flush=True,
-    )
-    try:
+    try:  # from here a stop signal, even during the banner, stops Java and exits 0
+        print(
+            f"DynamoDB Local on {running.endpoint} (pid {running.process.pid});"
+            " Ctrl-C (or SIGTERM, SIGHUP) stops it",
+            flush=True,
+        )
+        print(
+            f"  export AWS_ENDPOINT_URL_DYNAMODB={running.endpoint} AWS_ACCESS_KEY_ID=local "
+            "AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1",
+            flush=True,
+        )
         running.process.wait()
     except KeyboardInterrupt:
         pass
