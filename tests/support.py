@@ -1395,3 +1395,16 @@ def read_request(conn: socket.socket) -> bytes | None:
     while len(body) < length:
         body += conn.recv(65536)
     return head + b"\r\n\r\n" + body
+
+
+def queries_answered(metrics_text: str) -> float:
+    """What a /metrics page says of the queries answered ok (all workers' sum, where shared)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        for sample in family.samples
+        if sample.name == "graph_api_graphql_request_duration_seconds_count"
+        and sample.labels == {"operation_type": "query", "outcome": "ok"}
+    )

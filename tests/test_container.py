@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from support import ROOT, free_port
+from support import ROOT, free_port, queries_answered
 
 from graph_api.graph.context import Services
 from graph_api.http import hosting
@@ -161,10 +160,4 @@ def test_the_containers_command_serves_graphql_and_its_healthcheck_passes(
 def _queries_counted(base: str) -> float:
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
         text = response.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "graph_api_graphql_request_duration_seconds_count"
-        and sample.labels == {"operation_type": "query", "outcome": "ok"}
-    )
+    return queries_answered(text)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from support import queries_answered
 
 from graph_api import cli
 from graph_api.http.hosting import settings_for_workers, settings_from_parent
@@ -94,13 +94,7 @@ def _queries_counted(port: int) -> float:
         text = connection.getresponse().read().decode()
     finally:
         connection.close()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "graph_api_graphql_request_duration_seconds_count"
-        and sample.labels == {"operation_type": "query", "outcome": "ok"}
-    )
+    return queries_answered(text)
 
 
 def _wait_until_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
