@@ -195,27 +195,38 @@ class Connection(Generic[T]):
         return self.count()  # type: ignore[no-any-return]  # an int, or an awaitable of one
 
 
-UNCOUNTED = (
-    " No totalCount: the table keeps no counter for it, and counting would read every item"
-    " of the list (a Scan of it); walk the pages to count."
+COUNTED = (
+    " totalCount reads the list's counter item, kept in the transactions that change the"
+    " list: one GetItem, batched with the other items read beside it; none when not selected."
 )
+TOTAL = "How many items the whole list holds (all pages), from the list's counter item."
 
 
 @strawberry.type(
-    description="A page of a catalog (all teachers, classes or sports), ordered by id." + UNCOUNTED
+    description="A page of a catalog (all teachers, classes or sports), ordered by id." + COUNTED
 )
 class CatalogConnection(Generic[T]):
     edges: list[Edge[T]] = strawberry.field(description=EDGES)
     page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+    count: strawberry.Private[Callable[[], Any]]
+
+    @strawberry.field(description=TOTAL)
+    def total_count(self) -> int:
+        return self.count()  # type: ignore[no-any-return]  # an awaitable of an int
 
 
 @strawberry.type(
     description="A page of the students whose home is in a place, ordered by state, city and"
-    " id." + UNCOUNTED
+    " id." + COUNTED
 )
 class LocationConnection(Generic[T]):
     edges: list[Edge[T]] = strawberry.field(description=EDGES)
     page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+    count: strawberry.Private[Callable[[], Any]]
+
+    @strawberry.field(description=TOTAL)
+    def total_count(self) -> int:
+        return self.count()  # type: ignore[no-any-return]  # an awaitable of an int
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,11 +298,11 @@ class Page(Generic[T]):
     def counted(self, count: Callable[[], Any]) -> Connection[T]:
         return Connection.of(self.edges, self.page_info, count)
 
-    def catalog(self) -> CatalogConnection[T]:
-        return CatalogConnection(edges=self.edges, page_info=self.page_info)
+    def catalog(self, count: Callable[[], Any]) -> CatalogConnection[T]:
+        return CatalogConnection(edges=self.edges, page_info=self.page_info, count=count)
 
-    def location(self) -> LocationConnection[T]:
-        return LocationConnection(edges=self.edges, page_info=self.page_info)
+    def location(self, count: Callable[[], Any]) -> LocationConnection[T]:
+        return LocationConnection(edges=self.edges, page_info=self.page_info, count=count)
 
 
 def from_map(

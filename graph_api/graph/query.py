@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, cast
 
 import strawberry
@@ -15,8 +16,8 @@ from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
-from graph_api.model import keys, validation
-from graph_api.model.keys import Kind
+from graph_api.model import items, keys, validation
+from graph_api.model.keys import Key, Kind
 
 MAX_IDS = 100
 
@@ -103,8 +104,9 @@ class Query:
     ) -> CatalogConnection[Teacher] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.TEACHER)
+        count = counted(info, keys.catalog_counter(Kind.TEACHER))
         found = await paging.from_range(info, "Query.teachers", rng, page, Teacher.from_item)
-        return found.catalog()
+        return found.catalog(count)
 
     @strawberry.field(
         description="Every class, ordered by id: one Query of GSI1 a page. Null, with an"
@@ -120,8 +122,9 @@ class Query:
     ) -> CatalogConnection[Class] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.CLASS)
+        count = counted(info, keys.catalog_counter(Kind.CLASS))
         found = await paging.from_range(info, "Query.classes", rng, page, Class.from_item)
-        return found.catalog()
+        return found.catalog(count)
 
     @strawberry.field(
         description="Every sport, ordered by id: one Query of GSI1 a page. Null, with an"
@@ -137,8 +140,9 @@ class Query:
     ) -> CatalogConnection[Sport] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.SPORT)
+        count = counted(info, keys.catalog_counter(Kind.SPORT))
         found = await paging.from_range(info, "Query.sports", rng, page, Sport.from_item)
-        return found.catalog()
+        return found.catalog(count)
 
     @strawberry.field(
         description="Students whose home is in a country, a state of it, or a city: one Query"
@@ -166,11 +170,13 @@ class Query:
         before: Before = None,
     ) -> LocationConnection[Student] | None:
         page = paging.window(first, after, last, before)
-        rng = keys.location(
+        place = (
             validation.place_filter(country, "country"),
             None if state is None else validation.place_filter(state, "state"),
             None if city is None else validation.place_filter(city, "city"),
         )
+        rng = keys.location(*place)
+        count = counted(info, keys.location_counter(*place))
         found = await paging.from_range(
             info,
             "Query.studentsByLocation",
@@ -178,7 +184,7 @@ class Query:
             page,
             Student.from_item,  # whole students: their classes and sports come along
         )
-        return found.location()
+        return found.location(count)
 
     @strawberry.field(
         description="The student, teacher, class or sport a global id (`nodeId`) names, or"
@@ -215,6 +221,22 @@ class Query:
         if len(ids) > MAX_IDS:
             raise BadUserInput(f"ids takes at most {MAX_IDS} ids", field="ids")
         return await _nodes(info, ids, "ids")
+
+
+_COUNT = frozenset({items.COUNT})
+
+
+def counted(info: Info, counter: Key) -> Callable[[], Awaitable[int]]:
+    """A list's totalCount: its counter item, read through the item loader (one GetItem in
+    the BatchGetItem of its wave) when `totalCount` is resolved, so only when selected. No
+    item yet: nothing was ever counted there, 0."""
+    loaders = info.context.loaders
+
+    async def count() -> int:
+        item = await loaders.item.load_part(counter, _COUNT)
+        return int(item.get(items.COUNT, 0)) if item else 0
+
+    return count
 
 
 async def _nodes(info: Info, ids: list[strawberry.ID], field: str) -> list[Node | None]:

@@ -8,7 +8,8 @@ them, readers use them to see a map entry or an edge as the node at its far end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,11 @@ TYPE = "type"
 CLAIM = "propagation"  # on a node: the token of the write whose copies are still being applied
 # Not a node or an edge: the change stream's lease (`keys.stream_lease`, `events/lease.py`).
 LEASE_TYPE = "lease"
+# Not a node or an edge: a counter of a catalog or a place (`keys.catalog_counter`,
+# `keys.location_counter`), its number in `count`, moved by the writes that move what it counts.
+COUNTER_TYPE = "counter"
+COUNT = "count"
+CATALOG_KINDS = (Kind.TEACHER, Kind.CLASS, Kind.SPORT)
 
 
 def node_item(kind: Kind, id_: str, **attributes: Any) -> Item:
@@ -194,3 +200,34 @@ TEACHING = Relation(
 )
 RELATIONS = (ENROLMENT, MEMBERSHIP, TEACHING)
 EDGE_TYPES = tuple(r for r in RELATIONS if r.roster is not None)  # relations with edge items
+
+
+# -- Counters of catalogs and places -----------------------------------------------------
+
+
+def counter(key: keys.Key, count: int) -> Item:
+    return {**key.as_item(), TYPE: COUNTER_TYPE, COUNT: count}
+
+
+def counted_by(item: Mapping[str, Any]) -> tuple[keys.Key, ...]:
+    """The counters a node counts toward: a teacher's, class's or sport's catalog; a
+    student's country, state and city while it has a home. Nothing else counts."""
+    type_ = item.get(TYPE)
+    if type_ == Kind.STUDENT.lower():
+        home = item.get(HOME)
+        if isinstance(home, Mapping):
+            return keys.home_counters(home["country"], home["state"], home["city"])
+        return ()
+    for kind in CATALOG_KINDS:
+        if type_ == kind.lower():
+            return (keys.catalog_counter(kind),)
+    return ()
+
+
+def counters(all_items: Iterable[Mapping[str, Any]]) -> dict[keys.Key, int]:
+    """What every counter must hold for these items (the walked counts): the catalogs' always,
+    a place's once someone lives there."""
+    tally: Counter[keys.Key] = Counter({keys.catalog_counter(kind): 0 for kind in CATALOG_KINDS})
+    for item in all_items:
+        tally.update(counted_by(item))
+    return dict(tally)

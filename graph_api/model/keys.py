@@ -36,6 +36,7 @@ class Kind(StrEnum):
 EMAIL = "EMAIL"
 CATALOG = "CATALOG"
 LEASE = "LEASE"
+COUNT = "COUNT"
 COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
 
 
@@ -197,6 +198,39 @@ def location(country: str, state: str | None = None, city: str | None = None) ->
     elif city is not None:
         raise BadUserInput("city needs its state", field="state")
     return Range(GSI1, f"{COUNTRY}{SEP}{normalize_place(country)}", prefix)
+
+
+def _place_path(country: str, state: str | None = None, city: str | None = None) -> str:
+    """`COUNTRY#c[#STATE#s[#CITY#c]]`, the levels of `location` as one string."""
+    path = f"{COUNTRY}{SEP}{normalize_place(country)}"
+    if state is not None:
+        path += f"{SEP}{STATE}{SEP}{normalize_place(state)}"
+        if city is not None:
+            path += f"{SEP}{CITY}{SEP}{normalize_place(city)}"
+    elif city is not None:
+        raise BadUserInput("city needs its state", field="state")
+    return path
+
+
+def catalog_counter(kind: Kind) -> Key:
+    """The item counting a catalog's nodes (`teachers { totalCount }`): `COUNT#CATALOG#<kind>`."""
+    return Key(f"{COUNT}{SEP}{CATALOG}{SEP}{kind}", COUNT)
+
+
+def location_counter(country: str, state: str | None = None, city: str | None = None) -> Key:
+    """The item counting the students whose home is in a country, a state of it or a city
+    of that state (`studentsByLocation { totalCount }`): one partition a place, named by
+    the place names `location` normalizes."""
+    return Key(f"{COUNT}{SEP}{_place_path(country, state, city)}", COUNT)
+
+
+def home_counters(country: str, state: str, city: str) -> tuple[Key, Key, Key]:
+    """The three counters a home moves: its country's, its state's and its city's."""
+    return (
+        location_counter(country),
+        location_counter(country, state),
+        location_counter(country, state, city),
+    )
 
 
 def normalize_email(email: str) -> str:

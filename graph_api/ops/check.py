@@ -99,6 +99,8 @@ class _Checker:
         # (relation, owner id, target id) of every edge item, old layout's included
         self.pairs: set[tuple[str, str, str]] = set()
         self.counted: Counter[tuple[str, str, str]] = Counter()  # (type, id, counter) -> edges
+        self.counters: dict[keys.Key, Item] = {}  # counter items, by key
+        self.walked = Counter(items.counters(()))  # what each counter must hold
 
     def report(self, kind: str, item: Item, message: str) -> None:
         self.findings.append(Finding(kind, _where(item), message))
@@ -110,8 +112,13 @@ class _Checker:
             self.report("old-layout", item, _old_item(legacy, item) + _MIGRATE)
             if legacy in _RELATIONS_BY_NAME:  # an old edge still counts for its target
                 self.count_edge(_RELATIONS_BY_NAME[legacy], item)
+            elif legacy == LEGACY_HOME:  # and an old home for its places
+                self.walked.update(_old_home_counters(item))
         elif kind in NODE_TYPES:
             self.nodes[(kind, item.get("id", ""))] = item
+            self.walked.update(_counted_by(item))
+        elif kind == items.COUNTER_TYPE:
+            self.counters[keys.Key(item.get(PK, ""), item.get(SK, ""))] = item
         elif kind == "email":
             self.guards.append(item)
         elif kind == items.LEASE_TYPE and _key_of(item) == _STREAM_LEASE:
@@ -139,6 +146,7 @@ class _Checker:
             for edge in self.edges[relation.name]:
                 self.checked(edge, partial(self.check_edge, relation))
         self.check_guards()
+        self.check_counters()
         return self.findings
 
     def checked(self, item: Item, check: Callable[[Item], None]) -> None:
@@ -266,6 +274,23 @@ class _Checker:
                 f" {_label(relation.target, target_id)}",
             )
 
+    # -- counters of catalogs and places -------------------------------------------------
+
+    def check_counters(self) -> None:
+        """Each counter holds what walking its list counts (an absent one counts 0)."""
+        for key in sorted(self.walked.keys() | self.counters.keys()):
+            counter = self.counters.get(key)
+            held = counter.get(items.COUNT, 0) if counter is not None else 0
+            if held != self.walked[key]:
+                where = counter if counter is not None else key.as_item()
+                self.report(
+                    "counter",
+                    where,
+                    f"counts {held}, the list holds {self.walked[key]}"
+                    + ("" if counter is not None else " (no counter item)")
+                    + " (`graph-api migrate` sets it)",
+                )
+
     # -- email guards --------------------------------------------------------------------
 
     def check_guards(self) -> None:
@@ -287,6 +312,20 @@ class _Checker:
         for (type_name, id_), node in self.nodes.items():
             if type_name == "student" and id_ not in guarded:
                 self.report("email-guard", node, f"email {node.get('email')!r} has no guard item")
+
+
+def _counted_by(node: Item) -> tuple[keys.Key, ...]:
+    try:
+        return items.counted_by(node)
+    except (KeyError, TypeError, AttributeError, BadUserInput):
+        return ()  # a malformed home: reported by the node's own check
+
+
+def _old_home_counters(home: Item) -> tuple[keys.Key, ...]:
+    try:
+        return keys.home_counters(home["country"], home["state"], home["city"])
+    except (KeyError, TypeError, AttributeError):
+        return ()
 
 
 def check_table(

@@ -131,7 +131,8 @@ def generate(students: int = 500, seed: int = 7) -> list[Item]:
     """Every item of a demo school, node counts scaled from the number of students.
 
     The default (500 students) gives 25 teachers, 60 classes and 12 sports; each student is
-    in 3-6 classes and 0-3 sports, and 19 of 20 have a home.
+    in 3-6 classes and 0-3 sports, and 19 of 20 have a home. The last items are the
+    counters of the catalogs and of every place someone lives in.
     """
     rng = random.Random(seed)
     teachers = [
@@ -167,7 +168,9 @@ def generate(students: int = 500, seed: int = 7) -> list[Item]:
             out.append(_edge(items.ENROLMENT.attach(student, klass)))
         for sport in rng.sample(sports, rng.randint(0, 3)):
             out.append(_edge(items.MEMBERSHIP.attach(student, sport)))
-    return out + classes + sports
+    out += classes + sports
+    # The counters of the catalogs and places, as the writes that made the school would hold.
+    return out + [items.counter(key, n) for key, n in items.counters(out).items()]
 
 
 def _edge(item: Item | None) -> Item:

@@ -19,6 +19,10 @@ transactions, sent one after the other:
   new layout's statement of who teaches what) and deletes its first 99 teaching edges;
   further ones, if any, go 99 a transaction.
 
+Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled: each one
+that differs from the count walked in the scan is put, conditioned on its value as scanned;
+equal ones are left alone.
+
 Every transaction is conditioned on what the plan was made from: the node still at the
 `version` and counter scanned, each old item still there, each new edge not yet there. So
 a crash at any point leaves a table that a later run finishes (a node is done when it
@@ -32,7 +36,7 @@ reports them as stale).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +109,8 @@ class _School:
     homes: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     teaching: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     classes_of: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
+    counters: dict[Key, Item] = field(default_factory=dict)  # counter items, by key
+    walked: Counter[Key] = field(default_factory=lambda: Counter(items.counters(())))
     scanned: int = 0
 
     def add(self, item: Item) -> None:
@@ -113,6 +119,7 @@ class _School:
         legacy = legacy_kind(item)
         if legacy == LEGACY_HOME:
             self.homes[str(item.get("studentId"))].append(item)
+            self.walked.update(_home_counters(item))
         elif legacy == LEGACY_TEACHING:
             self.teaching[str(item.get("teacherId"))].append(item)
         elif legacy is not None:
@@ -121,6 +128,12 @@ class _School:
             self.new_edges[str(item.get("studentId"))].append(item)
         elif type_ in {kind.lower() for kind in Kind}:
             self.nodes[(str(type_), str(item.get("id")))] = item
+            if type_ == "student":
+                self.walked.update(_home_counters(item.get(items.HOME)))
+            else:
+                self.walked.update(items.counted_by(item))
+        elif type_ == items.COUNTER_TYPE:
+            self.counters[Key(str(item.get(PK)), str(item.get(SK)))] = item
             if type_ == "class":
                 self.classes_of[str(item.get("teacherId"))].append(item)
 
@@ -152,6 +165,30 @@ class Job:
 
 class Skip(Exception):
     """A node migrate cannot rewrite: the message says why (one line, ids only)."""
+
+
+def _home_counters(home: Any) -> tuple[Key, ...]:
+    """The place counters a home counts toward: a student's home map or an old home item
+    (its place names are fields of both); none for a home too damaged to name its places."""
+    try:
+        return keys.home_counters(home["country"], home["state"], home["city"])
+    except (KeyError, TypeError, AttributeError):
+        return ()
+
+
+def plan_counters(school: _School) -> list[tx.Action]:
+    """Backfill: a put of each counter that differs from the count walked, conditioned on
+    the counter as scanned (a writer's `ADD` since then fails it). Equal ones are left
+    alone, so a second run puts nothing."""
+    puts = []
+    for key in sorted(school.walked.keys() | school.counters.keys()):
+        scanned = school.counters.get(key)
+        held = scanned.get(items.COUNT, 0) if scanned is not None else 0
+        if held == school.walked[key]:
+            continue
+        guard = ("eq", items.COUNT, held) if scanned is not None else tx.NOT_EXISTS
+        puts.append(tx.put(items.counter(key, school.walked[key]), guard))
+    return puts
 
 
 def _guard(node: Item, counter: str) -> tuple[tx.Clause, ...]:
@@ -326,6 +363,7 @@ class Report:
     homes_moved: int = 0
     teaching_deleted: int = 0
     transactions: int = 0
+    counters: int = 0  # counters of catalogs and places set to the count walked
     scans: int = 0
     changed: list[str] = field(default_factory=list)  # nodes a writer changed: not migrated
     skipped: list[str] = field(default_factory=list)  # nodes migrate cannot rewrite
@@ -383,5 +421,22 @@ def migrate_table(
             report.homes_moved += job.homes_moved
             report.teaching_deleted += job.teaching_deleted
         if not report.changed:
+            _backfill(dynamo, table, school, report)
+        if not report.changed:
             break
     return report
+
+
+def _backfill(dynamo: Dynamo, table: str, school: _School, report: Report) -> None:
+    """The counters, from the pass's scan: a layout migration moves homes, not counts."""
+    for put in plan_counters(school):
+        try:
+            transact(dynamo, table, [put])
+        except Refused:
+            report.changed.append(
+                f"counter {put.body['Item'][PK]['S']} changed while it was set (a writer is"
+                " running?)"
+            )
+            continue
+        report.transactions += 1
+        report.counters += 1

@@ -14,7 +14,7 @@ from graph_api.store import transactions as tx
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.store.transactions import NOT_EXISTS, STALE, Action, Stale, put, transact
-from graph_api.writes import propagation
+from graph_api.writes import counts, propagation
 from graph_api.writes.attempts import retrying
 from graph_api.writes.reads import Reads, key_of
 from graph_api.writes.versions import expect_version
@@ -58,7 +58,12 @@ async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -
         klass = items.school_class(class_id, subject, teacher)
         exists = AlreadyExists(f"class {class_id} already exists", field="id")
         await transact(
-            table, [put(klass, NOT_EXISTS, on_fail=exists), _join_teacher(teacher, klass)]
+            table,
+            [
+                put(klass, NOT_EXISTS, on_fail=exists),
+                _join_teacher(teacher, klass),
+                *counts.moved(None, klass),
+            ],
         )
         return class_id
 
@@ -122,6 +127,7 @@ async def delete(table: Table, id_: str) -> str:
                     on_fail=STALE,
                 ),
                 _leave_teacher(teacher_id, id_, damaged),
+                *counts.moved(klass, None),
             ],
         )
         return id_

@@ -1,5 +1,5 @@
 """Deleting a node that nothing links to any more (a teacher with no class, a sport with no
-member): one conditional delete on its counter."""
+member): one conditional delete on its counter, and its catalog's count."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from graph_api.errors import Conflict
 from graph_api.model.keys import Kind
 from graph_api.store.table import Table
 from graph_api.store.transactions import delete, transact
+from graph_api.writes import counts
 from graph_api.writes.reads import Reads, key_of
 
 
@@ -17,5 +18,6 @@ async def delete_if_unlinked(table: Table, kind: Kind, id_: str, counter: str, b
     conflict = Conflict(busy.format(count=node.get(counter, 0)), id=id_)
     if node.get(counter, 0):
         raise conflict
-    await transact(table, [delete(key_of(node), ("zero_or_missing", counter), on_fail=conflict)])
+    gone = delete(key_of(node), ("zero_or_missing", counter), on_fail=conflict)
+    await transact(table, [gone, *counts.moved(node, None)])
     return id_

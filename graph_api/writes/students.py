@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph_api.errors import AlreadyExists, Conflict, NotFound
+from graph_api.errors import AlreadyExists, Conflict
 from graph_api.model import ids, items, keys
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, Place
 from graph_api.model.keys import Kind
@@ -19,7 +19,7 @@ from graph_api.store.transactions import (
     put,
     transact,
 )
-from graph_api.writes import propagation
+from graph_api.writes import counts, propagation
 from graph_api.writes.attempts import retrying
 from graph_api.writes.reads import Reads, key_of
 from graph_api.writes.versions import expect_version
@@ -43,6 +43,7 @@ async def create(table: Table, id_: str | None, name: str, email: str, home: Pla
         [
             put(node, NOT_EXISTS, on_fail=exists),
             put(items.email_guard(node), NOT_EXISTS, on_fail=_taken(email)),
+            *counts.moved(None, node),
         ],
     )
     return student_id
@@ -72,19 +73,28 @@ async def update(
 
 
 async def set_home(table: Table, student_id: str, home: Place | None) -> str:
-    """Set or clear the home map and, with it, the student's place in the location index:
-    one conditional update, nothing to read first."""
-    node = keys.node(Kind.STUDENT, keys.check_id(student_id, "studentId"))
-    missing = NotFound(f"student {student_id} does not exist", field="studentId", id=student_id)
-    bump = {"version": 1}
-    if home is None:
-        remove = [items.HOME, *items.LOCATION_KEYS]
-        change = tx.update(node, EXISTS, remove=remove, add=bump, on_fail=missing)
-    else:
-        assign = items.home_attributes(student_id, home)
-        change = tx.update(node, EXISTS, assign=assign, add=bump, on_fail=missing)
-    await transact(table, [change])
-    return student_id
+    """Set or clear the home map and, with it, the student's place in the location index
+    and the counts of the places it leaves and joins: the student read, then one update
+    conditioned on its `version` (which every home change bumps) beside the counters'."""
+    keys.check_id(student_id, "studentId")
+    reads = Reads(table)
+
+    async def attempt() -> str:
+        node = await reads.node(Kind.STUDENT, student_id, field="studentId")
+        fence = ("eq", "version", node["version"])
+        bump = {"version": 1}
+        if home is None:
+            remove = [items.HOME, *items.LOCATION_KEYS]
+            change = tx.update(key_of(node), fence, remove=remove, add=bump, on_fail=STALE)
+            after = {k: v for k, v in node.items() if k != items.HOME}
+        else:
+            assign = items.home_attributes(student_id, home)
+            change = tx.update(key_of(node), fence, assign=assign, add=bump, on_fail=STALE)
+            after = {**node, **assign}
+        await transact(table, [change, *counts.moved(node, after)])
+        return student_id
+
+    return await retrying(table, attempt)
 
 
 async def delete(table: Table, id_: str) -> str:
@@ -112,6 +122,9 @@ async def delete(table: Table, id_: str) -> str:
                 ]
                 unlinks.append((relation.path(target_id), actions))
 
+        # The node's home and its counters: a home changed since our read fails the version.
+        uncount = counts.moved(node, None)
+
         def last(remaining: int) -> list[Action]:
             # The version fences out an email change (whose guard we would miss) and the
             # count a link or unlink, each committed since our read.
@@ -123,13 +136,14 @@ async def delete(table: Table, id_: str) -> str:
                     on_fail=STALE,
                 ),
                 _release_guard(node["email"], id_),
+                *uncount,
             ]
 
         # A student with more edges than fit one transaction sheds them in chunks first,
         # each chunk removing its entries and moving the student's count with it; the node
         # goes last.
         per_chunk = (MAX_ACTIONS - 1) // 2
-        while len(unlinks) * 2 > MAX_ACTIONS - 2:
+        while len(unlinks) * 2 > MAX_ACTIONS - len(last(0)):
             chunk, unlinks = unlinks[:per_chunk], unlinks[per_chunk:]
             shed = tx.update(
                 key_of(node),

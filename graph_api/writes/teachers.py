@@ -7,7 +7,7 @@ from graph_api.model import ids, items, keys
 from graph_api.model.keys import Kind
 from graph_api.store.table import Table
 from graph_api.store.transactions import NOT_EXISTS, put, transact
-from graph_api.writes import propagation
+from graph_api.writes import counts, propagation
 from graph_api.writes.attempts import retrying
 from graph_api.writes.deletion import delete_if_unlinked
 from graph_api.writes.reads import Reads
@@ -17,7 +17,8 @@ from graph_api.writes.versions import expect_version
 async def create(table: Table, id_: str | None, name: str) -> str:
     teacher_id = keys.check_id(id_) if id_ is not None else ids.new_id()
     exists = AlreadyExists(f"teacher {teacher_id} already exists", field="id")
-    await transact(table, [put(items.teacher(teacher_id, name), NOT_EXISTS, on_fail=exists)])
+    node = items.teacher(teacher_id, name)
+    await transact(table, [put(node, NOT_EXISTS, on_fail=exists), *counts.moved(None, node)])
     return teacher_id
 
 

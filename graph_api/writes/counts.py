@@ -1,0 +1,34 @@
+"""The counter updates a write adds to its own transaction: catalogs' and places' totals.
+
+A counter moves with `ADD count :delta` and no condition: the update creates the item on its
+first use, and the transaction that adds a node to (or takes it from) a catalog or a place
+is the one that moves the count, so the count is exact whenever that write committed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from graph_api.model import items
+from graph_api.model.keys import Key
+from graph_api.store import transactions as tx
+from graph_api.store.transactions import Action
+
+
+def _move(key: Key, delta: int) -> Action:
+    return tx.update(key, assign={items.TYPE: items.COUNTER_TYPE}, add={items.COUNT: delta})
+
+
+def moved(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[Action]:
+    """A node going from `before` to `after` (None: created, or deleted): one update per
+    counter whose net change is not zero (`items.counted_by` says what a node counts toward).
+    Nets, because a transaction may touch an item only once: a move within a state leaves
+    its country's and state's counters alone."""
+    net: Counter[Key] = Counter()
+    for key in items.counted_by(before or {}):
+        net[key] -= 1
+    for key in items.counted_by(after or {}):
+        net[key] += 1
+    return [_move(key, delta) for key, delta in net.items() if delta]
