@@ -405,8 +405,6 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f" ({report.scanned} items scanned)"
         )
         return 0 if stream_ok else 1
-    if report.counters:
-        print(f"set {report.counters} counter(s) of catalogs and places to the counts walked")
     if report.transactions > report.counters:
         print(
             f"migrated {settings.table}: {report.students} student(s)"
@@ -415,6 +413,8 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f" {report.teachers} teacher(s) ({report.teaching_deleted} teaching edge(s) folded"
             f" into the teacher) in {report.transactions - report.counters} transaction(s)"
         )
+    if report.counters:
+        print(f"set {report.counters} counter(s) of catalogs and places to the counts walked")
     if report.changed:
         print(
             f"{len(report.changed)} node(s) changed during the migration and are not migrated:"

@@ -1,6 +1,7 @@
 """One school, written in either layout: the old one (before issue 12), frozen here because
 the package no longer builds it, for `graph-api migrate` to rewrite; and the new one, built
-by `graph_api.model.items`, which is what migrate must leave.
+by `graph_api.model.items` with the counters of catalogs and places, which is what migrate
+must leave.
 
 `random_school` draws the same school as the old `demo.generate` did for the same arguments
 (same draws, same order), so an old-layout demo table can be seeded for timings.
@@ -88,7 +89,9 @@ def new_items(school: School) -> list[Item]:
         for sport_id in pupil.sports:
             out.append(_edge(MEMBERSHIP.attach(student, sports[sport_id])))
         out.append(student)
-    return [*teachers.values(), *classes.values(), *sports.values(), *out]
+    nodes = [*teachers.values(), *classes.values(), *sports.values(), *out]
+    # The counters of catalogs and places (issue 48), which migrate backfills.
+    return nodes + [items.counter(key, n) for key, n in items.counters(nodes).items()]
 
 
 def _edge(item: Item | None) -> Item:

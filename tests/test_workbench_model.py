@@ -65,7 +65,16 @@ def test_the_sample_items_show_every_item_type_and_the_gsi_view(table: dict[str,
     assert types == {f["FacetName"] for f in table["TableFacets"]}
     assert set(workbench.FACET_KEYS) == types
     # A student's home and a teacher's classes live on their node items: no item of their own.
-    assert types == {"student", "email", "enrolment", "membership", "teacher", "class", "sport"}
+    assert types == {
+        "student",
+        "email",
+        "enrolment",
+        "membership",
+        "teacher",
+        "class",
+        "sport",
+        "counter",
+    }
     # Every attribute an item carries is declared, with the type it is stored as.
     declared = {a["AttributeName"]: a["AttributeType"] for a in table["NonKeyAttributes"]}
     for item in items:

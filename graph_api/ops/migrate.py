@@ -128,14 +128,14 @@ class _School:
             self.new_edges[str(item.get("studentId"))].append(item)
         elif type_ in {kind.lower() for kind in Kind}:
             self.nodes[(str(type_), str(item.get("id")))] = item
+            if type_ == "class":
+                self.classes_of[str(item.get("teacherId"))].append(item)
             if type_ == "student":
                 self.walked.update(_home_counters(item.get(items.HOME)))
             else:
                 self.walked.update(items.counted_by(item))
         elif type_ == items.COUNTER_TYPE:
             self.counters[Key(str(item.get(PK)), str(item.get(SK)))] = item
-            if type_ == "class":
-                self.classes_of[str(item.get("teacherId"))].append(item)
 
     def node(self, kind: Kind, id_: str) -> Item | None:
         return self.nodes.get((kind.lower(), id_))
