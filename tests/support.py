@@ -244,13 +244,27 @@ def scan(services: Tabled) -> list[Item]:
 
 def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Item]]) -> None:
     """Write nodes and their relations directly (map entries, edge items, counts, email
-    guards), as the mutations would leave them: (relation, owner item, target item) each."""
+    guards, catalogs' and places' counters), as the mutations would leave them: (relation,
+    owner item, target item) each."""
     out = list(nodes)
     for relation, owner, target in links:
         if (edge := relation.attach(owner, target)) is not None:
             out.append(edge)
     out += [email_guard(n) for n in nodes if n["type"] == "student"]
     admin.batch_write(services.dynamo, services.settings.table, out)
+    # The catalogs' and places' counters, added to (seeds and mutations may share a table).
+    for key, n in items.counters(nodes).items():
+        services.dynamo.call_sync(
+            "UpdateItem",
+            {
+                "TableName": services.settings.table,
+                "Key": codec.encode(key.as_item()),
+                "UpdateExpression": "SET #t = :t ADD #n :n",
+                "ExpressionAttributeNames": {"#t": items.TYPE, "#n": items.COUNT},
+                "ExpressionAttributeValues": codec.encode({":t": items.COUNTER_TYPE, ":n": n}),
+            },
+            None,
+        )
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:

@@ -130,22 +130,6 @@ def test_total_count_of_a_roster_reached_through_a_copy_loads_the_parent_in_one_
     assert ops.count("Query") == len(student["classes"])  # the rosters' pages
 
 
-def test_total_count_is_not_offered_where_it_would_need_a_scan(gql: Gql) -> None:
-    for field in ("teachers", "classes", "sports", 'studentsByLocation(country: "Brazil")'):
-        result = gql(f"{{ {field} {{ totalCount }} }}")
-        assert result.codes == ["BAD_USER_INPUT"]  # a validation error: no such field
-        assert "totalCount" in result.errors[0]["message"]
-
-
-def test_the_types_document_why_some_connections_have_no_total_count(gql: Gql) -> None:
-    result = gql(
-        '{ a: __type(name: "ClassCatalogConnection") { description }'
-        ' b: __type(name: "StudentLocationConnection") { description } }'
-    )
-    for value in result.data.values():
-        assert "No totalCount" in value["description"] and "Scan" in value["description"]
-
-
 def test_last_costs_like_first_and_nodes_count_their_ids(gql: Gql) -> None:
     """The static cost prices `last` as it prices `first` (a costly backward page is refused
     the same way), and `nodes` by its ids."""
