@@ -208,17 +208,26 @@ def test_total_count_costs_nothing_unless_selected(gql: Any) -> None:
     assert calls(result) == ["Query"]
 
 
-def test_the_catalogs_totals_are_one_batched_get_beside_their_pages(
-    gql: Any, demo_items: list[Item]
-) -> None:
+def test_the_catalogs_totals_alone_are_one_batched_get(gql: Any, demo_items: list[Item]) -> None:
     result = gql("{ " + " ".join(f"{f}(first: 2) {{ totalCount }}" for f in CATALOGS) + " }")
-    assert sorted(calls(result)) == ["BatchGetItem", "Query", "Query", "Query"]
+    assert calls(result) == ["BatchGetItem"]  # no page is selected: no Query
     of_type = Counter(i["type"] for i in demo_items)
     assert result.data == {
         "teachers": {"totalCount": of_type["teacher"]},
         "classes": {"totalCount": of_type["class"]},
         "sports": {"totalCount": of_type["sport"]},
     }
+
+
+def test_a_total_beside_its_page_in_a_fragment_reads_both(gql: Any) -> None:
+    result = gql(
+        """{ teachers(first: 2) { ...T } }
+        fragment T on TeacherCatalogConnection { totalCount edges { node { id } } }"""
+    )
+    assert sorted(calls(result)) == ["BatchGetItem", "Query"]
+    assert len(result.data["teachers"]["edges"]) == 2
+    bad = gql('{ teachers(after: "not-a-cursor") { totalCount } }')  # checked, page or not
+    assert bad.codes == ["BAD_USER_INPUT"] and calls(bad) == []
 
 
 def test_a_total_joins_the_batch_of_the_items_read_below_its_page(gql: Any) -> None:
@@ -240,7 +249,8 @@ def test_a_places_total_is_every_student_who_lives_there(gql: Any, demo_items: l
         at = dict(list(names.items())[: len(place)])
         result = gql(
             """query($c: String!, $s: String, $t: String) {
-              studentsByLocation(country: $c, state: $s, city: $t, first: 1) { totalCount } }""",
+              studentsByLocation(country: $c, state: $s, city: $t, first: 1) {
+                totalCount edges { node { id } } } }""",
             at,
         )
         assert calls(result) == ["Query", "BatchGetItem"]
@@ -250,6 +260,8 @@ def test_a_places_total_is_every_student_who_lives_there(gql: Any, demo_items: l
         '{ studentsByLocation(country: "Atlantis") { totalCount edges { node { id } } } }'
     )
     assert nowhere.data == {"studentsByLocation": {"totalCount": 0, "edges": []}}
+    alone = gql('{ studentsByLocation(country: "Atlantis") { __typename totalCount } }')
+    assert calls(alone) == ["BatchGetItem"]
 
 
 # -- check and migrate ----------------------------------------------------------------------

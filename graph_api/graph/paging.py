@@ -198,6 +198,7 @@ class Connection(Generic[T]):
 COUNTED = (
     " totalCount reads the list's counter item, kept in the transactions that change the"
     " list: one GetItem, batched with the other items read beside it; none when not selected."
+    " Selected alone (with __typename), it sends no Query for the page."
 )
 TOTAL = "How many items the whole list holds (all pages), from the list's counter item."
 
@@ -349,9 +350,15 @@ async def from_range(
     rng: Range,
     page: Window,
     to_node: Callable[[Item, Loaders], T],
+    *,
+    read: bool = True,
 ) -> Page[T]:
-    """A page of a range (unbounded: a class's students, a catalog, a city): one Query."""
+    """A page of a range (unbounded: a class's students, a catalog, a city): one Query.
+    `read` false (only the list's totalCount is selected): no Query, an empty page that
+    nothing shows; a cursor is checked all the same."""
     start = _start(info.context, field, rng, page)
+    if not read:
+        return _page([], page.forward, False)
     count = page.count
     # One item more than asked tells whether another page exists, without an empty page.
     request = PageRequest(rng, count + 1, start_key(start), page.forward)

@@ -105,7 +105,9 @@ class Query:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.TEACHER)
         count = counted(info, keys.catalog_counter(Kind.TEACHER))
-        found = await paging.from_range(info, "Query.teachers", rng, page, Teacher.from_item)
+        found = await paging.from_range(
+            info, "Query.teachers", rng, page, Teacher.from_item, read=paged(info)
+        )
         return found.catalog(count)
 
     @strawberry.field(
@@ -123,7 +125,9 @@ class Query:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.CLASS)
         count = counted(info, keys.catalog_counter(Kind.CLASS))
-        found = await paging.from_range(info, "Query.classes", rng, page, Class.from_item)
+        found = await paging.from_range(
+            info, "Query.classes", rng, page, Class.from_item, read=paged(info)
+        )
         return found.catalog(count)
 
     @strawberry.field(
@@ -141,7 +145,9 @@ class Query:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.SPORT)
         count = counted(info, keys.catalog_counter(Kind.SPORT))
-        found = await paging.from_range(info, "Query.sports", rng, page, Sport.from_item)
+        found = await paging.from_range(
+            info, "Query.sports", rng, page, Sport.from_item, read=paged(info)
+        )
         return found.catalog(count)
 
     @strawberry.field(
@@ -183,6 +189,7 @@ class Query:
             rng,
             page,
             Student.from_item,  # whole students: their classes and sports come along
+            read=paged(info),
         )
         return found.location(count)
 
@@ -224,6 +231,15 @@ class Query:
 
 
 _COUNT = frozenset({items.COUNT})
+_COUNT_ONLY = frozenset({"totalCount", "__typename"})
+
+
+def paged(info: Info) -> bool:
+    """Whether a catalog's or a place's page is wanted: anything but its totalCount (and
+    __typename) is selected, or not totalCount (fragments flattened; a field under @skip or
+    @include counts as selected). A selection without totalCount reads as it always did."""
+    names = {field.name.value for field in prefetch.selected(info)}
+    return "totalCount" not in names or not names <= _COUNT_ONLY
 
 
 def counted(info: Info, counter: Key) -> Callable[[], Awaitable[int]]:
