@@ -292,3 +292,13 @@ def test_check_reports_a_wrong_counter_and_migrate_sets_it_once(svc: Services) -
     )
     again = migrate_table(svc.dynamo, svc.settings.table)
     assert again.complete and again.transactions == 0
+
+
+def test_counter_keys_name_normalized_places_and_cannot_forge_a_level() -> None:
+    assert keys.catalog_counter(keys.Kind.CLASS) == ("COUNT#CATALOG#CLASS", "COUNT")
+    assert keys.location_counter(" CANADA", "Que\u0301bec", "Montréal") == (
+        "COUNT#COUNTRY#canada#STATE#québec#CITY#montréal",
+        "COUNT",
+    )
+    forged = keys.location_counter("x#STATE#y")  # a country, not a state of country x
+    assert forged != keys.location_counter("x", "y") and forged.pk == "COUNT#COUNTRY#x%23state%23y"
