@@ -62,6 +62,12 @@ class Settings:
     jwt_issuer: str = ""
     jwt_audience: str = ""
     auth_reads: bool = False
+    # Which claims of a verified token say who the caller is (graph_api/graph/tokens.py):
+    # its roles, the student or teacher node it is, the students a guardian looks after.
+    roles_claim: str = "roles"
+    student_claim: str = "graph:student"
+    teacher_claim: str = "graph:teacher"
+    guardian_claim: str = "graph:students"
     # Students' emails and street addresses to anyone, not only to authenticated readers.
     # Off unless asked; `from_env` turns it on for the embedded backend's generated demo.
     public_personal_data: bool = False
@@ -265,7 +271,18 @@ def _auth(env: Mapping[str, str]) -> dict[str, Any]:
         "jwt_issuer": issuer,
         "jwt_audience": audience,
         "auth_reads": _bool(env, "GRAPH_API_AUTH_READS", False),
+        "roles_claim": _claim(env, "GRAPH_API_ROLES_CLAIM", "roles"),
+        "student_claim": _claim(env, "GRAPH_API_STUDENT_CLAIM", "graph:student"),
+        "teacher_claim": _claim(env, "GRAPH_API_TEACHER_CLAIM", "graph:teacher"),
+        "guardian_claim": _claim(env, "GRAPH_API_GUARDIAN_CLAIM", "graph:students"),
     }
+
+
+def _claim(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip() or default
+    if any(c.isspace() for c in value):
+        raise SettingsError(f"{name} names a claim: no blanks in {value!r}")
+    return value
 
 
 # `make run`'s default: a front end's dev server on this machine, whatever its port.
