@@ -166,7 +166,7 @@ def malformed(message: object) -> str | None:
         if read_id(payload) is None and not (
             isinstance(extensions, dict) and "persistedQuery" in extensions
         ):
-            return "payload.query must be a string (or payload.documentId name a document)"
+            return "payload.query must be a string"
     elif not isinstance(payload.get("query"), str):
         return "payload.query must be a string"
     for name, kind_ in (("operationName", str), ("variables", dict), ("extensions", dict)):
