@@ -177,6 +177,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         settings, host=args.host or settings.host, port=args.port or settings.port
     )
     api = f"http://{settings.host}:{settings.port}/graphql"
+    if settings.documents_manifest:  # a bad one in one line now, not from every worker later
+        from graph_api.http.persisted import load_manifest
+
+        load_manifest(settings.documents_manifest)
     # SIGTERM as an exception, so that the cleanup below runs: uvicorn shuts down on it, puts
     # this handler back and raises the signal again, which by default would end the process
     # on the spot (and leave .data/embedded.json naming a dead server).

@@ -288,6 +288,21 @@ def test_a_query_by_id_over_get_is_cacheable_only_when_anonymous_and_clean(
     assert "cache-control" not in a.get(query=TEACHERS).headers
 
 
+def test_a_browser_asking_by_id_gets_the_answer_not_graphiql(api: Callable[..., Api]) -> None:
+    a = api(TEACHERS)
+    html = {"accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    assert teacher_ids(a.get(headers=html, documentId=sha(TEACHERS)))
+
+
+def test_serve_refuses_a_manifest_it_cannot_read_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any
+) -> None:
+    monkeypatch.setenv("GRAPH_API_DOCUMENTS", "trusted")
+    monkeypatch.setenv("GRAPH_API_DOCUMENTS_MANIFEST", str(tmp_path / "missing.json"))
+    assert cli.main(["serve"]) == 2
+    assert "GRAPH_API_DOCUMENTS_MANIFEST" in capsys.readouterr().err
+
+
 def test_a_mutation_by_id_is_never_run_over_get(api: Callable[..., Api]) -> None:
     a = api(RENAME)
     response = a.get(documentId=f"sha256:{sha(RENAME)}", variables={"id": "stu-0001", "name": "X"})

@@ -567,7 +567,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     # -- GraphiQL (graph_api.http.graphiql) --------------------------------------------------
 
     def should_render_graphql_ide(self, request: BaseRequestProtocol) -> bool:
-        wanted = super().should_render_graphql_ide(request)
+        # A document by id is run, not GraphiQL shown, whatever a browser's Accept says.
+        params = request.query_params
+        wanted = super().should_render_graphql_ide(request) and not (
+            "documentId" in params or "extensions" in params
+        )
         if wanted and self.graphql_ide is None:
             raise HTTPException(404, "GraphiQL is turned off on this server (GRAPH_API_GRAPHIQL)")
         return wanted
