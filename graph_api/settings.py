@@ -275,21 +275,6 @@ def _auth(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _documents(env: Mapping[str, str]) -> dict[str, Any]:
-    mode = _choice(env, "GRAPH_API_DOCUMENTS", ("any", "trusted"), "any")
-    manifest = env.get("GRAPH_API_DOCUMENTS_MANIFEST", "").strip()
-    if mode == "trusted" and not manifest:
-        raise SettingsError(
-            "GRAPH_API_DOCUMENTS=trusted needs GRAPH_API_DOCUMENTS_MANIFEST"
-            " (a file `graph-api persist` writes)"
-        )
-    return {
-        "documents": mode,
-        "documents_manifest": manifest,
-        "documents_max_age": _int(env, "GRAPH_API_DOCUMENTS_MAX_AGE", 60),
-    }
-
-
 # `make run`'s default: a front end's dev server on this machine, whatever its port.
 LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?"
 
@@ -367,3 +352,18 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be true or false, not {raw!r}")
+
+
+def _documents(env: Mapping[str, str]) -> dict[str, Any]:
+    mode = _choice(env, "GRAPH_API_DOCUMENTS", ("any", "trusted"), "any")
+    manifest = env.get("GRAPH_API_DOCUMENTS_MANIFEST", "").strip()
+    if mode == "trusted" and not manifest:
+        raise SettingsError(
+            "GRAPH_API_DOCUMENTS=trusted needs GRAPH_API_DOCUMENTS_MANIFEST"
+            " (a file `graph-api persist` writes)"
+        )
+    return {
+        "documents": mode,
+        "documents_manifest": manifest,
+        "documents_max_age": _int(env, "GRAPH_API_DOCUMENTS_MAX_AGE", 60),
+    }
