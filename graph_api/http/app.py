@@ -262,7 +262,7 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
             payload = message["payload"]
             try:
                 view = cast(GraphQLEndpoint, self.view)
-                resolved = view.documents.resolve(
+                text = view.documents.resolve(
                     payload.get("query"), read_id(payload), payload.get("extensions")
                 )
             except (BadRequest, PersistedQueryNotFound, ForbiddenDocument) as refused:
@@ -271,8 +271,8 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
                     {"id": message["id"], "type": "error", "payload": [coded.formatted]}
                 )
                 return
-            assert resolved.text is not None  # `malformed` let through a text or an id
-            payload["query"] = resolved.text
+            assert text is not None  # `malformed` let through only a text or an id
+            payload["query"] = text
         await super().handle_subscribe(message)
 
     async def send_message(self, message: Message) -> None:
@@ -479,10 +479,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 body = self.parse_json(await request.get_body())
                 document_id = read_id(body) if isinstance(body, dict) else None
         try:
-            resolved = self.documents.resolve(data.query, document_id, data.extensions)
+            data.query = self.documents.resolve(data.query, document_id, data.extensions)
         except BadRequest as error:
             raise HTTPException(400, error.message) from error
-        data.query = resolved.text
 
     async def execute_operation(
         self,

@@ -25,7 +25,6 @@ import hashlib
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +104,6 @@ def load_manifest(path: str) -> dict[str, str]:
     return documents
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
-    text: str | None  # the document to run (None: no text nor id, Strawberry's 400)
-    by_id: bool  # asked for by its id: what a CDN may cache, over GET
-
-
 class Documents:
     """Which document a request runs, from its text, `documentId` and `extensions`."""
 
@@ -124,13 +117,14 @@ class Documents:
         path = settings.documents_manifest
         return cls(load_manifest(path) if path else {}, settings.documents == "trusted", Store())
 
-    def resolve(self, query: object, document_id: object, extensions: object) -> Resolved:
-        """Raises BadRequest (a malformed id or hash, a hash not the text's),
+    def resolve(self, query: object, document_id: object, extensions: object) -> str | None:
+        """The text to run (None when there is neither a text nor an id: Strawberry's 400).
+        Raises BadRequest (a malformed id or hash, a hash not the text's),
         PersistedQueryNotFound or ForbiddenDocument; never parses the text."""
         digest = _digest(document_id, extensions)
         if isinstance(query, str):
             if digest is None and not self.trusted:
-                return Resolved(query, by_id=False)  # the common case: no hashing
+                return query  # the common case: no hashing
             actual = sha256_hex(query)
             if digest is not None and digest != actual:
                 raise BadRequest("provided sha does not match query")
@@ -142,15 +136,15 @@ class Documents:
                     )
             elif actual not in self.manifest:
                 self.store.put(actual, query)
-            return Resolved(query, by_id=False)
+            return query
         if digest is None:
-            return Resolved(None, by_id=False)
+            return None
         text = self.manifest.get(digest)
         if text is None and not self.trusted:
             text = self.store.get(digest)
         if text is None:
             raise PersistedQueryNotFound("PersistedQueryNotFound")
-        return Resolved(text, by_id=True)
+        return text
 
 
 def _digest(document_id: object, extensions: object) -> str | None:
