@@ -216,11 +216,8 @@ def test_trusted_mode_refuses_anything_else_before_any_dynamodb_request(
         (a.post({"query": OTHER}, headers=GRJ), "FORBIDDEN_DOCUMENT"),
         (a.post({"documentId": f"sha256:{sha(OTHER)}"}), "PERSISTED_QUERY_NOT_FOUND"),
         (a.post({"extensions": apq(OTHER)}), "PERSISTED_QUERY_NOT_FOUND"),
-        (
-            a.post({"query": OTHER, "extensions": apq(OTHER)}),
-            "FORBIDDEN_DOCUMENT",
-        ),  # no registering
-        (a.post({"extensions": apq(OTHER)}), "PERSISTED_QUERY_NOT_FOUND"),
+        (a.post({"query": OTHER, "extensions": apq(OTHER)}), "FORBIDDEN_DOCUMENT"),
+        (a.post({"extensions": apq(OTHER)}), "PERSISTED_QUERY_NOT_FOUND"),  # not registered
         (a.get(query=OTHER), "FORBIDDEN_DOCUMENT"),
         (a.post({"query": "{ this does not parse"}), "FORBIDDEN_DOCUMENT"),  # never parsed
     ]

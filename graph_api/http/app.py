@@ -3,7 +3,8 @@
 graph_api/telemetry).
 
 `/graphql` speaks GraphQL over HTTP (`graph_api.http.graphql_http`: media types, statuses) and
-serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN).
+serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN). A document may be
+named by its id (`graph_api.http.persisted`), the first gate of every request.
 The app borrows `Services`; whoever made them (the CLI, a test) closes them.
 """
 
