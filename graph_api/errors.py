@@ -69,6 +69,20 @@ class BadRequest(ApiError):
     code = "BAD_REQUEST"
 
 
+class PersistedQueryNotFound(ApiError):
+    """A document asked for by its id (`documentId`, APQ's `sha256Hash`) that this server
+    does not hold: Apollo's persisted-queries link sends the text on seeing this code."""
+
+    code = "PERSISTED_QUERY_NOT_FOUND"
+
+
+class ForbiddenDocument(ApiError):
+    """A document text not in the manifest, on a server that runs trusted documents only
+    (GRAPH_API_DOCUMENTS=trusted)."""
+
+    code = "FORBIDDEN_DOCUMENT"
+
+
 INTERNAL_SERVER_ERROR = ApiError.code
 
 

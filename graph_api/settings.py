@@ -105,6 +105,12 @@ class Settings:
     # Strings, not tuples: settings travel to `serve`'s workers as JSON.
     cors_origins: str = ""
     cors_origin_regex: str = ""
+    # Persisted documents (graph_api/http/persisted.py): "any" runs any document (and APQ
+    # registers them); "trusted" runs only the manifest's, a file `graph-api persist` writes.
+    # A query by id over GET may be cached by a CDN for `documents_max_age` seconds.
+    documents: str = "any"
+    documents_manifest: str = ""
+    documents_max_age: int = 60
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -164,6 +170,7 @@ class Settings:
             tracing=tracing_wanted(env),
             cors_origins=origins,
             cors_origin_regex=LOCAL_ORIGINS if local else "",
+            **_documents(env),
         )
 
 
@@ -362,3 +369,18 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be true or false, not {raw!r}")
+
+
+def _documents(env: Mapping[str, str]) -> dict[str, Any]:
+    mode = _choice(env, "GRAPH_API_DOCUMENTS", ("any", "trusted"), "any")
+    manifest = env.get("GRAPH_API_DOCUMENTS_MANIFEST", "").strip()
+    if mode == "trusted" and not manifest:
+        raise SettingsError(
+            "GRAPH_API_DOCUMENTS=trusted needs GRAPH_API_DOCUMENTS_MANIFEST"
+            " (a file `graph-api persist` writes)"
+        )
+    return {
+        "documents": mode,
+        "documents_manifest": manifest,
+        "documents_max_age": _int(env, "GRAPH_API_DOCUMENTS_MAX_AGE", 60),
+    }
