@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from collections.abc import Callable
+from typing import Annotated, TypeVar, cast
 
 import strawberry
 
@@ -10,13 +11,26 @@ from graph_api.errors import BadUserInput
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import Node, by_id, parse_global_id
-from graph_api.graph.paging import After, Before, CatalogConnection, First, Last, LocationConnection
+from graph_api.graph.paging import (
+    After,
+    Before,
+    CatalogConnection,
+    First,
+    Last,
+    LocationConnection,
+    NameOrder,
+    SearchConnection,
+)
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
 from graph_api.model import keys, validation
 from graph_api.model.keys import Kind
+from graph_api.store.codec import Item
+from graph_api.store.loaders import Loaders
+
+T = TypeVar("T")
 
 MAX_IDS = 100
 
@@ -26,6 +40,26 @@ NodeId = Annotated[
     strawberry.ID, strawberry.argument(description=f"The id ({ID_RULE}; case-sensitive).")
 ]
 PLACE = "1-100 characters, matched trimmed and case-folded"
+Prefix = Annotated[
+    str,
+    strawberry.argument(
+        description="The start of the name (a class: its subject): at least one letter, at"
+        " most 200 characters, matched with case and accents ignored and blanks as one"
+        " (`jose m` finds `José María`); a trailing blank ends a word (`ana ` does not find"
+        " `Anabel`)."
+    ),
+]
+OrderBy = Annotated[
+    NameOrder | None,
+    strawberry.argument(
+        description="The list's order: by name ascending (the default) or descending."
+    ),
+]
+SEARCH = (
+    ": one Query of GSI2 a page (the partition of the prefix's first letter, `begins_with`"
+    " on the folded name), exact pages, no filter. Null, with an error, for arguments it"
+    " refuses."
+)
 
 
 @strawberry.type(
@@ -181,6 +215,72 @@ class Query:
         return found.location()
 
     @strawberry.field(
+        description="Students whose name starts with `prefix`, whole (their classes and"
+        " sports come along)" + SEARCH
+    )
+    async def students_by_name(
+        self,
+        info: Info,
+        prefix: Prefix,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+        order_by: OrderBy = None,
+    ) -> SearchConnection[Student] | None:
+        return await _search(
+            info,
+            "Query.studentsByName",
+            Kind.STUDENT,
+            prefix,
+            Student.from_item,
+            paging.window(first, after, last, before),
+            order_by,
+        )
+
+    @strawberry.field(description="Teachers whose name starts with `prefix`" + SEARCH)
+    async def teachers_by_name(
+        self,
+        info: Info,
+        prefix: Prefix,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+        order_by: OrderBy = None,
+    ) -> SearchConnection[Teacher] | None:
+        return await _search(
+            info,
+            "Query.teachersByName",
+            Kind.TEACHER,
+            prefix,
+            Teacher.from_item,
+            paging.window(first, after, last, before),
+            order_by,
+        )
+
+    @strawberry.field(description="Classes whose subject starts with `prefix`" + SEARCH)
+    async def classes_by_subject(
+        self,
+        info: Info,
+        prefix: Prefix,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+        order_by: OrderBy = None,
+    ) -> SearchConnection[Class] | None:
+        return await _search(
+            info,
+            "Query.classesBySubject",
+            Kind.CLASS,
+            prefix,
+            Class.from_item,
+            paging.window(first, after, last, before),
+            order_by,
+        )
+
+    @strawberry.field(
         description="The student, teacher, class or sport a global id (`nodeId`) names, or"
         " null if there is none (Relay's refetch): one BatchGetItem, shared with every other"
         " node read at this level."
@@ -221,3 +321,19 @@ async def _nodes(info: Info, ids: list[strawberry.ID], field: str) -> list[Node 
     """Nodes by global id through the item loader: one BatchGetItem for any mix of types."""
     named = [parse_global_id(value, field) for value in ids]
     return cast(list[Node | None], await by_id(info, named))
+
+
+async def _search(
+    info: Info,
+    field: str,
+    kind: Kind,
+    prefix: str,
+    to_node: Callable[[Item, Loaders], T],
+    page: paging.Window,
+    order_by: NameOrder | None,
+) -> SearchConnection[T]:
+    """A page of a search by name: the prefix's range of GSI2, in the order asked."""
+    rng = keys.name_prefix(kind, validation.name_prefix(prefix))
+    ascending = order_by is None or order_by.ascending
+    found = await paging.from_range(info, field, rng, page, to_node, ascending=ascending)
+    return found.search()
