@@ -279,3 +279,47 @@ def test_a_cursor_belongs_to_its_prefix(gql: Callable[..., Any]) -> None:
     assert first is not None  # the demo school has students whose name starts with A
     again = gql(query, {"p": "b", "a": first})
     assert again.codes == ["BAD_USER_INPUT"] and dynamodb_requests(again) == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "arguments", "order"),
+    [
+        ("teachers", "", "ID"),
+        ("classes", "", "ID"),
+        ("sports", "", "ID"),
+        ("studentsByLocation", 'country: "Canada", ', "PLACE"),
+    ],
+)
+def test_lists_a_key_orders_page_either_way(
+    gql: Callable[..., Any], field: str, arguments: str, order: str
+) -> None:
+    """Where a key holds the order (a catalog's ids, the location key), `orderBy` reads the
+    same range from its other end: one Query a page, descending the reverse of ascending,
+    forward and backward alike."""
+    query = f"""query($first: Int, $after: String, $last: Int, $before: String,
+      $d: OrderDirection!) {{
+      {field}({arguments}first: $first, after: $after, last: $last, before: $before,
+        orderBy: {{ field: {order}, direction: $d }}) {{
+        edges {{ node {{ id }} }}
+        pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }} }} }}"""
+
+    def pages(direction: str, forward: bool) -> list[str]:
+        ids: list[str] = []
+        cursor = None
+        while True:
+            window = {"first": 2, "after": cursor} if forward else {"last": 2, "before": cursor}
+            result = gql(query, {"d": direction, **window})
+            assert result.errors == [] and calls(result) == ["Query"]
+            page = result.data[field]
+            got = [e["node"]["id"] for e in page["edges"]]
+            ids = ids + got if forward else got + ids
+            info = page["pageInfo"]
+            if not (info["hasNextPage"] if forward else info["hasPreviousPage"]):
+                return ids
+            cursor = info["endCursor"] if forward else info["startCursor"]
+
+    ascending = pages("ASC", True)
+    assert len(ascending) > 2  # more than a page
+    assert pages("DESC", True) == ascending[::-1]
+    assert pages("DESC", False) == ascending[::-1]
+    assert pages("ASC", False) == ascending

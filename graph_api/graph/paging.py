@@ -262,6 +262,55 @@ class NameOrder:
         return self.direction is OrderDirection.ASC
 
 
+@strawberry.enum(description="What a catalog (teachers, classes, sports) can be ordered by.")
+class IdOrderField(Enum):
+    ID = strawberry.enum_value("ID", description="The id: the order of the catalog's sort key.")
+
+
+@strawberry.input(description="The order of a catalog: by id, either way; still one Query a page.")
+class IdOrder:
+    field: IdOrderField = strawberry.field(
+        default=IdOrderField.ID, description="What to order by: ID."
+    )
+    direction: OrderDirection = strawberry.field(
+        default=OrderDirection.ASC, description="ASC (the default) or DESC."
+    )
+
+    @property
+    def ascending(self) -> bool:
+        return self.direction is OrderDirection.ASC
+
+
+@strawberry.enum(description="What students by location can be ordered by.")
+class PlaceOrderField(Enum):
+    PLACE = strawberry.enum_value(
+        "PLACE",
+        description="State, then city (as matched: trimmed and case-folded), then the"
+        " student's id: the order of the location key.",
+    )
+
+
+@strawberry.input(
+    description="The order of students by location: by place, either way; still one Query a page."
+)
+class PlaceOrder:
+    field: PlaceOrderField = strawberry.field(
+        default=PlaceOrderField.PLACE, description="What to order by: PLACE."
+    )
+    direction: OrderDirection = strawberry.field(
+        default=OrderDirection.ASC, description="ASC (the default) or DESC."
+    )
+
+    @property
+    def ascending(self) -> bool:
+        return self.direction is OrderDirection.ASC
+
+
+def ascending(order: NameOrder | IdOrder | PlaceOrder | None) -> bool:
+    """Whether a list is asked for in its key's order (the default) or against it."""
+    return order is None or order.ascending
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """Which page a connection field asks for: `count` items forward after `cursor`, or

@@ -16,9 +16,11 @@ from graph_api.graph.paging import (
     Before,
     CatalogConnection,
     First,
+    IdOrder,
     Last,
     LocationConnection,
     NameOrder,
+    PlaceOrder,
     SearchConnection,
 )
 from graph_api.graph.school_class import Class
@@ -53,6 +55,19 @@ OrderBy = Annotated[
     NameOrder | None,
     strawberry.argument(
         description="The list's order: by name ascending (the default) or descending."
+    ),
+]
+CatalogOrderBy = Annotated[
+    IdOrder | None,
+    strawberry.argument(
+        description="The list's order: by id ascending (the default) or descending."
+    ),
+]
+LocationOrderBy = Annotated[
+    PlaceOrder | None,
+    strawberry.argument(
+        description="The list's order: by state, city and id, ascending (the default) or"
+        " descending."
     ),
 ]
 SEARCH = (
@@ -124,8 +139,8 @@ class Query:
         return cast(list[Student | None], await by_id(info, named))
 
     @strawberry.field(
-        description="Every teacher, ordered by id: one Query of GSI1 a page. Null, with an"
-        " error, for arguments it refuses."
+        description="Every teacher, ordered by id (either way: `orderBy`): one Query of GSI1 a"
+        " page. Null, with an error, for arguments it refuses."
     )
     async def teachers(
         self,
@@ -134,15 +149,23 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: CatalogOrderBy = None,
     ) -> CatalogConnection[Teacher] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.TEACHER)
-        found = await paging.from_range(info, "Query.teachers", rng, page, Teacher.from_item)
+        found = await paging.from_range(
+            info,
+            "Query.teachers",
+            rng,
+            page,
+            Teacher.from_item,
+            ascending=paging.ascending(order_by),
+        )
         return found.catalog()
 
     @strawberry.field(
-        description="Every class, ordered by id: one Query of GSI1 a page. Null, with an"
-        " error, for arguments it refuses."
+        description="Every class, ordered by id (either way: `orderBy`): one Query of GSI1 a"
+        " page. Null, with an error, for arguments it refuses."
     )
     async def classes(
         self,
@@ -151,15 +174,23 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: CatalogOrderBy = None,
     ) -> CatalogConnection[Class] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.CLASS)
-        found = await paging.from_range(info, "Query.classes", rng, page, Class.from_item)
+        found = await paging.from_range(
+            info,
+            "Query.classes",
+            rng,
+            page,
+            Class.from_item,
+            ascending=paging.ascending(order_by),
+        )
         return found.catalog()
 
     @strawberry.field(
-        description="Every sport, ordered by id: one Query of GSI1 a page. Null, with an"
-        " error, for arguments it refuses."
+        description="Every sport, ordered by id (either way: `orderBy`): one Query of GSI1 a"
+        " page. Null, with an error, for arguments it refuses."
     )
     async def sports(
         self,
@@ -168,10 +199,18 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: CatalogOrderBy = None,
     ) -> CatalogConnection[Sport] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.SPORT)
-        found = await paging.from_range(info, "Query.sports", rng, page, Sport.from_item)
+        found = await paging.from_range(
+            info,
+            "Query.sports",
+            rng,
+            page,
+            Sport.from_item,
+            ascending=paging.ascending(order_by),
+        )
         return found.catalog()
 
     @strawberry.field(
@@ -198,6 +237,7 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: LocationOrderBy = None,
     ) -> LocationConnection[Student] | None:
         page = paging.window(first, after, last, before)
         rng = keys.location(
@@ -211,6 +251,7 @@ class Query:
             rng,
             page,
             Student.from_item,  # whole students: their classes and sports come along
+            ascending=paging.ascending(order_by),
         )
         return found.location()
 
@@ -334,6 +375,6 @@ async def _search(
 ) -> SearchConnection[T]:
     """A page of a search by name: the prefix's range of GSI2, in the order asked."""
     rng = keys.name_prefix(kind, validation.name_prefix(prefix))
-    ascending = order_by is None or order_by.ascending
+    ascending = paging.ascending(order_by)
     found = await paging.from_range(info, field, rng, page, to_node, ascending=ascending)
     return found.search()
