@@ -323,3 +323,21 @@ def test_lists_a_key_orders_page_either_way(
     assert pages("DESC", True) == ascending[::-1]
     assert pages("DESC", False) == ascending[::-1]
     assert pages("ASC", False) == ascending
+
+
+def test_a_name_that_folds_long_is_kept_and_found_by_its_start(svc: Services) -> None:
+    """ "ﷺ" decomposes to 18 characters: 200 of them fold past the sort key's 1,024 bytes.
+    The key keeps the start, which finds the student; a prefix past it is refused."""
+    name = "\ufdfa" * 200
+    ok(
+        svc,
+        """mutation($n: String!) { createStudent(input: { id: "long", name: $n,
+          email: "long@ex.org" }) { userErrors { code } } }""",
+        {"n": name},
+    )
+    query = "query($p: String!) { studentsByName(prefix: $p) { edges { node { id } } } }"
+    found = ok(svc, query, {"p": "\ufdfa" * 5})
+    assert found["studentsByName"]["edges"] == [{"node": {"id": "long"}}]
+    refused = execute(svc, query, {"p": name})
+    assert refused.codes == ["BAD_USER_INPUT"] and dynamodb_requests(refused) == 0
+    assert_clean(svc)
