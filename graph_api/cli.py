@@ -381,6 +381,11 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     with _dynamodb(settings) as (settings, dynamo):
         stream_line, stream_ok = _enable_stream(dynamo, settings.table)
         print(stream_line, flush=True)
+        try:
+            for index in admin.add_indexes(dynamo, settings.table):
+                print(f"index: {index} added to {settings.table}", flush=True)
+        except admin.IndexNotReady as error:
+            raise CommandError(f"{error}: run `graph-api migrate` again once it is") from None
         with _progress_line() as line:
 
             def progress(phase: str, done: int, total: int) -> None:
@@ -416,6 +421,7 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f" {report.homes_moved} home(s) onto the student),"
             f" {report.teachers} teacher(s) ({report.teaching_deleted} teaching edge(s) folded"
             f" into the teacher) in {report.transactions} transaction(s)"
+            + (f"; {report.search_keys} search key(s) written" if report.search_keys else "")
         )
     if report.changed:
         print(

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from graph_api.errors import NotFound
-from graph_api.model import keys
+from graph_api.model import items, keys
 from graph_api.model.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
 from graph_api.model.keys import Key, Kind
 from graph_api.store.codec import Item
@@ -125,7 +125,8 @@ class NodeWrite:
         return cls(
             key_of(node),
             (("eq", "version", node["version"]), *fences, *copies.holds(skip=changes)),
-            {**changes, "version": node["version"] + 1},
+            # A new name moves the node in the search index in the same write.
+            {**changes, **items.search_changes(node, changes), "version": node["version"] + 1},
         )
 
     def action(self, claim: str | None, copies: bool) -> Action:
