@@ -86,6 +86,8 @@ class Context:
     # What `prefetch.selected` found under a field, by its field nodes: the same for every
     # parent a list repeats the field under, and variables are fixed for the operation.
     selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    # The client's address (the connection's peer), which anonymous callers are told apart by.
+    client: str | None = None
     # The caller's W3C trace context (`traceparent`, `tracestate`) when tracing is on: the
     # operation's span continues the caller's trace.
     trace_headers: dict[str, str] | None = None
@@ -102,6 +104,7 @@ class Context:
         several subscriptions): same caller, its own loaders, ledger and deadline."""
         operation = Context.create(self.services, self.request_id, self.auth)
         operation.subscriptions = self.subscriptions
+        operation.client = self.client
         operation.trace_headers = self.trace_headers
         return operation
 
@@ -110,6 +113,15 @@ class Context:
         strongly (the event says the write is done), shared by every subscriber the event
         reaches, so a hundred subscribers of one class read it once."""
         self.ledger, self.table, self.loaders = self.services.event_scope(event)
+
+    @property
+    def holder(self) -> str:
+        """Whom the caller's subscriptions count against: the token's subject, else the
+        client's address (every anonymous client behind one address is one holder)."""
+        principal = self.auth.principal
+        if principal is not None and principal.subject:
+            return f"sub:{principal.subject}"
+        return f"addr:{self.client or '-'}"
 
     @property
     def cursors(self) -> Cursors:
