@@ -102,6 +102,8 @@ ALLOWED: dict[str, set[tuple[str, str]]] = {
         ("leaveSport", "own"),
     },
     "guardian": set(),
+    "unknown-role": set(),  # a role the policy does not know grants nothing
+    "no-roles": set(),  # a valid token without a roles claim: signed in, allowed nothing
     "anonymous": set(),
 }
 DECIDED_ON_THE_CLASS = {
@@ -116,6 +118,8 @@ CLAIMS: dict[str, dict[str, Any] | None] = {
     "teacher": {"roles": ["teacher"], "graph:teacher": "t1"},
     "student": {"roles": ["student"], "graph:student": "s1"},
     "guardian": {"roles": ["guardian"], "graph:students": ["s1"]},
+    "unknown-role": {"roles": ["superuser", "root"], "graph:teacher": "t1"},
+    "no-roles": {"roles": None, "graph:student": "s1"},
     "anonymous": None,  # no token
     "open": None,  # no sign-in configured
 }

@@ -20,13 +20,10 @@ class Guard:
     def clauses(self) -> list[Clause]:
         return [("eq", "teacherId", self.taught_by)]
 
-    def refusal(self, class_id: str) -> Forbidden:
-        return Forbidden(f"class {class_id} is not taught by the caller")
-
     def check(self, klass: Item) -> None:
         """Raise FORBIDDEN unless the class item, as read, meets the guard."""
         if klass.get("teacherId") != self.taught_by:
-            raise self.refusal(str(klass.get("id")))
+            raise Forbidden(f"class {klass.get('id')} is not taught by the caller")
 
 
 def clauses(guard: Guard | None) -> list[Clause]:
