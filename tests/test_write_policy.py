@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from support import AUTH, USER_ERRORS, fresh_services, hs256, run_on, scan
 
+from graph_api.graph import policy
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.graph.tokens import AuthResult
@@ -202,3 +203,18 @@ def test_every_role_writes_what_the_policy_allows_and_nothing_else(
         if (mutation, target) not in DECIDED_ON_THE_CLASS or role != "teacher":
             assert requests == [], (case, requests)  # refused before any read
         assert scan(where.services) == where.snapshot, case
+
+
+def test_a_rule_that_breaks_refuses_the_write(
+    signed: School, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: Any) -> Any:
+        raise KeyError("a claim the rule did not expect")
+
+    monkeypatch.setattr(policy, "may_write", broken)
+    query = f'mutation {{ createSport(input: {{id: "p9", name: "Golf"}}) {{ {USER_ERRORS} }} }}'
+    answer, context = execute_as(signed.services, "admin", query)
+    assert answer["errors"] == []
+    assert [e["code"] for e in answer["data"]["createSport"]["userErrors"]] == ["FORBIDDEN"]
+    assert context.ledger.calls == []
+    assert scan(signed.services) == signed.snapshot
