@@ -56,8 +56,9 @@ class Unauthenticated(ApiError):
 
 
 class Forbidden(ApiError):
-    """Not served to this reader, whatever token it sends: personal data on a server with
-    no auth configured and GRAPH_API_PUBLIC_PERSONAL_DATA off."""
+    """Not this caller's to do: a mutation its token's roles do not allow on the nodes it
+    names (a `userErrors` entry), or personal data on a server with no auth configured and
+    GRAPH_API_PUBLIC_PERSONAL_DATA off."""
 
     code = "FORBIDDEN"
 

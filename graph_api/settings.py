@@ -80,6 +80,9 @@ class Settings:
     # before a subscriber that does not read is ended (UNAVAILABLE).
     max_subscriptions: int = 10_000
     max_subscriptions_per_connection: int = 100
+    # Per caller (a token's subject; without one, the client's address): one client cannot
+    # hold every slot of the process.
+    max_subscriptions_per_principal: int = 500
     subscription_queue: int = 1000
     # A websocket with no operation for this long is closed (1000, with a reason): a client
     # that stopped subscribing does not hold a connection and its memory forever.
@@ -158,6 +161,9 @@ class Settings:
             max_subscriptions=_int(env, "GRAPH_API_MAX_SUBSCRIPTIONS", 10_000, minimum=1),
             max_subscriptions_per_connection=_int(
                 env, "GRAPH_API_MAX_SUBSCRIPTIONS_PER_CONNECTION", 100, minimum=1
+            ),
+            max_subscriptions_per_principal=_int(
+                env, "GRAPH_API_MAX_SUBSCRIPTIONS_PER_PRINCIPAL", 500, minimum=1
             ),
             subscription_queue=_int(env, "GRAPH_API_SUBSCRIPTION_QUEUE", 1000, minimum=1),
             ws_idle_seconds=_seconds(env, "GRAPH_API_WS_IDLE_SECONDS", 300.0),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -85,6 +86,9 @@ TOO_BIG_CLOSE = 1009
 # for bad JSON or an unknown type), and a connection whose `connection_init` is refused.
 BAD_MESSAGE_CLOSE = 4400
 FORBIDDEN_CLOSE = 4403
+# The connection's token expired (graphql-ws's 4401 Unauthorized): its events are no longer
+# the caller's to receive; a client reconnects with a fresh token.
+EXPIRED_CLOSE = 4401
 # How long the subscriptions of a connection that fell behind get to send their error and
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
@@ -188,6 +192,7 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
     - a `subscribe` may name its document by `documentId` (graph_api.http.persisted), and
       under GRAPH_API_DOCUMENTS=trusted must: refused with a coded error before parsing;
     - a connection with no operation for `GRAPH_API_WS_IDLE_SECONDS` is closed (1000);
+    - a connection whose token expires is closed then (4401): nothing is sent after `exp`;
     - when one of its subscriptions falls `GRAPH_API_SUBSCRIPTION_QUEUE` events behind (a
       client that does not read: the socket's buffers fill, sends wait, events queue up),
       every subscription of the connection ends with UNAVAILABLE (`hub.Group`) and the
@@ -202,6 +207,7 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         self.operations = _Operations(self._operations_changed)
         self.context.subscriptions = Group(self._fell_behind)
         self._idle: asyncio.TimerHandle | None = None
+        self._expiry: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -229,11 +235,17 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
             await super().handle_connection_init(message)
         except Refused as refused:
             await self.websocket.close(code=refused.code, reason=close_reason(refused.reason))
+            return
+        principal = self.context.auth.principal
+        if principal is not None and principal.expires is not None and self._expiry is None:
+            delay = max(0.0, principal.expires - time.time())
+            self._expiry = asyncio.get_running_loop().call_later(delay, self._token_expired)
 
     async def shutdown(self) -> None:
         self._closed = True
-        if self._idle is not None:
-            self._idle.cancel()
+        for timer in (self._idle, self._expiry):
+            if timer is not None:
+                timer.cancel()
         await super().shutdown()
         if self._closing is not None:
             self._closing.cancel()
@@ -293,6 +305,16 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         reason = f"idle: no subscription for {self.idle_seconds:g} s (GRAPH_API_WS_IDLE_SECONDS)"
         self._closing = asyncio.create_task(self._close(IDLE_CLOSE, reason))
 
+    def _token_expired(self) -> None:
+        self._expiry = None
+        if self._closed:
+            return
+        self._closed = True  # from now on nothing is sent: not even an event resolved already
+        if self._closing is not None:
+            self._closing.cancel()  # an idle or a shedding close: this one says why
+        reason = "the token expired: connect again with a fresh one"
+        self._closing = asyncio.create_task(self._send_close(EXPIRED_CLOSE, reason))
+
     def _fell_behind(self) -> None:
         """Called by the hub, on the event loop, when a subscription of ours fell behind."""
         if self._closing is None and not self._closed:
@@ -312,6 +334,9 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         if self._closed:
             return
         self._closed = True
+        await self._send_close(code, reason)
+
+    async def _send_close(self, code: int, reason: str) -> None:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # already gone
             await self.websocket.close(code=code, reason=reason)
 
@@ -352,6 +377,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
         context = Context.create(self.services, request.state.request_id, auth)
+        context.client = request.client.host if request.client else None
         if telemetry.tracing is not None:
             context.trace_headers = telemetry.tracing.trace_headers(request.headers)
         return context
