@@ -27,6 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench import queries as peer_queries
+
 ROOT = Path(__file__).resolve().parent.parent
 PEER_PATH = Path("shared", "peers", "postgraphile")
 COPY = ROOT / ".cache" / "peer" / "postgraphile"
@@ -189,6 +191,7 @@ def running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -> Ite
             pg.init()
             pg.start()
             bench.load_database(pg, data)
+            pg.psql(peer_queries.PEER_INDEXES)  # for the queries of ours it lacks (Q6)
             url = f"postgres://{bench.APP_ROLE}@127.0.0.1:{pg.port}/{bench.DB}"
             server = bench.PostGraphile(node, url, bench.free_port(), tmp / "postgraphile.log")
             server.start()

@@ -65,6 +65,8 @@ class Side:
         return proc.tree_cpu_seconds(self.pid) if self.tree else proc.cpu_seconds([self.pid])
 
     def body(self, query: BenchQuery) -> bytes | None:
+        if self.label == report.BASE and query.ours.since_base:
+            return None  # a query the base's schema may not have (Q6: issue 48's search)
         return query.body if self.kind == "api" else query.theirs_body
 
 

@@ -1,4 +1,4 @@
-"""Our five queries, the PostGraphile peer's logical queries in our schema, and their checks.
+"""Our queries, the PostGraphile peer's logical queries in our schema, and their checks.
 
 The peer (`queries.py` in its folder) answers each one with one SQL statement; these are the
 same questions asked of `schema/schema.graphql`, with the targets the peer picks
@@ -9,7 +9,7 @@ peer's, so a check accepts any N right members and says whether they are the pee
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +70,16 @@ Q5 = """query Q5($country: String!, $state: String!) {
 }"""
 
 
+# Issue 48's search: students whose name starts with a prefix, 10 of them with their classes.
+# The peer's equivalent (`peer_specs`) is a `LIKE 'prefix%'` on an indexed column.
+Q6 = """query Q6($prefix: String!) {
+  studentsByName(prefix: $prefix, first: 10) {
+    edges { node { id name classes { edges { node { subject } } } } }
+  }
+}"""
+Q6_FIRST = 10
+
+
 class CheckError(AssertionError):
     pass
 
@@ -114,6 +124,14 @@ class School:
         ):
             for ids in lists.values():
                 ids.sort()
+
+        self.prefix = search_prefix(data)
+
+    def named(self, prefix: str) -> list[str]:
+        """The ids of the students whose name starts with `prefix` (the dataset's names are
+        ASCII: case alone is folded), by name then id: both sides' order."""
+        found = [s for s in self.student.values() if s["name"].lower().startswith(prefix.lower())]
+        return [s["id"] for s in sorted(found, key=lambda s: (s["name"].lower(), s["id"]))]
 
     def subjects(self, student_id: str) -> list[str]:
         return sorted(self.klass[c]["subject"] for c in self.classes_of[student_id])
@@ -222,6 +240,64 @@ def check_q5(data: dict[str, Any], school: School, targets: dict[str, Any]) -> s
     )
 
 
+def search_prefix(data: dict[str, Any]) -> str:
+    """Q6's prefix: the two letters most students' names start with (ties: the first)."""
+    starts = Counter(s["name"][:2] for s in data["students"])
+    return sorted(starts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+
+
+def _q6_rows(school: School, students: list[dict[str, Any]], what: str) -> str:
+    """Both sides' Q6 check: the first 10 students by name, each with its subjects."""
+    want = school.named(school.prefix)
+    got = [s["id"] for s in students]
+    _expect(got == want[:Q6_FIRST], f"{what}: {got} are not the first {Q6_FIRST} of {want}")
+    subjects = 0
+    for s in students:
+        _expect(s["name"] == school.student[s["id"]]["name"], f"{what}: name of {s['id']}")
+        _expect(sorted(s["subjects"]) == school.subjects(s["id"]), f"{what}: subjects")
+        subjects += len(s["subjects"])
+    return f"prefix {school.prefix!r}, {len(got)} of {len(want)} students, {subjects} subjects"
+
+
+def check_q6(data: dict[str, Any], school: School, targets: dict[str, Any]) -> str:
+    students = [
+        {"id": n["id"], "name": n["name"], "subjects": [c["subject"] for c in _nodes(n["classes"])]}
+        for n in _nodes(data["studentsByName"])
+    ]
+    return _q6_rows(school, students, "Q6")
+
+
+PEER_Q6 = """query Q6($prefix: String!) {
+  students(filter: { name: { startsWith: $prefix } }, orderBy: [NAME_ASC, PRIMARY_KEY_ASC],
+    first: 10) {
+    nodes { rowId name enrollments { nodes { class { subject } } } }
+  }
+}"""
+# The peer's schema has no index on students.name: `LIKE 'prefix%'` (connection-filter's
+# `startsWith`) uses this one, made after the peer's load (`bench/peer.py`, `running`).
+PEER_INDEXES = "create index students_name_prefix_idx on students (name text_pattern_ops);"
+
+
+def peer_specs(queries: Any, data: dict[str, Any]) -> list[Any]:
+    """Queries of ours the peer's `queries.py` does not ask, as its `Spec`s (its module's
+    class, so its bench and ours treat them as its own): Q6."""
+    school = School(data)
+
+    def check(resp: dict[str, Any], data: dict[str, Any], targets: dict[str, Any]) -> str:
+        students = [
+            {
+                "id": n["rowId"],
+                "name": n["name"],
+                "subjects": [e["class"]["subject"] for e in n["enrollments"]["nodes"]],
+            }
+            for n in resp["students"]["nodes"]
+        ]
+        return _q6_rows(school, students, "Q6 (peer)")
+
+    title = "10 students whose name starts with a prefix + subjects [LIKE 'prefix%']"
+    return [queries.Spec("Q6", title, PEER_Q6, {"prefix": school.prefix}, check)]
+
+
 Check = Callable[[dict[str, Any], School, dict[str, Any]], str]
 
 
@@ -232,6 +308,7 @@ class Ours:
     query: str
     variables: dict[str, Any] = field(default_factory=dict)
     check: Check = check_q1
+    since_base: bool = False  # new since `make bench BASE=`'s commits: not asked of the base
 
 
 def country_of(data: dict[str, Any], state: str) -> str:
@@ -239,7 +316,8 @@ def country_of(data: dict[str, Any], state: str) -> str:
 
 
 def build(data: dict[str, Any], targets: dict[str, Any]) -> list[Ours]:
-    """The five queries with the peer's targets, in the peer's order (Q1..Q5)."""
+    """The five queries with the peer's targets, in the peer's order (Q1..Q5), then Q6
+    (issue 48's search, which the peer's `queries.py` does not ask: `peer_specs`)."""
     state = targets["q5_state"]
     return [
         Ours(
@@ -276,5 +354,13 @@ def build(data: dict[str, Any], targets: dict[str, Any]) -> list[Ours]:
             Q5,
             {"country": country_of(data, state), "state": state},
             check_q5,
+        ),
+        Ours(
+            "Q6",
+            "10 students whose name starts with a prefix + their class subjects",
+            Q6,
+            {"prefix": search_prefix(data)},
+            check_q6,
+            since_base=True,
         ),
     ]

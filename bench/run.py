@@ -27,10 +27,14 @@ class BenchRun:
         return self.mods["httpbench"]
 
     def queries(self) -> list[BenchQuery]:
-        """The five queries: ours, the peer's when it runs, and the bodies each side is sent."""
+        """The queries: ours, the peer's when it runs, and the bodies each side is sent."""
         encode = self.httpbench.encode
+        peer = self.mods["queries"]
         theirs = (
-            {spec.name: spec for spec in self.mods["queries"].build(self.targets)}
+            {
+                spec.name: spec
+                for spec in [*peer.build(self.targets), *peer_queries.peer_specs(peer, self.data)]
+            }
             if self.running is not None
             else {}
         )

@@ -177,6 +177,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         settings, host=args.host or settings.host, port=args.port or settings.port
     )
     api = f"http://{settings.host}:{settings.port}/graphql"
+    if settings.documents_manifest:  # a bad one in one line now, not from every worker later
+        from graph_api.http.persisted import load_manifest
+
+        load_manifest(settings.documents_manifest)
     # SIGTERM as an exception, so that the cleanup below runs: uvicorn shuts down on it, puts
     # this handler back and raises the signal again, which by default would end the process
     # on the spot (and leave .data/embedded.json naming a dead server).
@@ -377,6 +381,11 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     with _dynamodb(settings) as (settings, dynamo):
         stream_line, stream_ok = _enable_stream(dynamo, settings.table)
         print(stream_line, flush=True)
+        try:
+            for index in admin.add_indexes(dynamo, settings.table):
+                print(f"index: {index} added to {settings.table}", flush=True)
+        except admin.IndexNotReady as error:
+            raise CommandError(f"{error}: run `graph-api migrate` again once it is") from None
         with _progress_line() as line:
 
             def progress(phase: str, done: int, total: int) -> None:
@@ -412,6 +421,7 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f" {report.homes_moved} home(s) onto the student),"
             f" {report.teachers} teacher(s) ({report.teaching_deleted} teaching edge(s) folded"
             f" into the teacher) in {report.transactions - report.counters} transaction(s)"
+            + (f"; {report.search_keys} search key(s) written" if report.search_keys else "")
         )
     if report.counters:
         print(f"set {report.counters} counter(s) of catalogs and places to the counts walked")
@@ -496,6 +506,27 @@ def _check_operations(root: Path) -> int:
     return 0 if report.passed else 1
 
 
+def cmd_persist(_: Settings, args: argparse.Namespace) -> int:
+    """`persist DIR`: the persisted-query manifest of the operations under DIR."""
+    import json
+    from pathlib import Path
+
+    from graphql import build_schema
+
+    from graph_api.graph.schema import schema
+    from graph_api.ops import operations_check, persist
+
+    try:
+        made = persist.manifest(build_schema(schema.as_str()), Path(args.directory))
+    except operations_check.OperationsError as error:
+        print(f"graph-api: {error}", file=sys.stderr)
+        return 1 if isinstance(error, persist.Broken) else 2
+    _write_out(json.dumps(made, indent=2, ensure_ascii=False) + "\n", args.output)
+    if args.output not in (None, "-"):
+        print(f"{len(made['operations'])} operation(s) persisted in {args.output}")
+    return 0
+
+
 def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
     from graph_api.ops import workbench
 
@@ -560,6 +591,12 @@ def parser() -> argparse.ArgumentParser:
         " against the code's schema",
     )
     schema_check.set_defaults(run=cmd_schema_check)
+    persist = commands.add_parser(
+        "persist", help="write the persisted-query manifest of the operations under DIR"
+    )
+    persist.add_argument("directory", metavar="DIR", help="the .graphql operations")
+    persist.add_argument("-o", "--output", help="write to this file instead of stdout")
+    persist.set_defaults(run=cmd_persist)
     model = commands.add_parser("export-model", help="write the NoSQL Workbench data model")
     model.add_argument("-o", "--output", help="write to this file instead of stdout")
     model.add_argument("--table", default="graph", help="table name in the model")

@@ -56,8 +56,9 @@ class Unauthenticated(ApiError):
 
 
 class Forbidden(ApiError):
-    """Not served to this reader, whatever token it sends: personal data on a server with
-    no auth configured and GRAPH_API_PUBLIC_PERSONAL_DATA off."""
+    """Not this caller's to do: a mutation its token's roles do not allow on the nodes it
+    names (a `userErrors` entry), or personal data on a server with no auth configured and
+    GRAPH_API_PUBLIC_PERSONAL_DATA off."""
 
     code = "FORBIDDEN"
 
@@ -67,6 +68,20 @@ class BadRequest(ApiError):
     a subscription sent as a plain request (GraphQL over HTTP, `http/graphql_http.py`)."""
 
     code = "BAD_REQUEST"
+
+
+class PersistedQueryNotFound(ApiError):
+    """A document asked for by its id (`documentId`, APQ's `sha256Hash`) that this server
+    does not hold: Apollo's persisted-queries link sends the text on seeing this code."""
+
+    code = "PERSISTED_QUERY_NOT_FOUND"
+
+
+class ForbiddenDocument(ApiError):
+    """A document text not in the manifest, on a server that runs trusted documents only
+    (GRAPH_API_DOCUMENTS=trusted)."""
+
+    code = "FORBIDDEN_DOCUMENT"
 
 
 INTERNAL_SERVER_ERROR = ApiError.code

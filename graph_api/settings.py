@@ -62,6 +62,12 @@ class Settings:
     jwt_issuer: str = ""
     jwt_audience: str = ""
     auth_reads: bool = False
+    # Which claims of a verified token say who the caller is (graph_api/graph/tokens.py):
+    # its roles, the student or teacher node it is, the students a guardian looks after.
+    roles_claim: str = "roles"
+    student_claim: str = "graph:student"
+    teacher_claim: str = "graph:teacher"
+    guardian_claim: str = "graph:students"
     # Students' emails and street addresses to anyone, not only to authenticated readers.
     # Off unless asked; `from_env` turns it on for the embedded backend's generated demo.
     public_personal_data: bool = False
@@ -74,6 +80,9 @@ class Settings:
     # before a subscriber that does not read is ended (UNAVAILABLE).
     max_subscriptions: int = 10_000
     max_subscriptions_per_connection: int = 100
+    # Per caller (a token's subject; without one, the client's address): one client cannot
+    # hold every slot of the process.
+    max_subscriptions_per_principal: int = 500
     subscription_queue: int = 1000
     # A websocket with no operation for this long is closed (1000, with a reason): a client
     # that stopped subscribing does not hold a connection and its memory forever.
@@ -99,6 +108,12 @@ class Settings:
     # Strings, not tuples: settings travel to `serve`'s workers as JSON.
     cors_origins: str = ""
     cors_origin_regex: str = ""
+    # Persisted documents (graph_api/http/persisted.py): "any" runs any document (and APQ
+    # registers them); "trusted" runs only the manifest's, a file `graph-api persist` writes.
+    # A query by id over GET may be cached by a CDN for `documents_max_age` seconds.
+    documents: str = "any"
+    documents_manifest: str = ""
+    documents_max_age: int = 60
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -147,6 +162,9 @@ class Settings:
             max_subscriptions_per_connection=_int(
                 env, "GRAPH_API_MAX_SUBSCRIPTIONS_PER_CONNECTION", 100, minimum=1
             ),
+            max_subscriptions_per_principal=_int(
+                env, "GRAPH_API_MAX_SUBSCRIPTIONS_PER_PRINCIPAL", 500, minimum=1
+            ),
             subscription_queue=_int(env, "GRAPH_API_SUBSCRIPTION_QUEUE", 1000, minimum=1),
             ws_idle_seconds=_seconds(env, "GRAPH_API_WS_IDLE_SECONDS", 300.0),
             events_broker=events_broker(env.get("GRAPH_API_EVENTS_BROKER", "")),
@@ -158,6 +176,7 @@ class Settings:
             tracing=tracing_wanted(env),
             cors_origins=origins,
             cors_origin_regex=LOCAL_ORIGINS if local else "",
+            **_documents(env),
         )
 
 
@@ -265,7 +284,18 @@ def _auth(env: Mapping[str, str]) -> dict[str, Any]:
         "jwt_issuer": issuer,
         "jwt_audience": audience,
         "auth_reads": _bool(env, "GRAPH_API_AUTH_READS", False),
+        "roles_claim": _claim(env, "GRAPH_API_ROLES_CLAIM", "roles"),
+        "student_claim": _claim(env, "GRAPH_API_STUDENT_CLAIM", "graph:student"),
+        "teacher_claim": _claim(env, "GRAPH_API_TEACHER_CLAIM", "graph:teacher"),
+        "guardian_claim": _claim(env, "GRAPH_API_GUARDIAN_CLAIM", "graph:students"),
     }
+
+
+def _claim(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip() or default
+    if any(c.isspace() for c in value):
+        raise SettingsError(f"{name} names a claim: no blanks in {value!r}")
+    return value
 
 
 # `make run`'s default: a front end's dev server on this machine, whatever its port.
@@ -345,3 +375,18 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be true or false, not {raw!r}")
+
+
+def _documents(env: Mapping[str, str]) -> dict[str, Any]:
+    mode = _choice(env, "GRAPH_API_DOCUMENTS", ("any", "trusted"), "any")
+    manifest = env.get("GRAPH_API_DOCUMENTS_MANIFEST", "").strip()
+    if mode == "trusted" and not manifest:
+        raise SettingsError(
+            "GRAPH_API_DOCUMENTS=trusted needs GRAPH_API_DOCUMENTS_MANIFEST"
+            " (a file `graph-api persist` writes)"
+        )
+    return {
+        "documents": mode,
+        "documents_manifest": manifest,
+        "documents_max_age": _int(env, "GRAPH_API_DOCUMENTS_MAX_AGE", 60),
+    }

@@ -133,7 +133,8 @@ def demo_api() -> Iterator[str]:
     """`graph-api serve` on the embedded backend with a 20-student demo school (seed 7), its
     base URL: for the tests that drive it from a browser or Node clients, started once.
     They write only to students of their own (the GraphiQL test reads stu-0001 and enrols
-    stu-0002; the clients rename stu-0011 to stu-0014; the CORS page stu-0019)."""
+    stu-0002; the clients rename stu-0011 to stu-0014; the CORS page stu-0019; the Relay
+    runtime's test creates a student and a teacher of a fresh id)."""
     from tools.api_server import serving
 
     with serving(students=20, GRAPH_API_DEMO_SEED="7") as url:

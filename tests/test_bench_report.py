@@ -107,3 +107,23 @@ def test_the_printed_report_holds_every_table_and_the_bar() -> None:
         "- met: Q1 \u00d716 requests/s, head/base 1.20\u00d7 (issue 45: at least 1.15\u00d7)"
         in text
     )
+
+
+def test_a_query_the_base_was_not_asked_is_left_out_of_its_sums_and_bars() -> None:
+    """Q6 (issue 48's search) is asked of head and the peer only: the five's sums, the worst
+    query and the requests' bar stay the five's, and its own row shows head and the peer."""
+    result = _result([4.0, 4.0, 4.0, 4.0, 4.0], [5.0, 5.0, 5.0, 5.0, 5.0])
+    result["queries"].append(
+        {
+            "name": "Q6",
+            "title": "",
+            "sides": {
+                "head": {"cpu_ms_per_request": 9.0, "median_ms": 5, "dynamodb_requests": 1},
+                "PostGraphile": {"cpu_ms_per_request": 1.0, "median_ms": 2},
+            },
+        }
+    )
+    assert report.summed(result, "head") == 20.0
+    assert [line.split(":")[0] for line in report.against_base(result)] == ["- met"] * 4
+    q6 = next(line for line in report.cpu_table(result) if line.startswith("| Q6 "))
+    assert q6.startswith("| Q6 | 9.00 | n/a | 1.00 | n/a | 9.00\u00d7 |")

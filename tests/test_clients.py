@@ -1,12 +1,18 @@
 """The field's GraphQL clients, pinned in tests/clients/ and at their default settings,
 against `graph-api serve`: urql (@urql/core), Apollo Client, graphql-ws and graphql-sse each
-run a query, a mutation and a subscription that hears a mutation made elsewhere."""
+run a query, a mutation and a subscription that hears a mutation made elsewhere; Apollo
+Client's persisted-queries link (tests/clients/persisted.mjs) runs APQ's miss-then-register
+flow, and a trusted server's manifest ids."""
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from support import ROOT, npm_package, tool
+
+from graph_api import cli
+from tools.api_server import serving
 
 CLIENTS = ROOT / "tests" / "clients"
 # The script bounds its own waits (a subscription's event: 120 s); this is a backstop.
@@ -28,3 +34,35 @@ def test_urql_apollo_graphql_ws_and_graphql_sse_pass_at_their_defaults(demo_api:
         for operation in ("query", "mutation", "subscription"):
             assert f"ok   {client}: {operation}" in report, report
     print(report)
+
+
+def run_persisted(*arguments: str) -> str:
+    node = tool("node", "apt-get install nodejs npm")
+    npm_package(CLIENTS)
+    result = subprocess.run(
+        [node, str(CLIENTS / "persisted.mjs"), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=NODE_SECONDS,
+    )
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report
+    return report
+
+
+def test_apollos_persisted_queries_link_misses_registers_then_sends_the_hash(demo_api: str) -> None:
+    report = run_persisted(f"{demo_api}/graphql")
+    assert "ok   apollo persisted: a miss, then the text registered" in report, report
+    assert "ok   apollo persisted: the hash alone over GET" in report, report
+
+
+def test_apollos_persisted_queries_link_runs_manifest_ids_on_a_trusted_server(
+    tmp_path: Path,
+) -> None:
+    manifest = tmp_path / "manifest.json"
+    assert cli.main(["persist", str(ROOT / "tests" / "operations"), "-o", str(manifest)]) == 0
+    settings = {"GRAPH_API_DOCUMENTS": "trusted", "GRAPH_API_DOCUMENTS_MANIFEST": str(manifest)}
+    with serving(students=20, **settings) as url:
+        report = run_persisted(f"{url}/graphql", str(manifest))
+    assert "ok   apollo persisted: a manifest operation runs by its id" in report, report
+    assert "ok   apollo persisted: an operation not in the manifest is refused" in report, report

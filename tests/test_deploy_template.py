@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from graph_api.model.keys import GSI1
+from graph_api.model.keys import GSI1, GSI2
 from graph_api.settings import Settings
 from graph_api.store.admin import definition
 
@@ -117,14 +117,17 @@ def test_the_function_may_do_what_the_api_does_and_no_more(template: dict[str, A
         "dynamodb:ConditionCheckItem",
     }
     table_arn = {"Fn::GetAtt": ["Table", "Arn"]}
-    index_arn = {"Fn::Sub": f"${{Table.Arn}}/index/{GSI1}"}
+    index_arns = [{"Fn::Sub": f"${{Table.Arn}}/index/{index}"} for index in (GSI1, GSI2)]
+    queried = []
     for statement in statements(template):
         assert statement["Effect"] == "Allow"
         resources = statement["Resource"]
         resources = resources if isinstance(resources, list) else [resources]
-        assert all(r in (table_arn, index_arn) for r in resources), statement
-        if index_arn in resources:
+        assert all(r == table_arn or r in index_arns for r in resources), statement
+        if any(arn in resources for arn in index_arns):
             assert actions(statement) == ["dynamodb:Query"]
+            queried += resources
+    assert all(arn in queried for arn in index_arns)  # both indexes may be queried
 
 
 def test_only_the_operator_policy_may_scan(template: dict[str, Any]) -> None:

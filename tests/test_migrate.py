@@ -15,7 +15,9 @@ from support import make_settings
 
 from graph_api import cli
 from graph_api.events.lease import Lease
+from graph_api.model import items, keys
 from graph_api.model.items import Place
+from graph_api.model.keys import Kind
 from graph_api.ops import migrate
 from graph_api.ops.check import check_table
 from graph_api.ops.migrate import Report, migrate_table
@@ -294,21 +296,23 @@ def test_the_command_migrates_then_says_there_is_nothing_to_do(
     students, teachers = len(school.students), len(school.teachers)
     edges = sum(len(p.classes) + len(p.sports) for p in school.students)
     homes = sum(p.home is not None for p in school.students)
+    # One transaction a node, each fits in one; a student's and a teacher's search key ride
+    # in it, a class's (whose layout never changed) takes one of its own.
+    nodes = students + teachers + len(school.classes)
     counters = [i for i in new_items(school) if i["type"] == "counter"]  # backfilled, one a put
-    assert captured.out.splitlines() == [  # one transaction a node: each fits in one
+    assert captured.out.splitlines() == [
         "change stream: already on (NEW_AND_OLD_IMAGES)",
         f"migrated {env.name}: {students} student(s) ({edges} edge(s) moved to their class or"
         f" sport, {homes} home(s) onto the student), {teachers} teacher(s) ({len(school.classes)}"
-        f" teaching edge(s) folded into the teacher) in {students + teachers} transaction(s)",
+        f" teaching edge(s) folded into the teacher) in {nodes} transaction(s);"
+        f" {nodes} search key(s) written",
         f"set {len(counters)} counter(s) of catalogs and places to the counts walked",
         "done: run `graph-api check` to verify the table",
     ]
     progress = captured.err.split("\r")
     assert f"migrating {env.name}: scanning, 50 items" in progress
     bar = "#" * 30
-    assert progress[-1].rstrip("\n") == (
-        f"migrating {env.name}: [{bar}] {students + teachers}/{students + teachers} nodes"
-    )
+    assert progress[-1].rstrip("\n") == f"migrating {env.name}: [{bar}] {nodes}/{nodes} nodes"
     assert cli.main(["check"]) == 0
     capsys.readouterr()
     assert cli.main(["migrate"]) == 0
@@ -384,3 +388,50 @@ def test_migrate_leaves_a_stream_of_other_images_alone_and_exits_1(
         " `graph-api migrate` again"
     )
     assert _stream(env) == other
+
+
+def test_migrate_adds_the_search_index_and_writes_the_keys_check_asks_for(
+    env: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table of before issue 48: no GSI2, nodes without their search keys (one stale)."""
+    env.dynamo.call_sync("DeleteTable", {"TableName": env.name}, None)
+    definition = admin.definition(env.name)
+    definition["GlobalSecondaryIndexes"] = [admin.index_definition(keys.GSI1)]
+    definition["AttributeDefinitions"] = admin.attribute_definitions([keys.GSI1])
+    env.dynamo.call_sync("CreateTable", definition, None)
+    env.dynamo.client.get_waiter("table_exists").wait(TableName=env.name)
+    school = small_school()
+    before = [{k: v for k, v in i.items() if k not in items.SEARCH_KEYS} for i in new_items(school)]
+    stale = next(i for i in before if i["type"] == "student")
+    stale.update(keys.name_key(Kind.STUDENT, stale["id"], "Somebody Else").as_item())
+    env.seed(before)
+    findings = check_table(env.dynamo, env.name)
+    searched = [i for i in before if i["type"] in ("student", "teacher", "class")]
+    assert [f.kind for f in findings] == ["search-key"] * len(searched)
+    assert sum("run `graph-api migrate`" in f.message for f in findings) == len(searched) - 1
+
+    assert cli.main(["migrate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == f"index: GSI2 added to {env.name}"
+    assert out[2].endswith(
+        f"in {len(searched)} transaction(s); {len(searched)} search key(s) written"
+    )
+    assert check_table(env.dynamo, env.name) == []
+    found = env.dynamo.call_sync(
+        "Query",
+        {
+            "TableName": env.name,
+            "IndexName": keys.GSI2,
+            "KeyConditionExpression": "GSI2PK = :pk AND begins_with(GSI2SK, :prefix)",
+            "ExpressionAttributeValues": codec.encode(
+                {
+                    ":pk": (rng := keys.name_prefix(Kind.STUDENT, stale["name"])).pk,
+                    ":prefix": rng.prefix,
+                }
+            ),
+        },
+        None,
+    )
+    assert stale["id"] in [codec.decode(i)["id"] for i in found["Items"]]
+    assert cli.main(["migrate"]) == 0  # the index is there, the keys are right: nothing to do
+    assert capsys.readouterr().out.splitlines()[1].startswith("nothing to migrate")

@@ -3,6 +3,8 @@
 Every ```graphql block of README.md, in order, against a fresh table seeded exactly as
 `make run` seeds it (the default demo settings): each must answer without errors (nor user
 errors, for its mutations) and with data. A README that drifts from the API fails here.
+Each is a named operation that selects `id` wherever it can, as clients' own tools want
+(tests/test_client_conventions.py runs GraphQL Code Generator over them).
 """
 
 from __future__ import annotations
@@ -22,6 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from graphql import (
+    FieldNode,
+    GraphQLInterfaceType,
+    GraphQLObjectType,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    TypeInfo,
+    TypeInfoVisitor,
+    Visitor,
+    build_schema,
+    get_named_type,
+    parse,
+    visit,
+)
 from starlette.testclient import TestClient
 from support import assert_clean, fresh_services, make_settings, run
 from websockets.sync.client import connect
@@ -34,6 +51,7 @@ from graph_api.store import admin
 from tools.dynamodb_local import free_port
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+SCHEMA_FILE = README.parent / "schema" / "schema.graphql"
 BLOCKS = re.findall(r"```graphql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 JSON_BLOCKS = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
@@ -55,6 +73,48 @@ def make_run_api(endpoint: str) -> Iterator[TestClient]:
 def test_the_readme_has_examples() -> None:
     assert len(BLOCKS) >= 4
     assert any(block.lstrip().startswith("mutation") for block in BLOCKS)
+
+
+def test_every_readme_example_is_named_and_selects_id_wherever_a_type_has_one() -> None:
+    """Named, because GraphQL Code Generator refuses anonymous operations; `id` on every
+    object that has one, because Apollo's InMemoryCache normalizes an object only by its
+    `__typename` and `id` (without it, the same student read twice is two cache entries)."""
+    schema = build_schema(SCHEMA_FILE.read_text(encoding="utf-8"))
+    names = []
+    for block in BLOCKS:
+        document = parse(block)
+        operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        assert operations and all(op.name for op in operations), block
+        names += [op.name.value for op in operations if op.name]
+        assert _without_id(schema, document) == [], block
+    assert len(set(names)) == len(names), names  # one document set: names are unique
+
+
+def _without_id(schema: Any, document: Any) -> list[str]:
+    """The fields whose objects have an `id` the selection leaves out (as Type.field)."""
+    type_info = TypeInfo(schema)
+    found: list[str] = []
+
+    class Check(Visitor):
+        def enter_field(self, node: FieldNode, *_: Any) -> None:
+            named = get_named_type(type_info.get_type())
+            has_id = isinstance(named, GraphQLObjectType | GraphQLInterfaceType) and (
+                "id" in named.fields
+            )
+            if has_id and node.selection_set and not _selects_id(node.selection_set):
+                found.append(f"{type_info.get_parent_type()}.{node.name.value}")
+
+    visit(document, TypeInfoVisitor(type_info, Check()))
+    return found
+
+
+def _selects_id(selection_set: SelectionSetNode) -> bool:
+    """`id` selected unaliased, directly or in an inline fragment (`... on Class { id }`)."""
+    return any(
+        (isinstance(s, FieldNode) and s.name.value == "id" and s.alias is None)
+        or (isinstance(s, InlineFragmentNode) and _selects_id(s.selection_set))
+        for s in selection_set.selections
+    )
 
 
 def _empty(value: Any) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from graph_api import cli
-from graph_api.model.keys import GSI1PK, GSI1SK
+from graph_api.model.keys import GSI1PK, GSI1SK, GSI2PK, GSI2SK
 from graph_api.ops import workbench
 from graph_api.store.admin import definition
 
@@ -50,12 +50,14 @@ def test_the_model_has_the_tables_keys_index_and_billing(table: dict[str, Any]) 
     keys = table["KeyAttributes"]
     assert keys["PartitionKey"]["AttributeName"] == key(code["KeySchema"], "HASH")
     assert keys["SortKey"]["AttributeName"] == key(code["KeySchema"], "RANGE")
-    (index,) = table["GlobalSecondaryIndexes"]
-    (code_index,) = code["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == code_index["IndexName"]
-    assert index["KeyAttributes"]["PartitionKey"]["AttributeName"] == GSI1PK
-    assert index["KeyAttributes"]["SortKey"]["AttributeName"] == GSI1SK
-    assert index["Projection"] == code_index["Projection"]
+    indexes, code_indexes = table["GlobalSecondaryIndexes"], code["GlobalSecondaryIndexes"]
+    assert [i["IndexName"] for i in indexes] == [i["IndexName"] for i in code_indexes]
+    for index, code_index, (pk, sk) in zip(
+        indexes, code_indexes, [(GSI1PK, GSI1SK), (GSI2PK, GSI2SK)], strict=True
+    ):
+        assert index["KeyAttributes"]["PartitionKey"]["AttributeName"] == pk
+        assert index["KeyAttributes"]["SortKey"]["AttributeName"] == sk
+        assert index["Projection"] == code_index["Projection"]
     assert table["BillingMode"] == code["BillingMode"]
 
 

@@ -8,6 +8,9 @@ connection is told to close (its client hears, rather than resubscribing past a 
 knowing). A subscription's `Pace` tells whose fault its full queue is: when the time went to
 resolving events rather than to sending them, the server is too slow for the events'
 rate (or burst), and only that subscription ends, with an error that says so.
+Each subscription names its holder (who asked: a token's subject, or an anonymous client's
+address), and a holder has at most `max_per_holder` of the process's slots, so one client
+cannot take them all from everyone else.
 Events carry their stream position; an event at or before the last position seen of its
 shard is dropped, so a stream reader that takes over after a crash and reads a few records
 again never delivers them twice.
@@ -19,11 +22,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from graph_api import telemetry
-from graph_api.errors import ApiError, Unavailable
+from graph_api.errors import ApiError, BadUserInput, Unavailable
 from graph_api.events.changes import Event
 
 log = logging.getLogger(__name__)
@@ -122,8 +125,10 @@ class Subscription:
         queue_limit: int,
         group: Group | None = None,
         pace: Pace | None = None,
+        holder: str | None = None,
     ) -> None:
         self.topics = topics
+        self.holder = holder
         self._hub = hub
         self._limit = queue_limit
         self._group = group
@@ -210,8 +215,12 @@ class Subscription:
 
 
 class Hub:
-    def __init__(self, *, max_subscriptions: int, queue_limit: int) -> None:
+    def __init__(
+        self, *, max_subscriptions: int, queue_limit: int, max_per_holder: int | None = None
+    ) -> None:
         self.max_subscriptions = max_subscriptions
+        self.max_per_holder = max_per_holder
+        self._held: Counter[str] = Counter()  # holder -> subscriptions held
         self.queue_limit = queue_limit
         self._by_topic: dict[str, set[Subscription]] = {}
         self._count = 0
@@ -223,17 +232,33 @@ class Hub:
         return self._count
 
     def subscribe(
-        self, topics: Iterable[str], group: Group | None = None, pace: Pace | None = None
+        self,
+        topics: Iterable[str],
+        group: Group | None = None,
+        pace: Pace | None = None,
+        holder: str | None = None,
     ) -> Subscription:
+        """A subscription to `topics` for `holder` (None: not counted per holder)."""
+        limit = self.max_per_holder
+        if holder is not None and limit is not None and self._held[holder] >= limit:
+            # The caller's own doing, like the per-connection limit; the message names no
+            # one (a subject may be an email).
+            raise BadUserInput(
+                f"this caller holds its limit of {limit} subscriptions on this server"
+                " (GRAPH_API_MAX_SUBSCRIPTIONS_PER_PRINCIPAL); complete one first",
+                limit=limit,
+            )
         if self._count >= self.max_subscriptions:
             raise Unavailable(
                 f"this server holds its limit of {self.max_subscriptions} subscriptions;"
                 " try again later"
             )
-        subscription = Subscription(self, frozenset(topics), self.queue_limit, group, pace)
+        subscription = Subscription(self, frozenset(topics), self.queue_limit, group, pace, holder)
         for topic in subscription.topics:
             self._by_topic.setdefault(topic, set()).add(subscription)
         self._count += 1
+        if holder is not None:
+            self._held[holder] += 1
         if telemetry.metrics is not None:
             telemetry.metrics.subscriptions.inc()
         return subscription
@@ -253,6 +278,10 @@ class Hub:
                     del self._by_topic[topic]
         if removed:
             self._count -= 1
+            if subscription.holder is not None:
+                self._held[subscription.holder] -= 1
+                if self._held[subscription.holder] <= 0:
+                    del self._held[subscription.holder]
             if telemetry.metrics is not None:
                 telemetry.metrics.subscriptions.dec()
 

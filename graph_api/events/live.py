@@ -55,6 +55,7 @@ class LiveEvents:
         self.hub = Hub(
             max_subscriptions=settings.max_subscriptions,
             queue_limit=settings.subscription_queue,
+            max_per_holder=settings.max_subscriptions_per_principal,
         )
         self.broker: Broker | None = None  # while running
         self._refusal: str | None = NOT_RUNNING
@@ -65,13 +66,18 @@ class LiveEvents:
         return self._refusal is None
 
     def subscribe(
-        self, topics: Sequence[str], group: Group | None = None, pace: Pace | None = None
+        self,
+        topics: Sequence[str],
+        group: Group | None = None,
+        pace: Pace | None = None,
+        holder: str | None = None,
     ) -> Subscription:
         """A subscription to `topics` (one of `group`'s, a websocket's; its operation's
-        `pace`), or UNAVAILABLE saying why this server has none."""
+        `pace`; `holder`'s, counted against its limit), or UNAVAILABLE saying why this
+        server has none."""
         if self._refusal is not None:
             raise Unavailable(self._refusal)
-        return self.hub.subscribe(topics, group, pace)
+        return self.hub.subscribe(topics, group, pace, holder)
 
     def _standby(self, standby: bool) -> None:
         """The reader found another instance holding the lease (True), or took it (False):

@@ -13,7 +13,7 @@ from strawberry.types import Info as StrawberryInfo
 from graph_api import telemetry
 from graph_api.events.hub import Group, Pace
 from graph_api.events.live import LiveEvents
-from graph_api.graph.tokens import Authenticator, AuthResult
+from graph_api.graph.tokens import ANONYMOUS, OPEN, Authenticator, AuthResult
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import Kind
 from graph_api.settings import Settings
@@ -86,6 +86,8 @@ class Context:
     # What `prefetch.selected` found under a field, by its field nodes: the same for every
     # parent a list repeats the field under, and variables are fixed for the operation.
     selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    # The client's address (the connection's peer), which anonymous callers are told apart by.
+    client: str | None = None
     # The caller's W3C trace context (`traceparent`, `tracestate`) when tracing is on: the
     # operation's span continues the caller's trace.
     trace_headers: dict[str, str] | None = None
@@ -93,13 +95,16 @@ class Context:
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
         ledger, table, loaders = _scope(services)
-        return cls(request_id, services, ledger, table, loaders, auth or AuthResult())
+        if auth is None:  # what no token means on this server (`Authenticator.authenticate`)
+            auth = AuthResult(anonymous=ANONYMOUS if services.auth.enabled else OPEN)
+        return cls(request_id, services, ledger, table, loaders, auth)
 
     def for_operation(self) -> Context:
         """A context of its own for one operation of a connection (a websocket carries
         several subscriptions): same caller, its own loaders, ledger and deadline."""
         operation = Context.create(self.services, self.request_id, self.auth)
         operation.subscriptions = self.subscriptions
+        operation.client = self.client
         operation.trace_headers = self.trace_headers
         return operation
 
@@ -108,6 +113,15 @@ class Context:
         strongly (the event says the write is done), shared by every subscriber the event
         reaches, so a hundred subscribers of one class read it once."""
         self.ledger, self.table, self.loaders = self.services.event_scope(event)
+
+    @property
+    def holder(self) -> str:
+        """Whom the caller's subscriptions count against: the token's subject, else the
+        client's address (every anonymous client behind one address is one holder)."""
+        principal = self.auth.principal
+        if principal is not None and principal.subject:
+            return f"sub:{principal.subject}"
+        return f"addr:{self.client or '-'}"
 
     @property
     def cursors(self) -> Cursors:

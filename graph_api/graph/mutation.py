@@ -1,4 +1,8 @@
-"""The root Mutation: validate, write in one transaction, answer from a consistent read.
+"""The root Mutation: authorize, validate, write in one transaction, answer from a
+consistent read.
+
+Each mutation first asks the policy (`graph/authorize.py`) on the token and its arguments,
+before any read: FORBIDDEN is a `userErrors` entry, and nothing is written.
 
 Each mutation answers a payload (`graph/payloads.py`): the node written, or user errors.
 """
@@ -9,6 +13,7 @@ from typing import Annotated, TypeVar
 
 import strawberry
 
+from graph_api.graph.authorize import authorize, class_teacher
 from graph_api.graph.context import Info
 from graph_api.graph.inputs import (
     CreateClassInput,
@@ -93,6 +98,7 @@ class Mutation:
         info: Info,
         input: Annotated[CreateStudentInput, strawberry.argument(description="The new student.")],
     ) -> CreateStudentPayload:
+        authorize(info, "createStudent")
         id_ = await students.create(
             info.context.table,
             input.id,
@@ -114,6 +120,7 @@ class Mutation:
         input: Annotated[UpdateStudentInput, Fields],
         expected_version: ExpectedVersion = None,
     ) -> UpdateStudentPayload:
+        authorize(info, "updateStudent", student=id)
         email = None if input.email is None else validation.email(input.email)
         await students.update(
             info.context.table, id, optional_name(input.name), email, expected_version
@@ -125,6 +132,7 @@ class Mutation:
         description="Delete a student with its email and its enrolments and memberships.",
     )
     async def delete_student(self, info: Info, id: StudentId) -> DeleteStudentPayload:
+        authorize(info, "deleteStudent")
         await students.delete(info.context.table, id)
         return DeleteStudentPayload(deleted_id=id)
 
@@ -137,6 +145,7 @@ class Mutation:
             HomeInput | None, strawberry.argument(description="The new home; null clears it.")
         ],
     ) -> SetHomePayload:
+        authorize(info, "setHome", student=student_id)
         await students.set_home(info.context.table, student_id, home.place() if home else None)
         return SetHomePayload(student=written(info, Student, student_id))
 
@@ -150,6 +159,7 @@ class Mutation:
         info: Info,
         input: Annotated[CreateTeacherInput, strawberry.argument(description="The new teacher.")],
     ) -> CreateTeacherPayload:
+        authorize(info, "createTeacher")
         id_ = await teachers.create(info.context.table, input.id, validation.name(input.name))
         return CreateTeacherPayload(teacher=written(info, Teacher, id_))
 
@@ -165,6 +175,7 @@ class Mutation:
         input: Annotated[UpdateTeacherInput, Fields],
         expected_version: ExpectedVersion = None,
     ) -> UpdateTeacherPayload:
+        authorize(info, "updateTeacher", teacher=id)
         await teachers.update(info.context.table, id, optional_name(input.name), expected_version)
         return UpdateTeacherPayload(teacher=written(info, Teacher, id))
 
@@ -173,6 +184,7 @@ class Mutation:
         description="Delete a teacher; CONFLICT while it still teaches a class.",
     )
     async def delete_teacher(self, info: Info, id: TeacherId) -> DeleteTeacherPayload:
+        authorize(info, "deleteTeacher")
         await teachers.delete(info.context.table, id)
         return DeleteTeacherPayload(deleted_id=id)
 
@@ -187,6 +199,7 @@ class Mutation:
         info: Info,
         input: Annotated[CreateClassInput, strawberry.argument(description="The new class.")],
     ) -> CreateClassPayload:
+        authorize(info, "createClass", teacher=input.teacher_id)  # created for oneself
         id_ = await classes.create(
             info.context.table,
             input.id,
@@ -207,12 +220,15 @@ class Mutation:
         input: Annotated[UpdateClassInput, Fields],
         expected_version: ExpectedVersion = None,
     ) -> UpdateClassPayload:
+        guard = authorize(info, "updateClass")
+        class_teacher("updateClass", guard, input.teacher_id)
         await classes.update(
             info.context.table,
             id,
             optional_name(input.subject, "subject"),
             input.teacher_id,
             expected_version,
+            guard,
         )
         return UpdateClassPayload(class_=written(info, Class, id))
 
@@ -221,6 +237,7 @@ class Mutation:
         description="Delete a class; CONFLICT while students are enrolled in it.",
     )
     async def delete_class(self, info: Info, id: ClassId) -> DeleteClassPayload:
+        authorize(info, "deleteClass")
         await classes.delete(info.context.table, id)
         return DeleteClassPayload(deleted_id=id)
 
@@ -234,6 +251,7 @@ class Mutation:
         info: Info,
         input: Annotated[CreateSportInput, strawberry.argument(description="The new sport.")],
     ) -> CreateSportPayload:
+        authorize(info, "createSport")
         id_ = await sports.create(
             info.context.table,
             input.id,
@@ -253,6 +271,7 @@ class Mutation:
         input: Annotated[UpdateSportInput, Fields],
         expected_version: ExpectedVersion = None,
     ) -> UpdateSportPayload:
+        authorize(info, "updateSport")
         coach = (
             sports.UNSET if input.coach is strawberry.UNSET else optional_name(input.coach, "coach")
         )
@@ -266,6 +285,7 @@ class Mutation:
         description="Delete a sport; CONFLICT while students play it.",
     )
     async def delete_sport(self, info: Info, id: SportId) -> DeleteSportPayload:
+        authorize(info, "deleteSport")
         await sports.delete(info.context.table, id)
         return DeleteSportPayload(deleted_id=id)
 
@@ -278,7 +298,8 @@ class Mutation:
     async def enroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> EnrollStudentPayload:
-        await memberships.link(info.context.table, ENROLMENT, student_id, class_id)
+        guard = authorize(info, "enrollStudent")
+        await memberships.link(info.context.table, ENROLMENT, student_id, class_id, guard)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return EnrollStudentPayload(class_=klass, student=student)
 
@@ -289,7 +310,8 @@ class Mutation:
     async def unenroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> UnenrollStudentPayload:
-        await memberships.unlink(info.context.table, ENROLMENT, student_id, class_id)
+        guard = authorize(info, "unenrollStudent")
+        await memberships.unlink(info.context.table, ENROLMENT, student_id, class_id, guard)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return UnenrollStudentPayload(class_=klass, student=student)
 
@@ -301,6 +323,7 @@ class Mutation:
     async def join_sport(
         self, info: Info, student_id: StudentId, sport_id: SportId
     ) -> JoinSportPayload:
+        authorize(info, "joinSport", student=student_id)
         await memberships.link(info.context.table, MEMBERSHIP, student_id, sport_id)
         sport, student = written(info, Sport, sport_id), written(info, Student, student_id)
         return JoinSportPayload(sport=sport, student=student)
@@ -312,6 +335,7 @@ class Mutation:
     async def leave_sport(
         self, info: Info, student_id: StudentId, sport_id: SportId
     ) -> LeaveSportPayload:
+        authorize(info, "leaveSport", student=student_id)
         await memberships.unlink(info.context.table, MEMBERSHIP, student_id, sport_id)
         sport, student = written(info, Sport, sport_id), written(info, Student, student_id)
         return LeaveSportPayload(sport=sport, student=student)

@@ -94,7 +94,8 @@ class Node:
         description="The global id: unique across all types, what `node(id:)` and"
         " `nodes(ids:)` take. It spells the type and the id, as in `Student:stu-0001`, and"
         " never changes; treat it as opaque. Relay: set the compiler's"
-        " `nodeInterfaceIdField` to `nodeId`."
+        " `nodeInterfaceIdField` and `nodeInterfaceIdVariableName` to `nodeId`, and the"
+        " runtime's `getDataID` to read it."
     )
     def node_id(self) -> strawberry.ID:
         return strawberry.ID(global_id(self.kind, self.id))  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Annotated, Any, Generic, TypeVar
 
 import strawberry
@@ -201,6 +202,10 @@ COUNTED = (
     " Selected alone (with __typename), it sends no Query for the page."
 )
 TOTAL = "How many items the whole list holds (all pages), from the list's counter item."
+UNCOUNTED = (
+    " No totalCount: the table keeps no counter for it, and counting would read every item"
+    " of the list (a Scan of it); walk the pages to count."
+)
 
 
 @strawberry.type(
@@ -228,6 +233,98 @@ class LocationConnection(Generic[T]):
     @strawberry.field(description=TOTAL)
     def total_count(self) -> int:
         return self.count()  # type: ignore[no-any-return]  # an awaitable of an int
+
+
+@strawberry.type(
+    description="A page of the nodes whose name (a class: subject) starts with a prefix,"
+    " ordered by that name with case and accents ignored, then by id." + UNCOUNTED
+)
+class SearchConnection(Generic[T]):
+    edges: list[Edge[T]] = strawberry.field(description=EDGES)
+    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+
+
+@strawberry.enum(description="Which way a list is ordered.")
+class OrderDirection(Enum):
+    ASC = strawberry.enum_value("ASC", description="Ascending: A to Z.")
+    DESC = strawberry.enum_value(
+        "DESC", description="Descending: Z to A (the same Query, read from its end)."
+    )
+
+
+@strawberry.enum(description="What a search by name can be ordered by.")
+class NameOrderField(Enum):
+    NAME = strawberry.enum_value(
+        "NAME",
+        description="The name (a class: its subject) with case and accents ignored, blanks as"
+        " one, then the id: the order of the search index's sort key.",
+    )
+
+
+@strawberry.input(
+    description="The order of a search by name: only orders that the index's sort key"
+    " holds, so a page is still one Query (no sort in memory)."
+)
+class NameOrder:
+    field: NameOrderField = strawberry.field(
+        default=NameOrderField.NAME, description="What to order by: NAME."
+    )
+    direction: OrderDirection = strawberry.field(
+        default=OrderDirection.ASC, description="ASC (the default) or DESC."
+    )
+
+    @property
+    def ascending(self) -> bool:
+        return self.direction is OrderDirection.ASC
+
+
+@strawberry.enum(description="What a catalog (teachers, classes, sports) can be ordered by.")
+class IdOrderField(Enum):
+    ID = strawberry.enum_value("ID", description="The id: the order of the catalog's sort key.")
+
+
+@strawberry.input(description="The order of a catalog: by id, either way; still one Query a page.")
+class IdOrder:
+    field: IdOrderField = strawberry.field(
+        default=IdOrderField.ID, description="What to order by: ID."
+    )
+    direction: OrderDirection = strawberry.field(
+        default=OrderDirection.ASC, description="ASC (the default) or DESC."
+    )
+
+    @property
+    def ascending(self) -> bool:
+        return self.direction is OrderDirection.ASC
+
+
+@strawberry.enum(description="What students by location can be ordered by.")
+class PlaceOrderField(Enum):
+    PLACE = strawberry.enum_value(
+        "PLACE",
+        description="State, then city (as matched: trimmed and case-folded), then the"
+        " student's id: the order of the location key.",
+    )
+
+
+@strawberry.input(
+    description="The order of students by location: by place, either way; still one Query a page."
+)
+class PlaceOrder:
+    field: PlaceOrderField = strawberry.field(
+        default=PlaceOrderField.PLACE, description="What to order by: PLACE."
+    )
+    direction: OrderDirection = strawberry.field(
+        default=OrderDirection.ASC, description="ASC (the default) or DESC."
+    )
+
+    @property
+    def ascending(self) -> bool:
+        return self.direction is OrderDirection.ASC
+
+
+def ascending(order: NameOrder | IdOrder | PlaceOrder | None) -> bool:
+    """Whether a list is asked for in its key's order (the default) or against it."""
+    return order is None or order.ascending
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +402,9 @@ class Page(Generic[T]):
     def location(self, count: Callable[[], Any]) -> LocationConnection[T]:
         return LocationConnection(edges=self.edges, page_info=self.page_info, count=count)
 
+    def search(self) -> SearchConnection[T]:
+        return SearchConnection(edges=self.edges, page_info=self.page_info)
+
 
 def from_map(
     context: Context,
@@ -351,9 +451,11 @@ async def from_range(
     page: Window,
     to_node: Callable[[Item, Loaders], T],
     *,
+    ascending: bool = True,
     read: bool = True,
 ) -> Page[T]:
-    """A page of a range (unbounded: a class's students, a catalog, a city): one Query.
+    """A page of a range (unbounded: a class's students, a catalog, a city): one Query. A
+    list in descending order (`ascending` false) is its range read from the other end.
     `read` false (only the list's totalCount is selected): no Query, an empty page that
     nothing shows; a cursor is checked all the same."""
     start = _start(info.context, field, rng, page)
@@ -361,7 +463,8 @@ async def from_range(
         return _page([], page.forward, False)
     count = page.count
     # One item more than asked tells whether another page exists, without an empty page.
-    request = PageRequest(rng, count + 1, start_key(start), page.forward)
+    # The Query reads in the list's order paging forward, against it paging backward.
+    request = PageRequest(rng, count + 1, start_key(start), page.forward == ascending)
     loaders = info.context.loaders
     items = await loaders.page.load(request)
     # Backward, the Query reads from the end: its first `count` items, in the list's order.

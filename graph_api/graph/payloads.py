@@ -2,8 +2,9 @@
 why it wrote nothing (GitHub's and Shopify's shape).
 
 A document may hold several mutations; they run in order and each reports its own outcome.
-An error the client can fix (BAD_USER_INPUT, NOT_FOUND, ALREADY_EXISTS, CONFLICT) is a
-`UserError` in its mutation's payload: the other mutations' results stay in `data`. What the
+An error the client can fix (BAD_USER_INPUT, NOT_FOUND, ALREADY_EXISTS, CONFLICT; FORBIDDEN:
+the caller's token does not allow it) is a `UserError` in its mutation's payload: the other
+mutations' results stay in `data`. What the
 client cannot fix (UNAVAILABLE, INTERNAL_SERVER_ERROR) stays a GraphQL error with
 `extensions.code`, and nulls only its own mutation's field: every mutation field is nullable.
 """
@@ -17,14 +18,20 @@ from typing import Any, ParamSpec, TypeVar
 
 import strawberry
 
-from graph_api.errors import AlreadyExists, ApiError, BadUserInput, Conflict, NotFound
+from graph_api.errors import AlreadyExists, ApiError, BadUserInput, Conflict, Forbidden, NotFound
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
 
 # The errors a payload reports; every other exception stays a GraphQL error.
-CLIENT_ERRORS: tuple[type[ApiError], ...] = (BadUserInput, NotFound, AlreadyExists, Conflict)
+CLIENT_ERRORS: tuple[type[ApiError], ...] = (
+    BadUserInput,
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+)
 
 
 @strawberry.enum(description="Why a mutation wrote nothing; the same codes as extensions.code.")
@@ -41,6 +48,11 @@ class UserErrorCode(Enum):
     CONFLICT = strawberry.enum_value(
         "CONFLICT",
         description="A stale expectedVersion, or a node that still has edges to delete.",
+    )
+    FORBIDDEN = strawberry.enum_value(
+        "FORBIDDEN",
+        description="The caller's token does not allow this mutation on these nodes (the"
+        " policy table in the README).",
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, cast
+from typing import Annotated, TypeVar, cast
 
 import strawberry
 
@@ -11,13 +11,28 @@ from graph_api.errors import BadUserInput
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import Node, by_id, parse_global_id
-from graph_api.graph.paging import After, Before, CatalogConnection, First, Last, LocationConnection
+from graph_api.graph.paging import (
+    After,
+    Before,
+    CatalogConnection,
+    First,
+    IdOrder,
+    Last,
+    LocationConnection,
+    NameOrder,
+    PlaceOrder,
+    SearchConnection,
+)
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
 from graph_api.model import items, keys, validation
 from graph_api.model.keys import Key, Kind
+from graph_api.store.codec import Item
+from graph_api.store.loaders import Loaders
+
+T = TypeVar("T")
 
 MAX_IDS = 100
 
@@ -27,6 +42,39 @@ NodeId = Annotated[
     strawberry.ID, strawberry.argument(description=f"The id ({ID_RULE}; case-sensitive).")
 ]
 PLACE = "1-100 characters, matched trimmed and case-folded"
+Prefix = Annotated[
+    str,
+    strawberry.argument(
+        description="The start of the name (a class: its subject): at least one letter, at"
+        " most 200 characters, matched with case and accents ignored and blanks as one"
+        " (`jose m` finds `José María`); a trailing blank ends a word (`ana ` does not find"
+        " `Anabel`)."
+    ),
+]
+OrderBy = Annotated[
+    NameOrder | None,
+    strawberry.argument(
+        description="The list's order: by name ascending (the default) or descending."
+    ),
+]
+CatalogOrderBy = Annotated[
+    IdOrder | None,
+    strawberry.argument(
+        description="The list's order: by id ascending (the default) or descending."
+    ),
+]
+LocationOrderBy = Annotated[
+    PlaceOrder | None,
+    strawberry.argument(
+        description="The list's order: by state, city and id, ascending (the default) or"
+        " descending."
+    ),
+]
+SEARCH = (
+    ": one Query of GSI2 a page (the partition of the prefix's first letter, `begins_with`"
+    " on the folded name), exact pages, no filter. Null, with an error, for arguments it"
+    " refuses."
+)
 
 
 @strawberry.type(
@@ -91,8 +139,8 @@ class Query:
         return cast(list[Student | None], await by_id(info, named))
 
     @strawberry.field(
-        description="Every teacher, ordered by id: one Query of GSI1 a page. Null, with an"
-        " error, for arguments it refuses."
+        description="Every teacher, ordered by id (either way: `orderBy`): one Query of GSI1 a"
+        " page. Null, with an error, for arguments it refuses."
     )
     async def teachers(
         self,
@@ -101,18 +149,25 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: CatalogOrderBy = None,
     ) -> CatalogConnection[Teacher] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.TEACHER)
         count = counted(info, keys.catalog_counter(Kind.TEACHER))
         found = await paging.from_range(
-            info, "Query.teachers", rng, page, Teacher.from_item, read=paged(info)
+            info,
+            "Query.teachers",
+            rng,
+            page,
+            Teacher.from_item,
+            ascending=paging.ascending(order_by),
+            read=paged(info),
         )
         return found.catalog(count)
 
     @strawberry.field(
-        description="Every class, ordered by id: one Query of GSI1 a page. Null, with an"
-        " error, for arguments it refuses."
+        description="Every class, ordered by id (either way: `orderBy`): one Query of GSI1 a"
+        " page. Null, with an error, for arguments it refuses."
     )
     async def classes(
         self,
@@ -121,18 +176,25 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: CatalogOrderBy = None,
     ) -> CatalogConnection[Class] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.CLASS)
         count = counted(info, keys.catalog_counter(Kind.CLASS))
         found = await paging.from_range(
-            info, "Query.classes", rng, page, Class.from_item, read=paged(info)
+            info,
+            "Query.classes",
+            rng,
+            page,
+            Class.from_item,
+            ascending=paging.ascending(order_by),
+            read=paged(info),
         )
         return found.catalog(count)
 
     @strawberry.field(
-        description="Every sport, ordered by id: one Query of GSI1 a page. Null, with an"
-        " error, for arguments it refuses."
+        description="Every sport, ordered by id (either way: `orderBy`): one Query of GSI1 a"
+        " page. Null, with an error, for arguments it refuses."
     )
     async def sports(
         self,
@@ -141,12 +203,19 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: CatalogOrderBy = None,
     ) -> CatalogConnection[Sport] | None:
         page = paging.window(first, after, last, before)
         rng = keys.catalog(Kind.SPORT)
         count = counted(info, keys.catalog_counter(Kind.SPORT))
         found = await paging.from_range(
-            info, "Query.sports", rng, page, Sport.from_item, read=paged(info)
+            info,
+            "Query.sports",
+            rng,
+            page,
+            Sport.from_item,
+            ascending=paging.ascending(order_by),
+            read=paged(info),
         )
         return found.catalog(count)
 
@@ -174,6 +243,7 @@ class Query:
         after: After = None,
         last: Last = None,
         before: Before = None,
+        order_by: LocationOrderBy = None,
     ) -> LocationConnection[Student] | None:
         page = paging.window(first, after, last, before)
         place = (
@@ -189,9 +259,76 @@ class Query:
             rng,
             page,
             Student.from_item,  # whole students: their classes and sports come along
+            ascending=paging.ascending(order_by),
             read=paged(info),
         )
         return found.location(count)
+
+    @strawberry.field(
+        description="Students whose name starts with `prefix`, whole (their classes and"
+        " sports come along)" + SEARCH
+    )
+    async def students_by_name(
+        self,
+        info: Info,
+        prefix: Prefix,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+        order_by: OrderBy = None,
+    ) -> SearchConnection[Student] | None:
+        return await _search(
+            info,
+            "Query.studentsByName",
+            Kind.STUDENT,
+            prefix,
+            Student.from_item,
+            paging.window(first, after, last, before),
+            order_by,
+        )
+
+    @strawberry.field(description="Teachers whose name starts with `prefix`" + SEARCH)
+    async def teachers_by_name(
+        self,
+        info: Info,
+        prefix: Prefix,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+        order_by: OrderBy = None,
+    ) -> SearchConnection[Teacher] | None:
+        return await _search(
+            info,
+            "Query.teachersByName",
+            Kind.TEACHER,
+            prefix,
+            Teacher.from_item,
+            paging.window(first, after, last, before),
+            order_by,
+        )
+
+    @strawberry.field(description="Classes whose subject starts with `prefix`" + SEARCH)
+    async def classes_by_subject(
+        self,
+        info: Info,
+        prefix: Prefix,
+        first: First = None,
+        after: After = None,
+        last: Last = None,
+        before: Before = None,
+        order_by: OrderBy = None,
+    ) -> SearchConnection[Class] | None:
+        return await _search(
+            info,
+            "Query.classesBySubject",
+            Kind.CLASS,
+            prefix,
+            Class.from_item,
+            paging.window(first, after, last, before),
+            order_by,
+        )
 
     @strawberry.field(
         description="The student, teacher, class or sport a global id (`nodeId`) names, or"
@@ -259,3 +396,19 @@ async def _nodes(info: Info, ids: list[strawberry.ID], field: str) -> list[Node 
     """Nodes by global id through the item loader: one BatchGetItem for any mix of types."""
     named = [parse_global_id(value, field) for value in ids]
     return cast(list[Node | None], await by_id(info, named))
+
+
+async def _search(
+    info: Info,
+    field: str,
+    kind: Kind,
+    prefix: str,
+    to_node: Callable[[Item, Loaders], T],
+    page: paging.Window,
+    order_by: NameOrder | None,
+) -> SearchConnection[T]:
+    """A page of a search by name: the prefix's range of GSI2, in the order asked."""
+    rng = keys.name_prefix(kind, validation.name_prefix(prefix))
+    ascending = paging.ascending(order_by)
+    found = await paging.from_range(info, field, rng, page, to_node, ascending=ascending)
+    return found.search()

@@ -7,11 +7,14 @@ query (and strongly consistent reads, since the write it announces has committed
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncGenerator, Sequence
 from enum import Enum
 
 import strawberry
 
+from graph_api.errors import Unauthenticated
 from graph_api.events import derive
 from graph_api.events.changes import Event
 from graph_api.graph import prefetch
@@ -133,14 +136,25 @@ class SportChange:
 
 
 async def _events(info: Info, topics: Sequence[str]) -> AsyncGenerator[Event, None]:
-    """The subscription's events, each in a fresh scope of loaders."""
+    """The subscription's events, each in a fresh scope of loaders, until the caller's
+    token expires (then UNAUTHENTICATED: what comes after is not theirs to receive)."""
     context = info.context
-    subscription = context.services.events.subscribe(topics, context.subscriptions, context.pace)
+    subscription = context.services.events.subscribe(
+        topics, context.subscriptions, context.pace, context.holder
+    )
+    principal = context.auth.principal
+    expiry = None
+    if principal is not None and principal.expires is not None:
+        expired = Unauthenticated("the token expired: subscribe again with a fresh one")
+        delay = max(0.0, principal.expires - time.time())
+        expiry = asyncio.get_running_loop().call_later(delay, subscription.drop, expired)
     try:
         async for event in subscription:
             info.context.renew(event)
             yield event
     finally:
+        if expiry is not None:
+            expiry.cancel()
         subscription.close()
 
 

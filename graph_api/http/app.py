@@ -3,7 +3,8 @@
 graph_api/telemetry).
 
 `/graphql` speaks GraphQL over HTTP (`graph_api.http.graphql_http`: media types, statuses) and
-serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN).
+serves GraphiQL with its own assets (`graph_api.http.graphiql`: no CDN). A document may be
+named by its id (`graph_api.http.persisted`), the first gate of every request.
 The app borrows `Services`; whoever made them (the CLI, a test) closes them.
 """
 
@@ -11,19 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from cross_web import AsyncHTTPRequestAdapter, HTTPException, StarletteRequestAdapter
 from graphql import GraphQLError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -46,7 +48,15 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api import telemetry
-from graph_api.errors import BadUserInput, NotFound, error_body
+from graph_api.errors import (
+    ApiError,
+    BadRequest,
+    BadUserInput,
+    ForbiddenDocument,
+    NotFound,
+    PersistedQueryNotFound,
+    error_body,
+)
 from graph_api.events.hub import Group
 from graph_api.graph.access import refusal
 from graph_api.graph.context import Context, Services
@@ -56,6 +66,7 @@ from graph_api.http.cors import cors_middleware
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
 from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
+from graph_api.http.persisted import Documents, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
 
 STREAM_ONLY = (
@@ -75,6 +86,9 @@ TOO_BIG_CLOSE = 1009
 # for bad JSON or an unknown type), and a connection whose `connection_init` is refused.
 BAD_MESSAGE_CLOSE = 4400
 FORBIDDEN_CLOSE = 4403
+# The connection's token expired (graphql-ws's 4401 Unauthorized): its events are no longer
+# the caller's to receive; a client reconnects with a fresh token.
+EXPIRED_CLOSE = 4401
 # How long the subscriptions of a connection that fell behind get to send their error and
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
@@ -152,7 +166,13 @@ def malformed(message: object) -> str | None:
     payload = message.get("payload")
     if not isinstance(payload, dict):
         return "a subscribe message's payload must be an object"
-    if not isinstance(payload.get("query"), str):
+    if payload.get("query") is None:  # a persisted document's id instead (`persisted`)
+        extensions = payload.get("extensions")
+        if read_id(payload) is None and not (
+            isinstance(extensions, dict) and "persistedQuery" in extensions
+        ):
+            return "payload.query must be a string"
+    elif not isinstance(payload.get("query"), str):
         return "payload.query must be a string"
     for name, kind_ in (("operationName", str), ("variables", dict), ("extensions", dict)):
         if payload.get(name) is not None and not isinstance(payload[name], kind_):
@@ -169,7 +189,10 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
     - when reads need auth, `connection_init` without a valid token closes it (4403), so
       no document of an anonymous client is ever parsed;
     - the per-connection limit refused with a coded error (Strawberry's has no code);
+    - a `subscribe` may name its document by `documentId` (graph_api.http.persisted), and
+      under GRAPH_API_DOCUMENTS=trusted must: refused with a coded error before parsing;
     - a connection with no operation for `GRAPH_API_WS_IDLE_SECONDS` is closed (1000);
+    - a connection whose token expires is closed then (4401): nothing is sent after `exp`;
     - when one of its subscriptions falls `GRAPH_API_SUBSCRIPTION_QUEUE` events behind (a
       client that does not read: the socket's buffers fill, sends wait, events queue up),
       every subscription of the connection ends with UNAVAILABLE (`hub.Group`) and the
@@ -184,6 +207,7 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         self.operations = _Operations(self._operations_changed)
         self.context.subscriptions = Group(self._fell_behind)
         self._idle: asyncio.TimerHandle | None = None
+        self._expiry: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -211,11 +235,17 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
             await super().handle_connection_init(message)
         except Refused as refused:
             await self.websocket.close(code=refused.code, reason=close_reason(refused.reason))
+            return
+        principal = self.context.auth.principal
+        if principal is not None and principal.expires is not None and self._expiry is None:
+            delay = max(0.0, principal.expires - time.time())
+            self._expiry = asyncio.get_running_loop().call_later(delay, self._token_expired)
 
     async def shutdown(self) -> None:
         self._closed = True
-        if self._idle is not None:
-            self._idle.cancel()
+        for timer in (self._idle, self._expiry):
+            if timer is not None:
+                timer.cancel()
         await super().shutdown()
         if self._closing is not None:
             self._closing.cancel()
@@ -241,6 +271,21 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
                 {"id": message["id"], "type": "error", "payload": [error.formatted]}
             )
             return
+        if self.connection_acknowledged and message["id"] not in self.operations:
+            payload = message["payload"]
+            try:
+                view = cast(GraphQLEndpoint, self.view)
+                text = view.documents.resolve(
+                    payload.get("query"), read_id(payload), payload.get("extensions")
+                )
+            except (BadRequest, PersistedQueryNotFound, ForbiddenDocument) as refused:
+                coded = GraphQLError(refused.message, extensions={"code": refused.code})
+                await self.send_message(
+                    {"id": message["id"], "type": "error", "payload": [coded.formatted]}
+                )
+                return
+            assert text is not None  # `malformed` let through only a text or an id
+            payload["query"] = text
         await super().handle_subscribe(message)
 
     async def send_message(self, message: Message) -> None:
@@ -259,6 +304,16 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         self._idle = None
         reason = f"idle: no subscription for {self.idle_seconds:g} s (GRAPH_API_WS_IDLE_SECONDS)"
         self._closing = asyncio.create_task(self._close(IDLE_CLOSE, reason))
+
+    def _token_expired(self) -> None:
+        self._expiry = None
+        if self._closed:
+            return
+        self._closed = True  # from now on nothing is sent: not even an event resolved already
+        if self._closing is not None:
+            self._closing.cancel()  # an idle or a shedding close: this one says why
+        reason = "the token expired: connect again with a fresh one"
+        self._closing = asyncio.create_task(self._send_close(EXPIRED_CLOSE, reason))
 
     def _fell_behind(self) -> None:
         """Called by the hub, on the event loop, when a subscription of ours fell behind."""
@@ -279,12 +334,24 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         if self._closed:
             return
         self._closed = True
+        await self._send_close(code, reason)
+
+    async def _send_close(self, code: int, reason: str) -> None:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # already gone
             await self.websocket.close(code=code, reason=reason)
 
 
+class _RequestAdapter(StarletteRequestAdapter):
+    """Strawberry's adapter, with the request it adapts at hand (for its `state`)."""
+
+    def __init__(self, request: Request) -> None:
+        super().__init__(request)
+        self.request = request
+
+
 class GraphQLEndpoint(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = WebSocketHandler
+    request_adapter_class = _RequestAdapter
     stream_transport_classes_by_protocol = MappingProxyType(
         {GRAPHQL_SSE_PROTOCOL: LineFeedSSETransport}  # graph_api.http.sse
     )
@@ -304,11 +371,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             **kwargs,
         )
         self.services = services
+        self.documents = Documents.from_settings(settings)
         self.ide_html = graphiql.page() if settings.graphiql else ""
 
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
         context = Context.create(self.services, request.state.request_id, auth)
+        context.client = request.client.host if request.client else None
         if telemetry.tracing is not None:
             context.trace_headers = telemetry.tracing.trace_headers(request.headers)
         return context
@@ -367,7 +436,33 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         except HTTPException as error:
             # Strawberry answers these in plain text; clients expect a GraphQL response.
             response = self.refusal(request, error)
+        except (PersistedQueryNotFound, ForbiddenDocument) as error:
+            response = self.document_refusal(request, error)
+        if request.method == "GET" and getattr(request.state, "by_id", False):
+            self.cache_headers(request, response)
         await response(scope, receive, send)
+
+    def document_refusal(self, request: Request, error: ApiError) -> Response:
+        """A well-formed request for a document this server will not run: a GraphQL
+        response, with the status of a request error (`graphql_http`)."""
+        media_type = response_media_type(request.headers.get("accept"))
+        body = error_body(error.message, error.code)
+        return Response(
+            self.encode_json(body),
+            status_code=status_for(body, media_type),
+            media_type=media_type,
+        )
+
+    def cache_headers(self, request: Request, response: Response) -> None:
+        """A query by id over GET (GraphQL over HTTP's persisted documents, APQ's GET):
+        cacheable by a CDN when anonymous and answered without error (`persisted`)."""
+        if isinstance(response, StreamingResponse):
+            return  # GraphQL over SSE: its transport's own `no-cache`
+        success = response.status_code == 200 and getattr(request.state, "clean", False)
+        authorized = "authorization" in request.headers
+        max_age = self.services.settings.documents_max_age
+        response.headers["cache-control"] = cache_control(success, authorized, max_age)
+        response.headers["vary"] = "Accept, Authorization"
 
     def refusal(self, request: Request, error: HTTPException) -> Response:
         """A request refused before it became an operation: its status, a coded error."""
@@ -392,7 +487,28 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         if isinstance(data, GraphQLRequestData):
             preferred = negotiate(request.headers.get("accept")).stream is Stream.ALWAYS
             data.protocol = "sse" if preferred else "http"
+            await self.resolve_document(request, data)
         return data
+
+    async def resolve_document(
+        self, request: AsyncHTTPRequestAdapter, data: GraphQLRequestData
+    ) -> None:
+        """The first gate (graph_api.http.persisted): the text to run, from the request's
+        text or the id it names. Only a request without text is looked at for an id: the
+        small body of one is decoded a second time."""
+        document_id = None
+        if data.query is None:
+            if request.method == "GET":
+                document_id = read_id(request.query_params)
+                assert isinstance(request, _RequestAdapter)
+                request.request.state.by_id = True
+            else:
+                body = self.parse_json(await request.get_body())
+                document_id = read_id(body) if isinstance(body, dict) else None
+        try:
+            data.query = self.documents.resolve(data.query, document_id, data.extensions)
+        except BadRequest as error:
+            raise HTTPException(400, error.message) from error
 
     async def execute_operation(
         self,
@@ -424,6 +540,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self, request: Request, result: ExecutionResult
     ) -> GraphQLHTTPResponse:
         response = await super().process_result(request, result)
+        request.state.clean = not result.errors
         if is_request_error(result):
             # Nothing executed, so there is no `data` entry (GraphQL spec, "Response").
             response.pop("data", None)
@@ -476,7 +593,11 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     # -- GraphiQL (graph_api.http.graphiql) --------------------------------------------------
 
     def should_render_graphql_ide(self, request: BaseRequestProtocol) -> bool:
-        wanted = super().should_render_graphql_ide(request)
+        # A document by id is run, not GraphiQL shown, whatever a browser's Accept says.
+        params = request.query_params
+        wanted = super().should_render_graphql_ide(request) and not (
+            "documentId" in params or "extensions" in params
+        )
         if wanted and self.graphql_ide is None:
             raise HTTPException(404, "GraphiQL is turned off on this server (GRAPH_API_GRAPHIQL)")
         return wanted

@@ -1,8 +1,9 @@
 """The key layout of the single table: the only module that composes or parses a key.
 
-Every item has `PK`/`SK`; items that need a second access path also carry `GSI1PK`/`GSI1SK`
-(see `schema/table.md` for the access-pattern table). Templates are data: each entity names
-its prefix once, and the helpers below build keys from validated parts only.
+Every item has `PK`/`SK`; items that need a second access path also carry `GSI1PK`/`GSI1SK`,
+and searchable nodes `GSI2PK`/`GSI2SK` (`schema/table.md` has the access-pattern table).
+Templates are data: each entity names its prefix once, and the helpers below build keys from
+validated parts only.
 """
 
 from __future__ import annotations
@@ -19,9 +20,17 @@ from graph_api.errors import BadUserInput
 SEP = "#"
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
-# Attribute names of the table and its one index.
+# Attribute names of the table and its indexes.
 PK, SK, GSI1PK, GSI1SK = "PK", "SK", "GSI1PK", "GSI1SK"
 GSI1 = "GSI1"
+GSI2PK, GSI2SK = "GSI2PK", "GSI2SK"
+GSI2 = "GSI2"  # search by name: students' and teachers' names, classes' subjects
+# An index's partition and sort key attributes (None: the base table's).
+INDEX_KEYS: dict[str | None, tuple[str, str]] = {
+    None: (PK, SK),
+    GSI1: (GSI1PK, GSI1SK),
+    GSI2: (GSI2PK, GSI2SK),
+}
 
 
 class Kind(StrEnum):
@@ -64,6 +73,16 @@ class IndexKey(NamedTuple):
         return {GSI1PK: self.pk, GSI1SK: self.sk}
 
 
+class SearchKey(NamedTuple):
+    """A key of the search index GSI2: where a node is found by its name's prefix."""
+
+    pk: str
+    sk: str
+
+    def as_item(self) -> dict[str, str]:
+        return {GSI2PK: self.pk, GSI2SK: self.sk}
+
+
 @dataclass(frozen=True, slots=True)
 class Range:
     """A key condition on one partition: `pk = :pk AND begins_with(sk, :prefix)`."""
@@ -74,11 +93,11 @@ class Range:
 
     @property
     def pk_name(self) -> str:
-        return GSI1PK if self.index else PK
+        return INDEX_KEYS[self.index][0]
 
     @property
     def sk_name(self) -> str:
-        return GSI1SK if self.index else SK
+        return INDEX_KEYS[self.index][1]
 
     def at(self, id_: str) -> Key:
         """The position of node `id_` in this base-table range: its `SK` in the partition."""
@@ -250,3 +269,72 @@ def stream_lease() -> Key:
     """The lease item of the table's change stream: whoever holds it is the one reader of
     the stream, and it carries the reader's checkpoints (`graph_api/events/lease.py`)."""
     return Key(f"{LEASE}{SEP}stream", LEASE)
+
+
+# -- search by name ----------------------------------------------------------------------
+# A node is found by the prefix of its name (a class: its subject) in GSI2, one partition a
+# kind and first character: `NAME#STUDENT#m` / `maria$lopez#<id>`, folded (`fold_name`).
+SEARCHED = {Kind.STUDENT: "NAME", Kind.TEACHER: "NAME", Kind.CLASS: "SUBJECT"}
+BLANK = "$"  # a run of blanks in a folded name: above `#` (the id follows), below the rest
+# Bytes of a folded name kept in the key: the sort key (1,024 bytes) holds it and the id; a
+# longer name is found by any prefix up to that length.
+MAX_NAME_KEY_BYTES = 600
+
+
+def _fold(value: str) -> str:
+    """Case and accents away: NFKD, combining marks dropped, case-folded (folding can
+    decompose again: "İ"), then NFC so that what is left (Hangul) composes again."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", value) if not unicodedata.combining(c))
+    folded = unicodedata.normalize("NFKD", plain.casefold())
+    return unicodedata.normalize("NFC", "".join(c for c in folded if not unicodedata.combining(c)))
+
+
+def _units(folded: str) -> list[str]:
+    """A folded text as key characters: each run of blanks one `$`, `%` and every other
+    character at or below `$` escaped (`%23`), so that the separator `#` and the blank `$`
+    sort below any character of a name."""
+    units: list[str] = []
+    for word in folded.split():
+        if units:
+            units.append(BLANK)
+        units.extend(f"%{ord(c):02X}" if c <= BLANK or c == "%" else c for c in word)
+    return units
+
+
+def fold_name(value: str) -> str:
+    """A name as a key part: folded (`_fold`), blanks trimmed and each run of them one `$`,
+    escaped (`_units`), at most MAX_NAME_KEY_BYTES. "José  María" and "JOSE MARIA" are one
+    key, `jose$maria`; "Ana" sorts before "Ana B", which sorts before "Anabel"."""
+    units = _units(_fold(value))
+    kept, size = [], 0
+    for unit in units:
+        size += len(unit.encode())
+        if size > MAX_NAME_KEY_BYTES:
+            break
+        kept.append(unit)
+    return "".join(kept)
+
+
+def _shard(kind: Kind, folded: str) -> str:
+    first = folded[:3] if folded.startswith("%") else folded[:1]
+    return f"{SEARCHED[kind]}{SEP}{kind}{SEP}{first}"
+
+
+def name_key(kind: Kind, id_: str, name: str) -> SearchKey:
+    """Where node `id_` of `kind` is found by the prefix of `name` (its subject, a class)."""
+    folded = fold_name(name)
+    return SearchKey(_shard(kind, folded), f"{folded}{SEP}{check_id(id_)}")
+
+
+def name_prefix(kind: Kind, prefix: str) -> Range:
+    """The nodes of `kind` whose name starts with `prefix`, folded as names are: one
+    partition of GSI2 (the prefix's first character's). Leading blanks are ignored, trailing
+    ones are kept ("ana " finds "Ana Maria", not "Anabel"); at least one other character."""
+    units = _units(_fold(prefix))
+    if not units:
+        raise BadUserInput("prefix must hold at least one letter", field="prefix")
+    trailing = BLANK if _fold(prefix[-1:]).isspace() else ""
+    folded = "".join(units) + trailing
+    if len(folded.encode()) > MAX_NAME_KEY_BYTES:
+        raise BadUserInput("prefix is too long once written as a key", field="prefix")
+    return Range(GSI2, _shard(kind, folded), folded)

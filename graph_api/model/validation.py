@@ -31,6 +31,14 @@ def name(value: str, field: str = "name") -> str:
     return text(value, field, MAX_NAME)
 
 
+def name_prefix(value: str, field: str = "prefix") -> str:
+    """The start of a name or subject to search by: at most as long as a name; what it
+    must hold is `keys.name_prefix`'s to say."""
+    if len(unicode_text(value, field)) > MAX_NAME:
+        raise BadUserInput(f"{field} must be at most {MAX_NAME} characters", field=field)
+    return value
+
+
 def place(value: str, field: str) -> str:
     return _fits_a_key(text(value, field, MAX_PLACE), field)
 

@@ -15,14 +15,15 @@ from functools import partial
 from graph_api.errors import BadUserInput
 from graph_api.model import items, keys
 from graph_api.model.items import EDGE_TYPES, RELATIONS, TEACHING, Relation
-from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Kind
+from graph_api.model.keys import GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, SK, Kind
 from graph_api.ops.migrate import LEGACY_HOME, LEGACY_TEACHING, legacy_kind
 from graph_api.store.admin import scan
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 
 NODE_TYPES = {kind.lower(): kind for kind in Kind}
-KEY_ATTRS = (PK, SK, GSI1PK, GSI1SK)
+KEY_ATTRS = (PK, SK, GSI1PK, GSI1SK, GSI2PK, GSI2SK)
+SEARCH_ATTRS = (GSI2PK, GSI2SK)
 _STREAM_LEASE = keys.stream_lease().as_item()
 
 
@@ -160,12 +161,20 @@ class _Checker:
 
     def check_node(self, node: Item) -> None:
         kind = NODE_TYPES[node[items.TYPE]]
-        expected = items.node_item(kind, node["id"])
+        searched = items.SEARCHED_FIELD.get(kind)
+        named = {searched: node[searched]} if searched in node else {}
+        expected = items.node_item(kind, node["id"], **named)
         if kind is Kind.STUDENT and isinstance(node.get(items.HOME), dict):
             home = node[items.HOME]
             place = items.Place(home["country"], home["state"], home["city"])
             expected.update(items.home_attributes(node["id"], place))
-        if bad := _keys_differ(node, expected):
+        bad = _keys_differ(node, expected)
+        if search := [a for a in bad if a in SEARCH_ATTRS]:
+            fix = " (run `graph-api migrate`)" if not any(a in node for a in SEARCH_ATTRS) else ""
+            self.report(
+                "search-key", node, f"{', '.join(search)} disagree with its {searched}{fix}"
+            )
+        if bad := [a for a in bad if a not in SEARCH_ATTRS]:
             where = "the home's place" if kind is Kind.STUDENT else "the node's id"
             self.report("bad-key", node, f"{', '.join(bad)} disagree with {where}")
         if kind is Kind.CLASS:

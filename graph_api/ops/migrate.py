@@ -19,6 +19,12 @@ transactions, sent one after the other:
   new layout's statement of who teaches what) and deletes its first 99 teaching edges;
   further ones, if any, go 99 a transaction.
 
+Search keys (issue 48): a student, teacher or class whose GSI2 key (`keys.name_key`) is
+missing or disagrees with its name (a class: subject) gets it, in the node update its layout
+job makes, else in a transaction of its own conditioned on the name scanned.
+`graph-api migrate` first adds the indexes `store.admin.definition` has and the table lacks
+(`admin.add_indexes`: UpdateTable, then a wait until the index is active).
+
 Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled: each one
 that differs from the count walked in the scan is put, conditioned on its value as scanned;
 equal ones are left alone.
@@ -157,6 +163,8 @@ class Job:
     edges_moved: int = 0
     homes_moved: int = 0
     teaching_deleted: int = 0
+    search_keys: int = 0  # 1 when the job writes the node's search key
+    layout: bool = True  # False: the job only writes the search key
 
     @property
     def label(self) -> str:
@@ -199,6 +207,12 @@ def _guard(node: Item, counter: str) -> tuple[tx.Clause, ...]:
     return tuple(clauses)
 
 
+def _search_key(kind: Kind, node: Item) -> dict[str, Any]:
+    """The node's GSI2 key attributes if it lacks them or they disagree with its name."""
+    want = items.search_attributes(kind, node["id"], node)
+    return {} if all(node.get(a) == v for a, v in want.items()) else want
+
+
 def _key(item: Item) -> Key:
     return Key(item[PK], item[SK])
 
@@ -238,7 +252,7 @@ def plan_student(school: _School, student_id: str) -> Job | None:
         return None
     has_maps = all(isinstance(node.get(r.field), dict) for r in STUDENT_RELATIONS)
     if has_maps and not old and not homes:
-        return None
+        return plan_search_key(school, Kind.STUDENT, student_id)
     guard = _guard(node, ENROLMENT.owner_count)
     maps: dict[str, dict[str, Any]] = {}
     for relation in STUDENT_RELATIONS:
@@ -258,7 +272,8 @@ def plan_student(school: _School, student_id: str) -> Job | None:
             pair.insert(0, tx.put(new, tx.NOT_EXISTS))
         pairs.append(pair)
     node_key = keys.node(Kind.STUDENT, student_id)
-    assign: dict[str, Any] = dict(maps)
+    search = _search_key(Kind.STUDENT, node)
+    assign: dict[str, Any] = {**maps, **search}
     for home in homes[:1]:  # one home item a student (its key is fixed)
         place = Place(home["country"], home["state"], home["city"], home.get("street"))
         assign.update(items.home_attributes(student_id, place))
@@ -269,14 +284,26 @@ def plan_student(school: _School, student_id: str) -> Job | None:
     moves = [action for pair in pairs for action in pair]
     if len(last) + len(moves) <= tx.MAX_ACTIONS:  # the usual student: one transaction
         return Job(
-            Kind.STUDENT, student_id, [last + moves], edges_moved=len(old), homes_moved=len(homes)
+            Kind.STUDENT,
+            student_id,
+            [last + moves],
+            edges_moved=len(old),
+            homes_moved=len(homes),
+            search_keys=int(bool(search)),
         )
     transactions = [
         [tx.check(node_key, *guard), *(action for pair in chunk for action in pair)]
         for chunk in _chunks(pairs, PAIRS_PER_TRANSACTION)
     ]
     transactions.append(last)
-    return Job(Kind.STUDENT, student_id, transactions, edges_moved=len(old), homes_moved=len(homes))
+    return Job(
+        Kind.STUDENT,
+        student_id,
+        transactions,
+        edges_moved=len(old),
+        homes_moved=len(homes),
+        search_keys=int(bool(search)),
+    )
 
 
 def plan_teacher(school: _School, teacher_id: str) -> Job | None:
@@ -292,20 +319,46 @@ def plan_teacher(school: _School, teacher_id: str) -> Job | None:
         return None
     has_map = isinstance(node.get(TEACHING.field), dict)
     if has_map and not edges:
-        return None
+        return plan_search_key(school, Kind.TEACHER, teacher_id)
     guard = _guard(node, TEACHING.owner_count)
     node_key = keys.node(Kind.TEACHER, teacher_id)
     deletes = [tx.delete(_key(edge), tx.EXISTS) for edge in edges]
     transactions: list[list[tx.Action]] = []
+    search: dict[str, Any] = {}
     if not has_map:
         taught = {c["id"]: TEACHING.entry_of(c) for c in school.classes_of.get(teacher_id, [])}
-        first = tx.update(node_key, *guard, assign={TEACHING.field: taught})
+        search = _search_key(Kind.TEACHER, node)
+        first = tx.update(node_key, *guard, assign={TEACHING.field: taught, **search})
         transactions.append([first, *deletes[:DELETES_PER_TRANSACTION]])
         deletes = deletes[DELETES_PER_TRANSACTION:]
     transactions += [
         [tx.check(node_key, *guard), *chunk] for chunk in _chunks(deletes, DELETES_PER_TRANSACTION)
     ]
-    return Job(Kind.TEACHER, teacher_id, transactions, teaching_deleted=len(edges))
+    job = Job(Kind.TEACHER, teacher_id, transactions, teaching_deleted=len(edges))
+    if search:
+        job.search_keys = 1
+    elif (alone := plan_search_key(school, Kind.TEACHER, teacher_id)) is not None:
+        job.transactions += alone.transactions  # the map was there: a transaction of its own
+        job.search_keys = 1
+    return job
+
+
+def plan_search_key(school: _School, kind: Kind, id_: str) -> Job | None:
+    """A node of the new layout without its search key (or with a stale one): one update
+    that writes it, if the node still has the name scanned; None when the key is right."""
+    node = school.node(kind, id_)
+    field_ = items.SEARCHED_FIELD[kind]
+    if node is None or not isinstance(node.get(field_), str):
+        return None  # `graph-api check` reports a node without its name
+    search = _search_key(kind, node)
+    if not search:
+        return None
+    update = tx.update(keys.node(kind, id_), tx.EXISTS, ("eq", field_, node[field_]), assign=search)
+    return Job(kind, id_, [[update]], search_keys=1, layout=False)
+
+
+def _plan_class(school: _School, class_id: str) -> Job | None:
+    return plan_search_key(school, Kind.CLASS, class_id)  # a class's layout never changed
 
 
 def plan(school: _School) -> tuple[list[Job], list[str]]:
@@ -315,6 +368,7 @@ def plan(school: _School) -> tuple[list[Job], list[str]]:
     planners: list[tuple[Kind, Callable[[_School, str], Job | None], list[str]]] = [
         (Kind.TEACHER, plan_teacher, school.ids(Kind.TEACHER, school.teaching)),
         (Kind.STUDENT, plan_student, school.ids(Kind.STUDENT, school.old_edges, school.homes)),
+        (Kind.CLASS, _plan_class, school.ids(Kind.CLASS)),
     ]
     for kind, planner, ids in planners:
         for id_ in ids:
@@ -362,6 +416,7 @@ class Report:
     edges_moved: int = 0
     homes_moved: int = 0
     teaching_deleted: int = 0
+    search_keys: int = 0  # nodes given their search key
     transactions: int = 0
     counters: int = 0  # counters of catalogs and places set to the count walked
     scans: int = 0
@@ -413,7 +468,10 @@ def migrate_table(
             finally:
                 if progress:
                     progress("migrate", done, len(jobs))
-            if job.kind is Kind.STUDENT:
+            report.search_keys += job.search_keys
+            if not job.layout:
+                pass
+            elif job.kind is Kind.STUDENT:
                 report.students += 1
             else:
                 report.teachers += 1

@@ -152,12 +152,12 @@ def check(schema: GraphQLSchema, root: Path) -> Report:
     spread: set[str] = set()
     operations = [d for d in definitions if isinstance(d.node, OperationDefinitionNode)]
     for operation in operations:
-        used = _reachable([operation.node], fragments)
+        used = reachable([operation.node], fragments)
         spread.update(used)
         problems += _validate(schema, operation, [fragments[n].node for n in used])
     for name, fragment in fragments.items():
         if name not in spread:  # a fragment of a component no operation here uses (yet)
-            used = _reachable([fragment.node], fragments) - {name}
+            used = reachable([fragment.node], fragments) - {name}
             others = [fragments[n].node for n in used]
             problems += _validate(schema, fragment, others, unused_fragments_ok=True)
     order = {d: i for i, d in enumerate(definitions)}
@@ -165,7 +165,7 @@ def check(schema: GraphQLSchema, root: Path) -> Report:
     return Report(root, len(paths), len(operations), len(fragments), problems)
 
 
-def _reachable(
+def reachable(
     nodes: Iterable[OperationDefinitionNode | FragmentDefinitionNode],
     fragments: dict[str, Definition],
 ) -> set[str]:

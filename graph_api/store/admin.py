@@ -10,13 +10,14 @@ a GraphQL request's reads and writes go through `store/table.py`.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from graph_api.errors import Unavailable
-from graph_api.model.keys import GSI1, GSI1PK, GSI1SK, PK, SK, stream_lease
+from graph_api.model.keys import GSI1, GSI2, INDEX_KEYS, PK, SK, stream_lease
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
@@ -39,28 +40,38 @@ RETRY_PAGE = 1000
 SMALLEST_PAGE = 10
 
 
+def index_definition(index: str) -> dict[str, Any]:
+    """A global secondary index of the table: its keys (`keys.INDEX_KEYS`), every attribute."""
+    pk, sk = INDEX_KEYS[index]
+    return {
+        "IndexName": index,
+        "KeySchema": [
+            {"AttributeName": pk, "KeyType": "HASH"},
+            {"AttributeName": sk, "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "ALL"},
+    }
+
+
+INDEXES = (GSI1, GSI2)  # GSI1: catalogs, locations, inverse edges; GSI2: search by name
+
+
+def attribute_definitions(indexes: Sequence[str] = INDEXES) -> list[dict[str, str]]:
+    names = [PK, SK, *(name for index in indexes for name in INDEX_KEYS[index])]
+    return [{"AttributeName": attr, "AttributeType": "S"} for attr in names]
+
+
 def definition(name: str) -> dict[str, Any]:
     """CreateTable parameters: the single source of the table's shape."""
     return {
         "TableName": name,
         "BillingMode": "PAY_PER_REQUEST",
-        "AttributeDefinitions": [
-            {"AttributeName": attr, "AttributeType": "S"} for attr in (PK, SK, GSI1PK, GSI1SK)
-        ],
+        "AttributeDefinitions": attribute_definitions(),
         "KeySchema": [
             {"AttributeName": PK, "KeyType": "HASH"},
             {"AttributeName": SK, "KeyType": "RANGE"},
         ],
-        "GlobalSecondaryIndexes": [
-            {
-                "IndexName": GSI1,
-                "KeySchema": [
-                    {"AttributeName": GSI1PK, "KeyType": "HASH"},
-                    {"AttributeName": GSI1SK, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
+        "GlobalSecondaryIndexes": [index_definition(index) for index in INDEXES],
         "StreamSpecification": dict(STREAM),
     }
 
@@ -169,6 +180,54 @@ def create(dynamo: Dynamo, name: str) -> bool:
         TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
     )
     return True
+
+
+class IndexNotReady(Exception):
+    """An index added to the table was not active within the wait."""
+
+
+INDEX_WAIT_SECONDS = 3600.0  # DynamoDB backfills a new index from the table: large ones take long
+
+
+def add_indexes(
+    dynamo: Dynamo, name: str, *, wait: float = INDEX_WAIT_SECONDS, poll: float = 2.0
+) -> list[str]:
+    """Create the indexes `definition` has and the table lacks (a table made before them),
+    one UpdateTable each (DynamoDB creates one index a call), each waited for until active;
+    the names added. DynamoDB fills an index from the items' attributes: items without its
+    keys are simply not in it (`graph-api migrate` writes them)."""
+    described = call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
+    present = {i["IndexName"] for i in described["Table"].get("GlobalSecondaryIndexes") or []}
+    added = []
+    for index in INDEXES:
+        if index in present:
+            continue
+        update = {
+            "TableName": name,
+            "AttributeDefinitions": attribute_definitions(),
+            "GlobalSecondaryIndexUpdates": [{"Create": index_definition(index)}],
+        }
+        call_sync(dynamo, "UpdateTable", update, Retries(dynamo.budget))
+        _wait_for_index(dynamo, name, index, wait, poll)
+        added.append(index)
+    return added
+
+
+def _wait_for_index(dynamo: Dynamo, name: str, index: str, wait: float, poll: float) -> None:
+    deadline = time.monotonic() + wait
+    while True:
+        described = call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))[
+            "Table"
+        ]
+        status = {
+            i["IndexName"]: i.get("IndexStatus")
+            for i in described.get("GlobalSecondaryIndexes") or []
+        }
+        if status.get(index) == "ACTIVE" and described.get("TableStatus") == "ACTIVE":
+            return
+        if time.monotonic() > deadline:
+            raise IndexNotReady(f"{index} of {name} is {status.get(index)} after {wait:.0f} s")
+        time.sleep(poll)
 
 
 class OtherStreamView(Exception):

@@ -18,7 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from graph_api.errors import Unavailable
-from graph_api.model.keys import GSI1PK, GSI1SK, PK, SK, Key, Range
+from graph_api.model.keys import INDEX_KEYS, PK, SK, Key, Range
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
@@ -49,7 +49,7 @@ class Page:
 
 def key_names(index: str | None) -> tuple[str, ...]:
     """The attributes that make up an item's position in the table or index."""
-    return (PK, SK, GSI1PK, GSI1SK) if index else (PK, SK)
+    return (PK, SK, *INDEX_KEYS[index]) if index else (PK, SK)
 
 
 class Table:
@@ -173,7 +173,7 @@ class Table:
         consistent: bool = False,
         forward: bool = True,
     ) -> Page:
-        """One Query page over one partition of the table or of GSI1; with `forward` false,
+        """One Query page over one partition of the table or of an index; with `forward` false,
         from the end of the range backward (`ScanIndexForward: false`)."""
         values: dict[str, Any] = {":pk": {"S": rng.pk}}
         condition = f"{rng.pk_name} = :pk"

@@ -14,8 +14,9 @@ from graph_api.store import transactions as tx
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.store.transactions import NOT_EXISTS, STALE, Action, Stale, put, transact
-from graph_api.writes import counts, propagation
+from graph_api.writes import counts, guards, propagation
 from graph_api.writes.attempts import retrying
+from graph_api.writes.guards import Guard
 from graph_api.writes.reads import Reads, key_of
 from graph_api.writes.versions import expect_version
 
@@ -71,14 +72,22 @@ async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -
 
 
 async def update(
-    table: Table, id_: str, subject: str | None, teacher_id: str | None, expected: int | None
+    table: Table,
+    id_: str,
+    subject: str | None,
+    teacher_id: str | None,
+    expected: int | None,
+    guard: Guard | None = None,
 ) -> str:
+    """`guard`: the class must meet it as read and when the write commits (FORBIDDEN)."""
     if teacher_id is not None:
         keys.check_id(teacher_id, "teacherId")  # before any read
     reads = Reads(table)
 
     async def attempt() -> str:
         klass = await reads.node(Kind.CLASS, id_)
+        if guard is not None:
+            guard.check(klass)
         expect_version(klass, expected)
         changes: dict[str, Any] = {}  # sent fields are propagated even when unchanged
         if subject is not None:
@@ -95,7 +104,9 @@ async def update(
                 _leave_teacher(klass["teacherId"], id_, STALE),
                 _join_teacher(teacher, {**klass, **changes}),
             ]
-        await propagation.update_node(reads, Kind.CLASS, klass, changes, head, moving=moving)
+        await propagation.update_node(
+            reads, Kind.CLASS, klass, changes, head, moving=moving, guard=guards.clauses(guard)
+        )
         return id_
 
     return await retrying(table, attempt)

@@ -7,8 +7,19 @@ from graph_api.errors import AlreadyExists, BadUserInput, Conflict, NotFound
 from graph_api.model import keys
 from graph_api.model.items import Relation
 from graph_api.store.table import Table
-from graph_api.store.transactions import EXISTS, NOT_EXISTS, STALE, delete, put, transact, update
+from graph_api.store.transactions import (
+    EXISTS,
+    NOT_EXISTS,
+    STALE,
+    Stale,
+    delete,
+    put,
+    transact,
+    update,
+)
+from graph_api.writes import guards
 from graph_api.writes.attempts import retrying
+from graph_api.writes.guards import Guard
 from graph_api.writes.reads import Reads
 
 _VERBS = {"enrolment": "enrolled in", "membership": "a member of"}
@@ -26,9 +37,12 @@ def _too_many(relation: Relation, owner_id: str) -> BadUserInput:
     )
 
 
-async def link(table: Table, relation: Relation, owner_id: str, target_id: str) -> str:
+async def link(
+    table: Table, relation: Relation, owner_id: str, target_id: str, guard: Guard | None = None
+) -> str:
     """Create the relation: the owner's map entry, the edge item and both counts, in one
-    transaction. Twice is ALREADY_EXISTS, counted once."""
+    transaction. Twice is ALREADY_EXISTS, counted once. `guard`: a condition on the target
+    (a class), checked on it as read and in the transaction (FORBIDDEN)."""
     reads = Reads(table)
     verb = _VERBS[relation.name]
     assert relation.target_count is not None
@@ -39,6 +53,8 @@ async def link(table: Table, relation: Relation, owner_id: str, target_id: str) 
             (relation.owner, owner_id, _field(relation.owner)),
             (relation.target, target_id, _field(relation.target)),
         )
+        if guard is not None:
+            guard.check(target)
         already = AlreadyExists(
             f"{relation.owner.lower()} {owner_id} is already {verb}"
             f" {relation.target.lower()} {target_id}"
@@ -58,6 +74,7 @@ async def link(table: Table, relation: Relation, owner_id: str, target_id: str) 
                 update(
                     keys.node(relation.target, target_id),
                     EXISTS,
+                    *guards.clauses(guard),
                     *target_fresh,
                     add={target_count: 1},
                     on_fail=STALE,
@@ -78,37 +95,55 @@ async def link(table: Table, relation: Relation, owner_id: str, target_id: str) 
     return await retrying(table, attempt)
 
 
-async def unlink(table: Table, relation: Relation, owner_id: str, target_id: str) -> str:
-    """Remove the relation: entry, edge item and both counts, never below zero."""
+async def unlink(
+    table: Table, relation: Relation, owner_id: str, target_id: str, guard: Guard | None = None
+) -> str:
+    """Remove the relation: entry, edge item and both counts, never below zero. Reads
+    nothing first; with a `guard` on the target (a class), the target's update carries it
+    and comes first, and only a failed transaction reads the target, to say why."""
     keys.check_id(owner_id, _field(relation.owner))
     keys.check_id(target_id, _field(relation.target))
     edge, _ = keys.edge(relation.owner, owner_id, relation.target, target_id)
     assert relation.target_count is not None
+    target_count = relation.target_count
     damaged = Conflict("a count disagrees with the edges; run graph-api check")
-    await transact(
-        table,
-        [
-            delete(
-                edge,
-                EXISTS,
-                on_fail=NotFound(
-                    f"{relation.owner.lower()} {owner_id} is not {_VERBS[relation.name]}"
-                    f" {relation.target.lower()} {target_id}"
-                ),
-            ),
-            update(
-                keys.node(relation.target, target_id),
-                ("gt", relation.target_count, 0),
-                add={relation.target_count: -1},
-                on_fail=damaged,
-            ),
-            update(
-                keys.node(relation.owner, owner_id),
-                ("gt", relation.owner_count, 0),
-                remove=[relation.path(target_id)],
-                add={relation.owner_count: -1},
-                on_fail=damaged,
-            ),
-        ],
+    absent = NotFound(
+        f"{relation.owner.lower()} {owner_id} is not {_VERBS[relation.name]}"
+        f" {relation.target.lower()} {target_id}"
     )
-    return target_id
+    edge_action = delete(edge, EXISTS, on_fail=absent)
+    target_key = keys.node(relation.target, target_id)
+    owner_action = update(
+        keys.node(relation.owner, owner_id),
+        ("gt", relation.owner_count, 0),
+        remove=[relation.path(target_id)],
+        add={relation.owner_count: -1},
+        on_fail=damaged,
+    )
+    if guard is None:
+        target_action = update(
+            target_key, ("gt", target_count, 0), add={target_count: -1}, on_fail=damaged
+        )
+        await transact(table, [edge_action, target_action, owner_action])
+        return target_id
+
+    async def attempt() -> str:
+        guarded = update(
+            target_key,
+            *guard.clauses(),
+            ("gt", target_count, 0),
+            add={target_count: -1},
+            on_fail=STALE,
+        )
+        try:
+            await transact(table, [guarded, edge_action, owner_action])
+        except Stale:
+            # The target's condition failed, nothing was written: the guard, or a count.
+            target = await Reads(table).node(relation.target, target_id, _field(relation.target))
+            guard.check(target)
+            if not target.get(target_count):
+                raise absent from None  # nobody is in it
+            raise  # it changed between the transaction and the read: try again
+        return target_id
+
+    return await retrying(table, attempt)

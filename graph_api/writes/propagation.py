@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from graph_api.errors import NotFound
-from graph_api.model import keys
+from graph_api.model import items, keys
 from graph_api.model.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
 from graph_api.model.keys import Key, Kind
 from graph_api.store.codec import Item
@@ -125,7 +125,8 @@ class NodeWrite:
         return cls(
             key_of(node),
             (("eq", "version", node["version"]), *fences, *copies.holds(skip=changes)),
-            {**changes, "version": node["version"] + 1},
+            # A new name moves the node in the search index in the same write.
+            {**changes, **items.search_changes(node, changes), "version": node["version"] + 1},
         )
 
     def action(self, claim: str | None, copies: bool) -> Action:
@@ -441,12 +442,15 @@ async def update_node(
     head: Sequence[Action] = (),
     *,
     moving: bool = False,
+    guard: Sequence[Clause] = (),
 ) -> None:
     """Write `changes` to `node` (as read; the caller has checked `expectedVersion`), with
-    `head` and every copy the changes need: how each `update*` mutation writes."""
+    `head` and every copy the changes need: how each `update*` mutation writes. `guard`:
+    conditions the node must meet when the write commits (else Stale: read again)."""
     room = MAX_ACTIONS - 1 - len(head)  # besides the node's own write and the head
     copies = await plan(reads, kind, node, changes, moving=moving, room=room)
-    await write(reads.table, node, changes, head, copies, replan(reads, kind, node["id"]))
+    again = replan(reads, kind, node["id"])
+    await write(reads.table, node, changes, head, copies, again, guard)
 
 
 Replan = Callable[[], Awaitable[Copies]]
@@ -468,6 +472,7 @@ async def write(
     head: Sequence[Action],
     copies: Copies,
     replan: Replan,
+    guard: Sequence[Clause] = (),
 ) -> None:
     """Apply a node write and its copies: atomically when they fit one transaction and what
     they were planned from holds still; else followed.
@@ -482,7 +487,7 @@ async def write(
     """
     rest = copies.actions()
     if copies.held and 1 + len(head) + len(rest) <= MAX_ACTIONS:
-        write_ = NodeWrite.versioned(node, changes, copies, copies.fences)
+        write_ = NodeWrite.versioned(node, changes, copies, [*guard, *copies.fences])
         try:
             await transact(table, [write_.action(None, bool(rest)), *head, *rest])
             return
@@ -493,7 +498,7 @@ async def write(
             # If the node itself moved, the followed write's own guards say so.
     assert copies.targets is not None
     token = new_token()
-    write_ = NodeWrite.versioned(node, changes, copies, copies.follow_fences)
+    write_ = NodeWrite.versioned(node, changes, copies, [*guard, *copies.follow_fences])
     start = [write_.action(token, True), *head, *copies.first]
     await transact(table, start[:MAX_ACTIONS], token)  # Stale: the caller reads again
     await _follow(table, write_.key, token, copies, start[MAX_ACTIONS:], replan)

@@ -1,0 +1,139 @@
+"""Who may read and write what: the policy, as data, and the one function that reads it.
+
+In the spirit of Amplify's `allow.groups()/allow.owner()` and Hasura's permission tables:
+each mutation and each protected field lists the roles that may, and under which owner
+condition (`Owner`). A role missing from an entry may not; a role a token claims that is not
+a `Role` grants nothing. Every field not in `READS` is public: anyone may read it, unless
+`GRAPH_API_AUTH_READS=true` makes every read need a valid token.
+
+Owner conditions are decided on data the request already holds, never by an extra read: a
+student item carries its classes and each class's `teacherId`, so "the caller teaches this
+student" is a look at the item being resolved; for a write, a condition the node must still
+meet when the transaction commits is a `ConditionExpression` in that transaction
+(`writes/`), so a class reassigned meanwhile refuses the old teacher's write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from graph_api.graph.tokens import Principal
+
+
+class Role(StrEnum):
+    ADMIN = "admin"  # school staff
+    TEACHER = "teacher"  # the teacher node in the token's teacher claim
+    STUDENT = "student"  # the student node in the token's student claim
+    GUARDIAN = "guardian"  # responsible for the students in the token's guardian claim
+    ANONYMOUS = "anonymous"  # no valid token, on a server with sign-in configured
+    # No sign-in configured at all (the embedded backend without a token, a dev server): the
+    # API is open as it was before roles, and `serve` warns about it on a remote table.
+    OPEN = "open"
+
+
+# Roles a token may claim; `anonymous` and `open` are what no token means.
+CLAIMABLE = frozenset({Role.ADMIN, Role.TEACHER, Role.STUDENT, Role.GUARDIAN})
+
+
+class Owner(StrEnum):
+    ANY = "any"  # no condition
+    SELF = "self"  # the node is the caller's own (a student's or a teacher's id)
+    TEACHES = "teaches"  # a class the caller teaches; a student in a class the caller teaches
+    GUARDS = "guards"  # a student in the guardian's claim
+
+
+Grant = Mapping[Role, Owner]
+
+PERSONAL: Grant = {
+    Role.ADMIN: Owner.ANY,
+    Role.TEACHER: Owner.TEACHES,
+    Role.STUDENT: Owner.SELF,
+    Role.GUARDIAN: Owner.GUARDS,
+}
+
+# Protected fields: everything else is public. `GRAPH_API_PUBLIC_PERSONAL_DATA=true` (the
+# embedded backend's default, its school being generated) serves these to anyone.
+READS: dict[str, Grant] = {
+    "Student.email": PERSONAL,
+    "Home.street": PERSONAL,
+}
+
+_STAFF: Grant = {Role.ADMIN: Owner.ANY}
+
+# Mutations, by their GraphQL names. `Role.OPEN` may run every one (`may_write`); it reads
+# protected fields only where they are public.
+WRITES: dict[str, Grant] = {
+    "createStudent": _STAFF,
+    "updateStudent": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},  # name, email
+    "deleteStudent": _STAFF,
+    "setHome": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
+    "createTeacher": _STAFF,
+    "updateTeacher": {Role.ADMIN: Owner.ANY, Role.TEACHER: Owner.SELF},
+    "deleteTeacher": _STAFF,
+    # SELF: the new class's `teacherId` is the caller.
+    "createClass": {Role.ADMIN: Owner.ANY, Role.TEACHER: Owner.SELF},
+    # TEACHES: the class's `teacherId` is the caller when the write commits; handing the
+    # class to another teacher is staff's.
+    "updateClass": {Role.ADMIN: Owner.ANY, Role.TEACHER: Owner.TEACHES},
+    "deleteClass": _STAFF,
+    "createSport": _STAFF,
+    "updateSport": _STAFF,
+    "deleteSport": _STAFF,
+    "enrollStudent": {Role.ADMIN: Owner.ANY, Role.TEACHER: Owner.TEACHES},
+    "unenrollStudent": {Role.ADMIN: Owner.ANY, Role.TEACHER: Owner.TEACHES},
+    # SELF: the student is the caller.
+    "joinSport": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
+    "leaveSport": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
+}
+
+
+def grant(principal: Principal, entry: Grant) -> frozenset[Owner]:
+    """The owner conditions under which `principal` may, by any of its roles: empty when it
+    may not at all; containing `Owner.ANY` when it may unconditionally."""
+    return frozenset(entry[role] for role in principal.roles if role in entry)
+
+
+def may_write(principal: Principal, mutation: str) -> frozenset[Owner]:
+    """`grant` for a mutation; a mutation the policy does not name is refused to all but
+    `Role.OPEN` (a new mutation is closed until the table says who may)."""
+    if Role.OPEN in principal.roles:
+        return frozenset({Owner.ANY})
+    return grant(principal, WRITES.get(mutation, {}))
+
+
+def teaches(principal: Principal, node: Mapping[str, Any]) -> bool:
+    """Whether the caller teaches this class item, or a class this student item carries."""
+    teacher = principal.teacher_id
+    if teacher is None:
+        return False
+    if "teacherId" in node:  # a class
+        return bool(node["teacherId"] == teacher)
+    classes = node.get("classes") or {}
+    return any(entry.get("teacherId") == teacher for entry in classes.values())
+
+
+def holds(owner: Owner, principal: Principal, node: Mapping[str, Any]) -> bool:
+    """Whether `node` (an item as read: a student, a teacher or a class) meets `owner`."""
+    node_id = node.get("id")
+    if owner is Owner.ANY:
+        return True
+    if owner is Owner.SELF:
+        return node_id is not None and node_id in (principal.student_id, principal.teacher_id)
+    if owner is Owner.TEACHES:
+        return teaches(principal, node)
+    if owner is Owner.GUARDS:
+        return node_id is not None and node_id in principal.students
+    return False
+
+
+def may_read(principal: Principal, field: str, node: Mapping[str, Any]) -> bool:
+    """Whether `principal` may read the protected `field` ("Student.email") of `node`, the
+    item it is resolved from (a `Home`'s is its student). Fails closed: a rule that cannot
+    be decided on the item (an error, a missing attribute) refuses."""
+    try:
+        return any(holds(owner, principal, node) for owner in grant(principal, READS[field]))
+    except Exception:
+        return False
