@@ -39,6 +39,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 import boto3
+import jwt
 
 from bench import peer, proc, report, seeding, servers, timed_client
 from bench import queries as our_queries
@@ -60,6 +61,7 @@ class Side:
     what: str  # how the tables describe it
     tree: bool = True  # CPU of the process and its descendants, else of the process only
     figures: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with each timed request
 
     def cpu_seconds(self) -> float:
         return proc.tree_cpu_seconds(self.pid) if self.tree else proc.cpu_seconds([self.pid])
@@ -92,6 +94,38 @@ def server_env(table: str, endpoint: str, ca_bundle: Path | None) -> dict[str, s
     if "AWS_ACCESS_KEY_ID" not in os.environ:  # DynamoDB Local takes any keys
         env.update(AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local")
     return env
+
+
+ROLES = ("admin", "teacher", "student", "guardian")
+_SECRET = "bench-secret-of-at-least-32-bytes-for-hs256"
+
+
+def signed_in(
+    env: dict[str, str], role: str | None, data: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The timed servers' environment and the headers of their timed requests: as given, or
+    (`--as ROLE`) checking HS256 tokens, with a token of ROLE for the first teacher, the
+    first student, or a guardian of the first two students. The seeding server stays open:
+    its mutations carry no token."""
+    if role is None:
+        return env, {}
+    claims: dict[str, Any] = {
+        "sub": f"bench-{role}",
+        "iss": "bench",
+        "aud": "graph-api",
+        "exp": int(time.time()) + 6 * 3600,
+        "roles": [role],
+        "graph:teacher": data["teachers"][0]["id"],
+        "graph:student": data["students"][0]["id"],
+        "graph:students": [s["id"] for s in data["students"][:2]],
+    }
+    auth = {
+        "GRAPH_API_JWT_SECRET": _SECRET,
+        "GRAPH_API_JWT_ISSUER": "bench",
+        "GRAPH_API_JWT_AUDIENCE": "graph-api",
+    }
+    token = jwt.encode(claims, _SECRET, algorithm="HS256")
+    return {**env, **auth}, {"Authorization": f"Bearer {token}"}
 
 
 def settle(sides: list[Side], idle: float = 0.02, most: float = 120.0) -> dict[str, float]:
@@ -139,7 +173,10 @@ def measure_queries(bench: BenchRun, sides: list[Side], folder: Path) -> list[di
                 answer = client.query(peer_spec.query, peer_spec.variables)
                 row["check"][side.label] = peer_spec.check(answer, bench.data, bench.targets)
             client.close()
-        asked = [{"port": s.port, "body": (s.body(query) or b"").decode()} for s in taking]
+        asked = [
+            {"port": s.port, "body": (s.body(query) or b"").decode(), "headers": s.headers}
+            for s in taking
+        ]
         peer_asked = [a for a, s in zip(asked, taking, strict=True) if s.kind == "peer"]
         if peer_asked and args.peer_warmup:  # V8's JIT: the peer kept getting faster for long
             timed_client.timed(folder, peer_asked, 0, args.peer_warmup, args.block)
@@ -287,6 +324,12 @@ def arguments() -> argparse.Namespace:
         "--plain", action="store_true", help="also head on plain HTTP, beside its TLS figures"
     )
     parser.add_argument("--seeders", type=int, default=4, help="connections that seed")
+    parser.add_argument(
+        "--as",
+        dest="role",
+        choices=ROLES,
+        help="the timed servers check HS256 tokens, and each timed request carries one of ROLE",
+    )
     return parser.parse_args()
 
 
@@ -336,10 +379,13 @@ def main() -> None:
         result["seeding"] = {"mutations": mutations, "seconds": time.monotonic() - t0}
         print(f"seeded {mutations} mutations in {result['seeding']['seconds']:.0f} s", flush=True)
         with ExitStack() as serving:
+            timed_env, headers = signed_in(env, args.role, data)
             sides = [
-                _api_side(serving, checkout, env, 1, "TLS" if ca_bundle else endpoint)
+                _api_side(serving, checkout, timed_env, 1, "TLS" if ca_bundle else endpoint)
                 for checkout in checkouts
             ]
+            for side in sides:
+                side.headers = headers
             if args.plain and ca_bundle is not None:
                 plain = server_env(table, plain_endpoint, None)
                 sides.append(

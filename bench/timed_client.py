@@ -14,11 +14,12 @@ bench (`calls.RequestRecorder`), sent again one after another straight to the em
 (`Replayed`), back to back or with the API's pauses between them: what the backend alone
 takes for that query, with no API between.
 
-Reads a job on stdin: {"peer": folder, "sides": [{"port", "body"} or {"port", "replay":
-[{"path", "headers", "body"}, ...], "host", "pauses" (optional)}, ...], "requests", "warmup",
-"block"}; writes one result a side on stdout: {"intervals": [[start, end], ...],
-"dynamodb": [extensions.dynamodb or null, ...], "last": answer}. An answer other than HTTP
-200, warm-up or timed, ends it with that answer on stderr and exit status 1. `timed` runs it so.
+Reads a job on stdin: {"peer": folder, "sides": [{"port", "body", "headers" (optional)} or
+{"port", "replay": [{"path", "headers", "body"}, ...], "host", "pauses" (optional)}, ...],
+"requests", "warmup", "block"}; writes one result a side on stdout: {"intervals": [[start,
+end], ...], "dynamodb": [extensions.dynamodb or null, ...], "last": answer}. An answer other
+than HTTP 200, warm-up or timed, ends it with that answer on stderr and exit status 1. `timed`
+runs it so.
 """
 
 from __future__ import annotations
@@ -112,6 +113,29 @@ class Replayed(_Timings):
         self.conn.close()
 
 
+class Client:
+    """The peer's client's requests (`httpbench.GraphQLClient.post_raw`) with headers of the
+    run's own added: a bearer token (`make bench BENCH_ARGS="--as teacher"`)."""
+
+    def __init__(self, port: int, headers: dict[str, str]) -> None:
+        self.port = port
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Connection": "keep-alive",
+            **headers,
+        }
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def post_raw(self, body: bytes) -> tuple[int, bytes]:
+        self.conn.request("POST", "/graphql", body, self.headers)
+        response = self.conn.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class Side(Protocol):
     """What `alternate` sends requests through: a `Timed` or a `Replayed`."""
 
@@ -166,6 +190,9 @@ def main() -> None:
             conn = http.client.HTTPConnection(host, asked["port"], timeout=30)
             replay = [(r["path"], r["headers"], r["body"].encode()) for r in asked["replay"]]
             sides.append(Replayed(conn, replay, asked.get("pauses") or []))
+        elif asked.get("headers"):
+            client = Client(asked["port"], asked["headers"])
+            sides.append(Timed(client, asked["body"].encode()))
         else:
             client = httpbench.GraphQLClient("127.0.0.1", asked["port"])
             sides.append(Timed(client, asked["body"].encode()))
