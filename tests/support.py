@@ -319,9 +319,11 @@ AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 
 
 def claims(**overrides: Any) -> dict[str, Any]:
-    """Valid claims; an override of None drops the claim."""
+    """Valid claims, of staff (role admin: may do and read everything, as any valid token
+    could before roles); an override of None drops the claim."""
     base: dict[str, Any] = {
         "sub": "user-1",
+        "roles": ["admin"],
         "iss": ISSUER,
         "aud": AUDIENCE,
         "iat": int(time.time()),
