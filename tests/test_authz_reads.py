@@ -14,6 +14,7 @@ import functools
 import json
 import random
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from support import (
     bearer,
     close_services,
     dynamodb_requests,
+    fresh_services,
     hs256,
     keep_loop,
     live,
@@ -709,20 +711,52 @@ def test_graph_api_token_signs_with_the_configured_secret(
 # -- the README prints the policy ----------------------------------------------------------------
 
 
-def test_the_readme_prints_the_policy_as_policy_py_has_it() -> None:
-    """Each row of the README's policy table is an entry of READS or WRITES, with the roles
-    that may and under which condition: the table cannot drift from the code."""
+def auth_section() -> str:
     text = README.read_text(encoding="utf-8")
     section = text[text.index("## Auth and personal data") :]
-    section = section[: section.index("\n## ", 1)]
-    rows = re.findall(r"^\| `([\w.]+)` \| (.*) \|$", section, re.M)
-    printed = {name: cells.split(" | ") for name, cells in rows}
+    return section[: section.index("\n## ", 1)]
+
+
+def test_the_readme_prints_the_policy_as_policy_py_has_it() -> None:
+    """Each row of the README's policy table names entries of READS or WRITES with the same
+    grants: which roles may, and under which condition. The table cannot drift from the code."""
+    rows = re.findall(r"^\| (`[\w.]+`(?:, `[\w.]+`)*) \| (.*) \|$", auth_section(), re.M)
+    printed = {
+        name.strip("`"): cells.split(" | ") for names, cells in rows for name in names.split(", ")
+    }
     roles = [Role.ADMIN, Role.TEACHER, Role.STUDENT, Role.GUARDIAN]
     words = {Owner.ANY: "yes", Owner.SELF: "own", Owner.TEACHES: "teaches", Owner.GUARDS: "wards"}
     entries = {**READS, **WRITES}
     assert set(printed) == set(entries)
     for name, grant in entries.items():
-        assert printed[name] == [words[grant[r]] if r in grant else "\N{EN DASH}" for r in roles], (
-            name
-        )
+        expected = [words[grant[r]] if r in grant else "\N{EN DASH}" for r in roles]
+        assert printed[name] == expected, name
     assert set(roles) == CLAIMABLE
+
+
+def test_the_readme_acts_as_a_teacher_and_as_a_student(
+    endpoint: str, embedded_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's example, on `make run`'s school with its personal data private: its
+    `graph-api token` commands, and its requests (GET) with the tokens they print."""
+    block = re.search(r"```sh\n(TEACHER=.*?)```", auth_section(), re.S)
+    assert block is not None
+    commands = re.findall(r"^(\w+)=\$\(\.venv/bin/graph-api (.*) \| tail -1\)$", block[1], re.M)
+    tokens = {name: dev_token(*shlex.split(argv)[1:], capsys=capsys) for name, argv in commands}
+    asked = re.findall(r"Bearer \$(\w+)\" --data-urlencode 'query=(.*)'$", block[1], re.M)
+    assert [name for name, _ in asked] == ["TEACHER", "STUDENT"] == list(tokens)
+    with fresh_services(endpoint, public_personal_data=False) as services:
+        school = demo.generate(students=60, seed=Settings().demo_seed)
+        admin.batch_write(services.dynamo, services.settings.table, school)
+        emails = {i["id"]: i["email"] for i in school if i["type"] == "student"}
+        with TestClient(create_app(services)) as client:
+            answers = [
+                client.get("/graphql", params={"query": q}, headers=bearer(tokens[name])).json()
+                for name, q in asked
+            ]
+    teacher, student = answers
+    assert "errors" not in teacher
+    shown = [e["node"]["email"] for e in teacher["data"]["class"]["students"]["edges"]]
+    assert len(shown) == 3 and set(shown) <= set(emails.values())
+    assert [s["email"] for s in student["data"]["students"]] == [emails["stu-0001"], None]
+    assert codes_of(student) == {"FORBIDDEN"}
