@@ -42,7 +42,7 @@ from support import (
 
 from bench import queries as bench
 from graph_api.graph.context import Context, Services
-from graph_api.graph.policy import CLAIMABLE, READS, WRITES, Owner, Role
+from graph_api.graph.policy import CLAIMABLE, READS, WRITES, Owner, Role, may_read
 from graph_api.graph.tokens import ANONYMOUS, OPEN, AuthResult, Principal
 from graph_api.http.app import create_app
 from graph_api.ops import demo
@@ -760,3 +760,16 @@ def test_the_readme_acts_as_a_teacher_and_as_a_student(
     assert len(shown) == 3 and set(shown) <= set(emails.values())
     assert [s["email"] for s in student["data"]["students"]] == [emails["stu-0001"], None]
     assert codes_of(student) == {"FORBIDDEN"}
+
+
+def test_a_rule_that_cannot_be_decided_refuses() -> None:
+    """Fail closed: a student item whose classes are not what the rule expects is a refusal
+    for the rule that reads them, never a pass nor an error."""
+    settings = Settings(**AUTH)
+    teacher = Principal.of_claims({"roles": ["teacher"], "graph:teacher": "tch-001"}, settings)
+    good = {"id": "stu-1", "classes": {"cls-1": {"teacherId": "tch-001"}}}
+    assert may_read(teacher, "Student.email", good)
+    for classes in (["cls-1"], {"cls-1": "tch-001"}, "tch-001", 7):
+        assert not may_read(teacher, "Student.email", {"id": "stu-1", "classes": classes})
+    admin_ = Principal.of_claims({"roles": ["admin"]}, settings)
+    assert may_read(admin_, "Home.street", {"classes": ["garbage"]})
