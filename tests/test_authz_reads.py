@@ -773,3 +773,22 @@ def test_a_rule_that_cannot_be_decided_refuses() -> None:
         assert not may_read(teacher, "Student.email", {"id": "stu-1", "classes": classes})
     admin_ = Principal.of_claims({"roles": ["admin"]}, settings)
     assert may_read(admin_, "Home.street", {"classes": ["garbage"]})
+
+
+def test_the_dev_signer_is_the_embedded_backends_only(caplog: pytest.LogCaptureFixture) -> None:
+    """A remote table never accepts the development tokens, whatever else is set; the
+    embedded backend's banner says how to act as a role."""
+    import logging
+
+    from graph_api.graph.tokens import DEV_SIGNER, Authenticator, hs256_signer
+    from graph_api.http.hosting import announce
+
+    assert hs256_signer(Settings(backend="embedded")) == DEV_SIGNER
+    assert hs256_signer(Settings(backend="remote")) is None
+    assert hs256_signer(Settings(backend="embedded", jwks_url="https://i.test/jwks")) is None
+    configured = hs256_signer(Settings(backend="embedded", **AUTH))
+    assert configured is not None and configured.secret == AUTH["jwt_secret"]
+    assert not Authenticator(Settings(backend="remote")).dev
+    with caplog.at_level(logging.INFO, logger="graph_api"):
+        announce(Settings(backend="embedded"))
+    assert any("graph-api token --role" in r.getMessage() for r in caplog.records)
