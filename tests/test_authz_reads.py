@@ -792,3 +792,15 @@ def test_the_dev_signer_is_the_embedded_backends_only(caplog: pytest.LogCaptureF
     with caplog.at_level(logging.INFO, logger="graph_api"):
         announce(Settings(backend="embedded"))
     assert any("graph-api token --role" in r.getMessage() for r in caplog.records)
+
+
+def test_every_field_of_a_carried_type_names_what_it_reads() -> None:
+    """A `Home` field left out of its table would make every read of students whole."""
+    from graph_api.graph.nodes import NodeBase
+    from graph_api.graph.schema import schema
+
+    carried = {name: table for t in NodeBase.by_kind.values() for name, table in t.carried.items()}
+    assert "Home" in carried
+    for name, table in carried.items():
+        fields = schema._schema.type_map[name].fields  # type: ignore[union-attr]
+        assert set(table) == set(fields), name

@@ -39,7 +39,8 @@ class Home:
         " without an error when the home has no street."
     )
     def street(self, info: Info) -> str | None:
-        return personal(info, "Home.street", self.student, lambda _: self.street_)  # type: ignore[no-any-return]
+        street = personal(info, "Home.street", self.student, lambda _: self.street_)
+        return street  # type: ignore[no-any-return]  # or an awaitable of it
 
     @classmethod
     def from_map(cls, home: Mapping[str, Any], student: NodeBase) -> Home:
