@@ -206,6 +206,32 @@ def private(endpoint: str, school: School) -> Iterator[Services]:
     close_services(services)
 
 
+@pytest.fixture(scope="module")
+def unsigned(endpoint: str, school: School) -> Iterator[Services]:
+    """No sign-in configured (a remote table's: no dev tokens either), personal data not
+    public: where the caller is "open"."""
+    services = keep_loop(
+        Services.create(
+            make_settings(
+                endpoint, table=school.table, public_personal_data=False, backend="remote"
+            )
+        )
+    )
+    yield services
+    close_services(services)
+
+
+@pytest.fixture(scope="module")
+def as_caller(private: Services, unsigned: Services, cast: Cast) -> Any:
+    """(caller, query, variables) -> Result: on the server where the caller calls from."""
+
+    def run(caller: str, query: str, variables: dict[str, Any] | None = None) -> Result:
+        services = unsigned if caller == "open" else private
+        return execute_as(services, auth_of(caller, cast, services.settings), query, variables)
+
+    return run
+
+
 def execute_as(
     services: Services, auth: AuthResult, query: str, variables: dict[str, Any] | None = None
 ) -> Result:
@@ -345,10 +371,10 @@ def assert_no_leak(body: Any, caller: str, cast: Cast, school: School) -> None:
 @pytest.mark.parametrize("relation", RELATIONS)
 @pytest.mark.parametrize("caller", CALLERS)
 def test_personal_fields_reach_only_whom_the_policy_names(
-    private: Services, school: School, cast: Cast, caller: str, relation: str
+    as_caller: Any, school: School, cast: Cast, caller: str, relation: str
 ) -> None:
     query, variables = relation_query(relation, cast, school)
-    result = execute_as(private, auth_of(caller, cast, private.settings), query, variables)
+    result = as_caller(caller, query, variables)
     body = {"data": result.data, "errors": result.errors}
     assert {e["extensions"]["code"] for e in result.errors} <= {"FORBIDDEN", "UNAUTHENTICATED"}
     # A mutation its caller may not run (the write rules) answers no student: nothing to see.
@@ -490,13 +516,13 @@ def random_query(rng: random.Random, school: School, cast: Cast) -> str:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_no_random_query_shape_shows_a_caller_what_it_may_not_read(
-    private: Services, school: School, cast: Cast, seed: int
+    as_caller: Any, school: School, cast: Cast, seed: int
 ) -> None:
     rng = random.Random(4600 + seed)
     for _ in range(12):
         caller = rng.choice(CALLERS)
         query = random_query(rng, school, cast)
-        result = execute_as(private, auth_of(caller, cast, private.settings), query)
+        result = as_caller(caller, query)
         codes = {e["extensions"]["code"] for e in result.errors}
         assert codes <= {"FORBIDDEN", "UNAUTHENTICATED"}, (query, result.errors)
         assert result.data is not None, (query, result.errors)
@@ -536,7 +562,7 @@ def public(endpoint: str, school: School) -> Iterator[Services]:
 
 
 def test_the_bench_queries_send_as_many_requests_for_every_caller(
-    private: Services, public: Services, school: School, cast: Cast
+    as_caller: Any, public: Services, school: School, cast: Cast
 ) -> None:
     shapes = bench_queries(school, cast)
     for n, (query, variables) in enumerate(shapes):
@@ -544,7 +570,7 @@ def test_the_bench_queries_send_as_many_requests_for_every_caller(
         assert before.errors == [], before.errors
         expected = dynamodb_requests(before)
         for caller in CALLERS:
-            result = execute_as(private, auth_of(caller, cast, private.settings), query, variables)
+            result = as_caller(caller, query, variables)
             sent = dynamodb_requests(result)
             if n < len(shapes) // 2 or caller in GRANTED:
                 assert sent == expected, (n, caller, sent, expected)
