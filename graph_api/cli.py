@@ -1,4 +1,5 @@
-"""`graph-api`: serve the API, create and seed a table, export and check the schema."""
+"""`graph-api`: serve the API, create and seed a table, export and check the schema, make a
+development token."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from graph_api import logs
 from graph_api.errors import Unavailable
+from graph_api.graph.policy import CLAIMABLE
 from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store import admin
@@ -533,6 +535,22 @@ def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
     return _write_out(workbench.dumps(workbench.model(args.table)), args.output)
 
 
+def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
+    from graph_api.graph.policy import Role
+    from graph_api.ops import token
+
+    students = [part.strip() for part in (args.students or "").split(",") if part.strip()]
+    try:
+        claims = token.claims(settings, Role(args.role), args.id, students, args.ttl)
+        signed = token.token(settings, claims)
+    except token.TokenError as error:
+        raise CommandError(str(error)) from None
+    who = f"{args.role} {args.id or ','.join(students)}".strip()
+    print(f"# {who}, for {args.ttl} s: send 'Authorization: Bearer <the next line>'")
+    print(signed)
+    return 0
+
+
 def _positive(raw: str) -> int:
     value = int(raw)
     if value < 1:
@@ -597,6 +615,17 @@ def parser() -> argparse.ArgumentParser:
     persist.add_argument("directory", metavar="DIR", help="the .graphql operations")
     persist.add_argument("-o", "--output", help="write to this file instead of stdout")
     persist.set_defaults(run=cmd_persist)
+    token_cmd = commands.add_parser(
+        "token",
+        help="print a bearer token for a role (last line), signed as the server checks them",
+    )
+    token_cmd.add_argument("--role", required=True, choices=sorted(CLAIMABLE))
+    token_cmd.add_argument("--id", help="the teacher or student node the caller is")
+    token_cmd.add_argument("--students", metavar="ID,ID", help="whom a guardian answers for")
+    token_cmd.add_argument(
+        "--ttl", type=_positive, default=3600, metavar="SECONDS", help="lifetime (default 3600)"
+    )
+    token_cmd.set_defaults(run=cmd_token)
     model = commands.add_parser("export-model", help="write the NoSQL Workbench data model")
     model.add_argument("-o", "--output", help="write to this file instead of stdout")
     model.add_argument("--table", default="graph", help="table name in the model")

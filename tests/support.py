@@ -333,8 +333,8 @@ AUTH = {"jwt_secret": SECRET, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 
 
 def claims(**overrides: Any) -> dict[str, Any]:
-    """Valid claims, of school staff (`admin`: may do everything); an override of None
-    drops the claim."""
+    """Valid claims, of staff (role admin: may do and read everything, as any valid token
+    could before roles); an override of None drops the claim."""
     base: dict[str, Any] = {
         "sub": "user-1",
         "roles": ["admin"],

@@ -264,6 +264,17 @@ def hs256_with_public_key(key: rsa.RSAPrivateKey) -> str:
     return f"{signing_input}.{b64(signature)}"
 
 
+def another_algorithm(alg: str) -> str:
+    """A token whose header names `alg` and the RSA key's kid, with a signature of `alg`'s
+    size that nothing signed (PyJWT raised a TypeError on it: every request a 500)."""
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    header = b64(json.dumps({"alg": alg, "typ": "JWT", "kid": "k1"}).encode())
+    return f"{header}.{b64(json.dumps(claims()).encode())}.{b64(bytes(64))}"
+
+
 JWKS_AUTH = {"jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 
 
@@ -297,6 +308,8 @@ JWKS_REFUSED: dict[str, Callable[[dict[str, rsa.RSAPrivateKey]], str]] = {
     "wrong audience": lambda k: rs256(k["good"], aud="other-api"),
     "HS256 keyed with the public key": lambda k: hs256_with_public_key(k["good"]),
     "HS256 shared secret": lambda k: hs256(),
+    "ES256 header, RSA key": lambda k: another_algorithm("ES256"),
+    "PS256 header, RSA key": lambda k: another_algorithm("PS256"),
 }
 
 

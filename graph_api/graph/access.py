@@ -2,13 +2,15 @@
 
 With auth configured, mutations (and, if asked, reads) need a valid bearer token; a refused
 operation is not executed, so nothing is written. Personal fields (a student's email and
-street) are served only to a reader with a valid token, unless the server is set to make
-them public (GRAPH_API_PUBLIC_PERSONAL_DATA); to anyone else they are null with a coded
-error, and the rest of the answer stands."""
+street: `policy.READS`) are served to the callers the policy names, decided on the student
+item the field is resolved from, unless the server is set to make them public
+(GRAPH_API_PUBLIC_PERSONAL_DATA); to anyone else they are null with a coded error, and the
+rest of the answer stands."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from graphql import GraphQLError
 from strawberry.extensions import SchemaExtension
@@ -16,7 +18,19 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import ApiError, Forbidden, Unauthenticated, Unavailable
+from graph_api.graph import policy
 from graph_api.graph.context import Context, Info
+from graph_api.graph.nodes import NodeBase, then
+from graph_api.graph.policy import Owner, Role
+from graph_api.model.items import ENROLMENT
+
+if TYPE_CHECKING:
+    from graph_api.graph.tokens import Principal
+
+# What the rules of `policy.READS` look at on a student item, beside its id: its classes'
+# `teacherId`s. Every field READS names reads it too (`field_attributes`), so it comes in the
+# same request as the field.
+RULE_ATTRIBUTES = (ENROLMENT.field,)
 
 
 class RequireAuth(SchemaExtension):
@@ -39,7 +53,10 @@ class RequireAuth(SchemaExtension):
 def refusal(context: object, operation_type: OperationType) -> tuple[type[ApiError], str] | None:
     """Why this request may not run an operation of this type (the error and its message),
     or None if it may."""
-    if not isinstance(context, Context) or not context.services.auth.enabled:
+    if not isinstance(context, Context):
+        return None
+    # No sign-in configured: open, but for a bad token on the embedded backend's dev signer.
+    if not context.services.auth.enabled and context.auth.problem is None:
         return None
     writes = operation_type == OperationType.MUTATION
     if not (writes or context.services.settings.auth_reads) or context.auth.principal is not None:
@@ -51,19 +68,63 @@ def refusal(context: object, operation_type: OperationType) -> tuple[type[ApiErr
     return error, f"{what} 'Authorization: Bearer <JWT>': {reason}"
 
 
-def require_personal_data_reader(info: Info, field: str) -> None:
-    """Raise unless this request may read the personal field `field` (e.g. Student.email)."""
+def personal(
+    info: Info,
+    field: str,
+    student: NodeBase,
+    value: Callable[[Mapping[str, Any]], Any],
+    attributes: tuple[str, ...] = (),
+) -> Any:
+    """The personal `field` ("Student.email", "Home.street") of `student`: `value` of what is
+    known of it (its `attributes`, and what the rule looks at: RULE_ATTRIBUTES), if the
+    caller may read it (`policy.may_read`, decided on that item). Plain when they are known,
+    else an awaitable of the request's one batched read of the item. A caller the policy
+    grants nothing is refused before anything is read. A refusal is raised: a field error at
+    its path whose message names the field and the student's id, never a value."""
     context = info.context
-    if context.services.settings.public_personal_data or context.auth.principal is not None:
-        return
-    if not context.services.auth.enabled:
-        raise Forbidden(
+    if context.services.settings.public_personal_data:
+        return then(student.attributes_of(attributes), value)
+    caller = context.auth.caller
+    owners = _owners(caller, field)
+    if not owners:
+        raise _refusal(context, field, student.id)
+    if Owner.ANY in owners:
+        return then(student.attributes_of(attributes), value)
+
+    def decide(known: Mapping[str, Any]) -> Any:
+        node = {name: known.get(name) for name in RULE_ATTRIBUTES}
+        if not policy.may_read(caller, field, {**node, "id": student.id}):
+            raise _refusal(context, field, student.id)
+        return value(known)
+
+    return then(student.attributes_of((*attributes, *RULE_ATTRIBUTES)), decide)
+
+
+def _owners(caller: Principal, field: str) -> frozenset[Owner]:
+    """`policy.grant` of the field's entry; fails closed (nothing) on any error."""
+    try:
+        return policy.grant(caller, policy.READS[field])
+    except Exception:
+        return frozenset()
+
+
+def _refusal(context: Context, field: str, student_id: str) -> ApiError:
+    """Why the caller may not read `field`: FORBIDDEN signed in (or with no sign-in to
+    offer), UNAUTHENTICATED without a valid token, UNAVAILABLE when the token could not be
+    checked."""
+    auth = context.auth
+    if auth.principal is not None:
+        return Forbidden(
+            f"{field} of student {student_id} is personal data this caller may not read"
+        )
+    if Role.OPEN in auth.caller.roles:
+        return Forbidden(
             f"{field} is personal data, which this server shows only to signed-in readers,"
             " and it has no sign-in configured"
         )
-    if context.auth.unavailable:
-        raise Unavailable(f"{field} needs a checked token: {context.auth.problem}")
-    reason = context.auth.problem or "no token was sent"
-    raise Unauthenticated(
+    if auth.unavailable:
+        return Unavailable(f"{field} needs a checked token: {auth.problem}")
+    reason = auth.problem or "no token was sent"
+    return Unauthenticated(
         f"{field} is personal data: send 'Authorization: Bearer <JWT>' to read it ({reason})"
     )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import strawberry
 
-from graph_api.graph.access import require_personal_data_reader
+from graph_api.graph.access import RULE_ATTRIBUTES, personal
 from graph_api.graph.context import Info
+from graph_api.graph.nodes import FieldAttributes, NodeBase
+from graph_api.model.items import HOME
 
 
 @strawberry.type(
@@ -21,21 +23,31 @@ class Home:
     state: str = strawberry.field(description="The state, region or province (1-100 characters).")
     city: str = strawberry.field(description="The city (1-100 characters).")
     street_: strawberry.Private[str | None]
+    # The student whose home it is: who may read the street is decided on its item.
+    student: strawberry.Private[NodeBase]
+    # What each field reads of the student item that carries the home (`NodeBase.carried`).
+    field_attributes: ClassVar[FieldAttributes] = {
+        "country": (HOME,),
+        "state": (HOME,),
+        "city": (HOME,),
+        "street": (HOME, *RULE_ATTRIBUTES),
+    }
 
     @strawberry.field(
         description="Personal data: null (with an UNAUTHENTICATED or FORBIDDEN error) unless"
-        " the request carries a valid bearer token or the server makes it public; null"
+        " the caller may read it (as `Student.email`) or the server makes it public; null"
         " without an error when the home has no street."
     )
     def street(self, info: Info) -> str | None:
-        require_personal_data_reader(info, "Home.street")
-        return self.street_
+        street = personal(info, "Home.street", self.student, lambda _: self.street_)
+        return street  # type: ignore[no-any-return]  # or an awaitable of it
 
     @classmethod
-    def from_map(cls, home: Mapping[str, Any]) -> Home:
+    def from_map(cls, home: Mapping[str, Any], student: NodeBase) -> Home:
         return cls(
             country=home["country"],
             state=home["state"],
             city=home["city"],
             street_=home.get("street"),
+            student=student,
         )

@@ -123,6 +123,10 @@ class NodeBase:
     id: strawberry.ID
     known: dict[str, Any]
     loaders: Loaders
+    # Object types the node's item carries (a student's `Home`): GraphQL type → what each
+    # field of theirs reads of the node's item. Selected anywhere in the operation, those
+    # attributes are read with the node's (`parts_of`).
+    carried: ClassVar[Mapping[str, FieldAttributes]] = {}
     # Each node type by its kind: a relation's targets are built without importing their
     # module in every call (the node modules import each other).
     by_kind: ClassVar[dict[Kind, type[NodeBase]]] = {}
@@ -210,7 +214,20 @@ class NodeBase:
             return None
         return self._load(name)
 
+    def attributes_of(self, names: Iterable[str]) -> Any:
+        """What is known of the node when that holds `names` (or is its whole item), else an
+        awaitable of its item, read as `get` reads it (`_item`)."""
+        known = self.known
+        if TYPE in known or all(name in known for name in names):
+            return known
+        return self._item()
+
     async def _load(self, name: str) -> Any:
+        return (await self._item()).get(name)
+
+    async def _item(self) -> Item:
+        """The node's item, as the request's reads of its kind ask for it (`parts_of`): one
+        batched read, shared by every field that asks."""
         key = keys.node(self.kind, self.id)
         parts = self.loaders.parts
         part = parts.get(self.kind) if parts is not None else None
@@ -219,7 +236,7 @@ class NodeBase:
         )
         if item is None:
             raise NotFound(f"{self.kind.lower()} {self.id} does not exist", id=self.id)
-        return item.get(name)
+        return item
 
 
 def map_pages(
@@ -396,10 +413,30 @@ def parts_of(info: Info, kind: Kind) -> frozenset[str] | None:
     loaders = info.context.loaders
     parts = loaders.parts
     if parts is None:
-        tables = {type_name(k): t.field_attributes for k, t in NodeBase.by_kind.items()}
+        by_kind = NodeBase.by_kind
+        tables = {type_name(k): t.field_attributes for k, t in by_kind.items()}
+        for node_type in by_kind.values():
+            tables.update(node_type.carried)
         by_type = prefetch.operation_parts(info, tables)
-        parts = loaders.parts = {kind: by_type.get(type_name(kind)) for kind in NodeBase.by_kind}
+        parts = loaders.parts = {
+            kind: _with_carried(by_type, type_name(kind), node_type.carried)
+            for kind, node_type in by_kind.items()
+        }
     return parts.get(kind)
+
+
+def _with_carried(
+    by_type: prefetch.Parts, name: str, carried: Mapping[str, FieldAttributes]
+) -> frozenset[str] | None:
+    """What reads of a node type's items ask for: its own fields' attributes and those its
+    carried types' fields read (None, whole items, when either is not known)."""
+    part = by_type.get(name)
+    for carried_name in carried:
+        extra = by_type.get(carried_name)
+        if part is None or extra is None:
+            return None
+        part |= extra
+    return part
 
 
 def then(value: Any, apply: Callable[[Any], T]) -> Any:

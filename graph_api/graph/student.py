@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
 from graph_api.graph import paging
-from graph_api.graph.access import require_personal_data_reader
+from graph_api.graph.access import RULE_ATTRIBUTES, personal
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
 from graph_api.graph.nodes import (
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def _home(root: Student) -> Any:
-    return then(root.get(items.HOME), lambda home: Home.from_map(home) if home else None)
+    return then(root.get(items.HOME), lambda home: Home.from_map(home, root) if home else None)
 
 
 def _pages(field: str, relation: Relation) -> Callable[..., Callable[[NodeBase], Any]]:
@@ -53,8 +53,9 @@ _sports = _pages("Student.sports", MEMBERSHIP)
 
 
 def _email(root: Student, info: Info) -> str | None:
-    require_personal_data_reader(info, "Student.email")
-    return root.get("email")  # type: ignore[no-any-return]
+    return personal(  # type: ignore[no-any-return]
+        info, "Student.email", root, lambda known: known.get("email"), ("email",)
+    )
 
 
 @node_fields
@@ -75,13 +76,14 @@ class Student(NodeBase, Node):
         "id": (),
         "nodeId": (),
         "name": ("name",),
-        "email": ("email",),
+        "email": ("email", *RULE_ATTRIBUTES),
         "version": ("version",),
         "home": (items.HOME,),
         "classes": (ENROLMENT.field,),
         "sports": (MEMBERSHIP.field,),
     }
     reads = reads_of(field_attributes, lazy=("email",))
+    carried: ClassVar[Mapping[str, FieldAttributes]] = {"Home": Home.field_attributes}
     id: strawberry.ID = strawberry.field(description=ID_DESCRIPTION)
     known: strawberry.Private[dict[str, Any]]
     # Fields without a resolver: `attributes` says how their properties (`node_fields`) read.
@@ -91,7 +93,8 @@ class Student(NodeBase, Node):
     email: str | None = strawberry.field(
         resolver=_email,
         description="Personal data: null (with an UNAUTHENTICATED or FORBIDDEN error) unless"
-        " the request carries a valid bearer token or the server makes it public.",
+        " the caller may read it (staff; the student; a guardian of the student; a teacher of"
+        " one of the student's classes) or the server makes it public.",
     )
     version: int = strawberry.field(
         description="Grows with each write of the student's own fields (name, email, home), not"

@@ -1,6 +1,9 @@
 """Bearer tokens: JWTs checked against a JWKS (OIDC, e.g. Cognito) or an HS256 secret, with
 `exp`, `iss` and `aud` verified, and the `Principal` their claims make. With neither
-configured, auth is off (the embedded dev default) and `serve` says so at startup."""
+configured, sign-in is off and `serve` says so at startup: a request is `OPEN`. The embedded
+backend then still checks a bearer token against its development signer (`DEV_SIGNER`, what
+`graph-api token` signs with), so `make run` can act as any role while a request without a
+token stays open."""
 
 from __future__ import annotations
 
@@ -17,6 +20,32 @@ from graph_api.graph.policy import CLAIMABLE, Role
 from graph_api.settings import Settings
 
 JWKS_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
+
+
+@dataclass(frozen=True)
+class Signer:
+    """An HS256 secret and the `iss` and `aud` its tokens carry."""
+
+    secret: str = field(repr=False)
+    issuer: str
+    audience: str
+
+
+# The embedded backend's own: its school is generated, and its process started the DynamoDB
+# it serves. Never used for a remote table (`hs256_signer`), whatever else is set.
+DEV_SIGNER = Signer(
+    "graph-api embedded backend: development tokens only", "graph-api-dev", "graph-api-dev"
+)
+
+
+def hs256_signer(settings: Settings) -> Signer | None:
+    """What HS256 tokens are checked (and `graph-api token` signs) with: the configured
+    secret; on the embedded backend with no sign-in configured, `DEV_SIGNER`; else none."""
+    if settings.jwt_secret:
+        return Signer(settings.jwt_secret, settings.jwt_issuer, settings.jwt_audience)
+    if not settings.jwks_url and settings.backend == "embedded":
+        return DEV_SIGNER
+    return None
 
 
 @dataclass(frozen=True)
@@ -100,6 +129,9 @@ class Authenticator:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.enabled = bool(settings.jwt_secret or settings.jwks_url)
+        self._hs256 = hs256_signer(settings)
+        # The embedded backend without sign-in: a bearer token is checked, none is needed.
+        self.dev = not self.enabled and self._hs256 is not None
         # The client caches keys; it fetches again only for a key id it has not seen.
         self._jwks = (
             jwt.PyJWKClient(settings.jwks_url, cache_keys=True, timeout=5)
@@ -109,17 +141,18 @@ class Authenticator:
 
     async def authenticate(self, authorization: str | None) -> AuthResult:
         anonymous = ANONYMOUS if self.enabled else OPEN
-        if not self.enabled or not authorization:
+        if not (self.enabled or self.dev) or not authorization:
             return AuthResult(anonymous=anonymous)
+        if self.dev and authorization.strip()[:7].lower() != "bearer ":
+            return AuthResult(anonymous=anonymous)  # not a token: ignored, as without sign-in
+        # A token that does not verify never makes the caller `OPEN`: it is anonymous.
         try:
             claims = await self._verify(authorization)
         except Unauthenticated as error:
-            return AuthResult(problem=error.message, anonymous=anonymous)
+            return AuthResult(problem=error.message)
         except jwt.PyJWKClientConnectionError as error:
             return AuthResult(
-                problem=f"the signing keys could not be fetched: {error}",
-                unavailable=True,
-                anonymous=anonymous,
+                problem=f"the signing keys could not be fetched: {error}", unavailable=True
             )
         return AuthResult(principal=Principal.of_claims(claims, self.settings))
 
@@ -128,20 +161,25 @@ class Authenticator:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("Authorization must be 'Bearer <JWT>'")
         token = token.strip()
+        issuer, audience = self.settings.jwt_issuer, self.settings.jwt_audience
         try:
             if self._jwks is not None:
                 # A first sight of a key id fetches the JWKS: off the event loop.
-                signing = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
-                key: Any = signing.key
+                # The PyJWK itself, not its key: PyJWT then verifies with the key's own
+                # algorithm and refuses a header naming another (an `ES256` header over an
+                # RSA key's `kid` raised a TypeError, a 500, when handed the bare key).
+                key: Any = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
                 algorithms = JWKS_ALGORITHMS
             else:
-                key, algorithms = self.settings.jwt_secret, ["HS256"]
+                assert self._hs256 is not None  # `authenticate` checks only where one is
+                key, algorithms = self._hs256.secret, ["HS256"]
+                issuer, audience = self._hs256.issuer, self._hs256.audience
             claims: dict[str, Any] = jwt.decode(
                 token,
                 key,
                 algorithms=algorithms,
-                audience=self.settings.jwt_audience,
-                issuer=self.settings.jwt_issuer,
+                audience=audience,
+                issuer=issuer,
                 options={"require": ["exp", "iss", "aud"]},
                 leeway=30,
             )

@@ -56,6 +56,12 @@ def announce(settings: Settings) -> None:
     if auth:
         reads = "reads too" if settings.auth_reads else "reads are public"
         log.info("auth: mutations need a bearer token from %s; %s", settings.jwt_issuer, reads)
+    elif settings.backend == "embedded":
+        log.info(
+            "auth: open without a token; to act as a role, send GraphiQL's Headers"
+            ' {"Authorization": "Bearer <token>"} with the last line of'
+            " `graph-api token --role teacher --id tch-001` (or admin, student, guardian)"
+        )
     else:
         log.warning("auth: none configured, anyone may write (set GRAPH_API_JWKS_URL)")
     if settings.public_personal_data:
@@ -64,8 +70,8 @@ def announce(settings: Settings) -> None:
             "personal data: students' emails and streets are served to anyone"
             " (GRAPH_API_PUBLIC_PERSONAL_DATA=true)"
         )
-    elif auth:
-        log.info("personal data: emails and streets only for requests with a valid token")
+    elif auth or settings.backend == "embedded":
+        log.info("personal data: emails and streets only for callers the policy lets read them")
     else:
         log.info("personal data: emails and streets are served to nobody (no auth configured)")
     if settings.cors_origin_regex:
