@@ -440,6 +440,7 @@ def main() -> None:
                 "warmup": args.warmup,
                 "peer_warmup": args.peer_warmup if running else 0,
                 "block": args.block,
+                "role": args.role,
             },
             "env": {
                 "backend": backend_what,

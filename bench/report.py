@@ -202,6 +202,11 @@ def render(result: dict[str, Any]) -> str:
             if params.get("peer_warmup")
             else ""
         )
+        + (
+            f", each API request signed as a {params['role']} (HS256 tokens checked)"
+            if params.get("role")
+            else ""
+        )
         + ", one keep-alive connection each from a client process of their own, the sides "
         f"taking turns in blocks of {params['block']}. CPU: user + system time of each server's "
         "process tree (PostGraphile: its Node process; PostgreSQL and DynamoDB Local not counted) "
