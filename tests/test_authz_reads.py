@@ -810,6 +810,19 @@ def test_a_rule_that_cannot_be_decided_refuses() -> None:
     assert may_read(admin_, "Home.street", {"classes": ["garbage"]})
 
 
+def test_own_means_the_callers_node_of_that_type() -> None:
+    """Ids are unique only within a type: a caller who is teacher `x-1` (and student `stu-9`)
+    does not read the personal fields of student `x-1`, only their own."""
+    settings = Settings(**AUTH)
+    both = Principal.of_claims(
+        {"roles": ["student", "teacher"], "graph:teacher": "x-1", "graph:student": "stu-9"},
+        settings,
+    )
+    for field in READS:
+        assert not may_read(both, field, {"id": "x-1", "classes": {}})
+        assert may_read(both, field, {"id": "stu-9", "classes": {}})
+
+
 def test_the_dev_signer_is_the_embedded_backends_only(caplog: pytest.LogCaptureFixture) -> None:
     """A remote table never accepts the development tokens, whatever else is set; the
     embedded backend's banner says how to act as a role."""

@@ -115,25 +115,34 @@ def teaches(principal: Principal, node: Mapping[str, Any]) -> bool:
     return any(entry.get("teacherId") == teacher for entry in classes.values())
 
 
-def holds(owner: Owner, principal: Principal, node: Mapping[str, Any]) -> bool:
-    """Whether `node` (an item as read: a student, a teacher or a class) meets `owner`."""
+def holds(owner: Owner, principal: Principal, node: Mapping[str, Any], kind: str) -> bool:
+    """Whether `node` (an item as read, of the GraphQL type `kind`: "Student", "Teacher",
+    "Class") meets `owner`. Ids are unique only within a type: SELF compares the caller's id
+    of that type alone, so a teacher's id never opens a student who shares it."""
     node_id = node.get("id")
     if owner is Owner.ANY:
         return True
     if owner is Owner.SELF:
-        return node_id is not None and node_id in (principal.student_id, principal.teacher_id)
+        own = {"Student": principal.student_id, "Teacher": principal.teacher_id}.get(kind)
+        return node_id is not None and node_id == own
     if owner is Owner.TEACHES:
         return teaches(principal, node)
     if owner is Owner.GUARDS:
-        return node_id is not None and node_id in principal.students
+        return kind == "Student" and node_id is not None and node_id in principal.students
     return False
+
+
+# The node a protected field is decided on, by the field's type: a home is its student's.
+_NODE_OF = {"Home": "Student"}
 
 
 def may_read(principal: Principal, field: str, node: Mapping[str, Any]) -> bool:
     """Whether `principal` may read the protected `field` ("Student.email") of `node`, the
     item it is resolved from (a `Home`'s is its student). Fails closed: a rule that cannot
     be decided on the item (an error, a missing attribute) refuses."""
+    kind = field.partition(".")[0]
+    kind = _NODE_OF.get(kind, kind)
     try:
-        return any(holds(owner, principal, node) for owner in grant(principal, READS[field]))
+        return any(holds(owner, principal, node, kind) for owner in grant(principal, READS[field]))
     except Exception:
         return False
