@@ -201,7 +201,8 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
     - a `subscribe` may name its document by `documentId` (graph_api.http.persisted), and
       under GRAPH_API_DOCUMENTS=trusted must: refused with a coded error before parsing;
     - a connection with no operation for `GRAPH_API_WS_IDLE_SECONDS` is closed (1000);
-    - a connection whose token expires is closed then (4401): nothing is sent after `exp`;
+    - a connection whose token expires is closed then (4401): nothing is sent after the
+      token stops being accepted (`Principal.expires`: its `exp` plus the leeway);
     - when one of its subscriptions falls `GRAPH_API_SUBSCRIPTION_QUEUE` events behind (a
       client that does not read: the socket's buffers fill, sends wait, events queue up),
       every subscription of the connection ends with UNAVAILABLE (`hub.Group`) and the
