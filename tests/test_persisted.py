@@ -193,6 +193,65 @@ def test_a_malformed_id_is_a_coded_bad_request(
     assert a.sent == []
 
 
+# Payloads that name no runnable document, or a malformed one, with no text or a text:
+# each a coded BAD_REQUEST over POST, GET and a websocket, never a crash.
+BAD_PAYLOADS: list[dict[str, Any]] = [
+    {"extensions": {"persistedQuery": None}},
+    {"extensions": {"persistedQuery": [1, "0" * 64]}},
+    {"extensions": {"persistedQuery": 1}},
+    {"extensions": {"persistedQuery": {"version": 1, "sha256Hash": 7}}},
+    {"query": CHANGED, "documentId": f"sha256:{sha(OTHER)}"},  # not the text's id
+    {"query": TEACHERS, "documentId": sha(OTHER)},
+]
+
+
+@pytest.mark.parametrize("body", BAD_PAYLOADS)
+def test_a_payload_naming_no_document_is_a_coded_bad_request_over_http(
+    api: Callable[..., Api], body: dict[str, Any]
+) -> None:
+    a = api()
+    posted = a.post(body)
+    assert posted.status_code == 400 and code(posted) == "BAD_REQUEST", posted.text
+    got = a.get(**body)
+    assert got.status_code == 400 and code(got) == "BAD_REQUEST", got.text
+    assert got.headers["cache-control"] == "no-store"
+    assert a.sent == []
+
+
+def test_a_text_sent_with_its_own_id_runs_over_post_and_get(api: Callable[..., Api]) -> None:
+    a = api()
+    expected = teacher_ids(a.post({"query": TEACHERS}))
+    both = {"query": TEACHERS, "documentId": f"sha256:{sha(TEACHERS)}"}
+    assert teacher_ids(a.post(both)) == expected
+    assert teacher_ids(got := a.get(**both)) == expected
+    assert got.headers["cache-control"] == "no-store"  # a text was sent: not by id
+
+
+def test_a_payload_naming_no_document_is_a_coded_error_over_a_websocket(endpoint: str) -> None:
+    with (
+        live(endpoint, ada_maths_sam()) as (client, services),
+        subscriber(client, services) as sub,
+    ):
+        hub = services.events.hub
+        payload = {"query": CHANGED, "variables": {"id": "s1"}}
+        sub.ws.send_json({"id": "held", "type": "subscribe", "payload": payload})
+        until(lambda: hub.size == 1, "the subscription")
+        for n, bad in enumerate(BAD_PAYLOADS):
+            sub.ws.send_json({"id": f"bad{n}", "type": "subscribe", "payload": bad})
+            refused = sub.next()
+            assert refused["id"] == f"bad{n}" and refused["type"] == "error", (bad, refused)
+            assert refused["payload"][0]["extensions"]["code"] == "BAD_REQUEST", bad
+        # The connection and its other subscription carry on.
+        assert hub.size == 1
+        body = client.post(
+            "/graphql", json={"query": RENAME, "variables": {"id": "s1", "name": "Al"}}
+        )
+        assert body.json()["data"]["updateStudent"]["student"]["name"] == "Al", body.text
+        assert sub.event("held") == {
+            "studentChanged": {"kind": "UPDATED", "student": {"name": "Al"}}
+        }
+
+
 def test_the_apq_store_is_bounded_by_size_dropping_the_least_recently_used() -> None:
     store = Store(limit=10)
     store.put("a", "12345")
@@ -281,8 +340,10 @@ def test_a_query_by_id_over_get_is_cacheable_only_when_anonymous_and_clean(
     assert code(miss) == "PERSISTED_QUERY_NOT_FOUND" and miss.headers["cache-control"] == "no-store"
     failed = a.get(documentId=document_id, variables={"unknown": 1}, operationName="Nope")
     assert "errors" in failed.json() and failed.headers["cache-control"] == "no-store"
-    # A query's text over GET is not a persisted document: no caching said either way.
-    assert "cache-control" not in a.get(query=TEACHERS).headers
+    # A query's text over GET is not a persisted document: no CDN may keep its answer.
+    assert teacher_ids(by_text := a.get(query=TEACHERS))
+    assert by_text.headers["cache-control"] == "no-store"
+    assert a.get(headers=token, query=TEACHERS).headers["cache-control"] == "no-store"
 
 
 def test_a_browser_asking_by_id_gets_the_answer_not_graphiql(api: Callable[..., Api]) -> None:

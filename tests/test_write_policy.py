@@ -218,3 +218,19 @@ def test_a_rule_that_breaks_refuses_the_write(
     assert [e["code"] for e in answer["data"]["createSport"]["userErrors"]] == ["FORBIDDEN"]
     assert context.ledger.calls == []
     assert scan(signed.services) == signed.snapshot
+
+
+def test_a_condition_the_writer_cannot_apply_refuses_instead_of_allowing(
+    signed: School, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # deleteClass's writer applies no guard: were the table to grant teachers their own
+    # classes' deletion, the condition must not be dropped and the delete let through.
+    writes = {**policy.WRITES, "deleteClass": {policy.Role.TEACHER: policy.Owner.TEACHES}}
+    monkeypatch.setattr(policy, "WRITES", writes)
+    for class_id in ("c3", "c4"):  # t1's own empty class, and another teacher's
+        query = f'mutation {{ deleteClass(id: "{class_id}") {{ {USER_ERRORS} }} }}'
+        answer, context = execute_as(signed.services, "teacher", query)
+        assert answer["errors"] == []
+        assert [e["code"] for e in answer["data"]["deleteClass"]["userErrors"]] == ["FORBIDDEN"]
+        assert context.ledger.calls == []
+    assert scan(signed.services) == signed.snapshot

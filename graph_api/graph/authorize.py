@@ -1,11 +1,12 @@
 """A mutation's gate: whether the caller may run it on the nodes its arguments name, decided
 on the token and the arguments, before any read (the policy is `graph/policy.py`'s data).
 
-What cannot be decided on the arguments, "a class the caller teaches", comes back as a
-`Guard` the writer puts in its own transaction as a condition on the class item, and checks
-on the item it read: a refusal is FORBIDDEN and writes nothing, and a class handed to
-another teacher between the read and the write makes the transaction fail and the write
-read again (and refuse).
+What cannot be decided on the arguments, "a class the caller teaches", comes back from
+`authorize_guarded` as a `Guard` the writer puts in its own transaction as a condition on
+the class item, and checks on the item it read: a refusal is FORBIDDEN and writes nothing,
+and a class handed to another teacher between the read and the write makes the transaction
+fail and the write read again (and refuse). `authorize`, for the writers that apply no
+guard, refuses a caller whose only grant is such a condition: no guard can be dropped.
 """
 
 from __future__ import annotations
@@ -30,13 +31,32 @@ def authorize(
     *,
     student: str | None = None,
     teacher: str | None = None,
-) -> Guard | None:
-    """Raise FORBIDDEN unless the caller may run `mutation` (its GraphQL name).
+) -> None:
+    """Raise FORBIDDEN unless the caller may run `mutation` (its GraphQL name) as it is.
 
     `student` / `teacher`: the id the mutation writes as that kind of node, for `Owner.SELF`
-    (the caller's own). Returns the guard a writer must apply for `Owner.TEACHES` (the class
-    must be the caller's when the write commits), or None when the caller may without one.
-    Fails closed: an error inside a rule is a refusal."""
+    (the caller's own). A caller whose only grant is `Owner.TEACHES` is refused: this
+    mutation's writer applies no guard, so the condition would go unchecked (fail closed);
+    a writer that applies one calls `authorize_guarded`. Fails closed: an error inside a
+    rule is a refusal."""
+    if _decide(info, mutation, student, teacher) is not None:
+        raise _refused(mutation, "allowed only on a class the caller teaches: not checked here")
+
+
+def authorize_guarded(
+    info: Info,
+    mutation: str,
+    *,
+    student: str | None = None,
+    teacher: str | None = None,
+) -> Guard | None:
+    """`authorize`, for a mutation whose writer applies a `Guard`: the guard it must apply
+    for `Owner.TEACHES` (the class must be the caller's when the write commits), or None
+    when the caller may without one."""
+    return _decide(info, mutation, student, teacher)
+
+
+def _decide(info: Info, mutation: str, student: str | None, teacher: str | None) -> Guard | None:
     caller = info.context.auth.caller
     try:
         owners = policy.may_write(caller, mutation)

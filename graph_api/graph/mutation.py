@@ -13,7 +13,7 @@ from typing import Annotated, TypeVar
 
 import strawberry
 
-from graph_api.graph.authorize import authorize, class_teacher
+from graph_api.graph.authorize import authorize, authorize_guarded, class_teacher
 from graph_api.graph.context import Info
 from graph_api.graph.inputs import (
     CreateClassInput,
@@ -220,7 +220,7 @@ class Mutation:
         input: Annotated[UpdateClassInput, Fields],
         expected_version: ExpectedVersion = None,
     ) -> UpdateClassPayload:
-        guard = authorize(info, "updateClass")
+        guard = authorize_guarded(info, "updateClass")
         class_teacher("updateClass", guard, input.teacher_id)
         await classes.update(
             info.context.table,
@@ -298,7 +298,7 @@ class Mutation:
     async def enroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> EnrollStudentPayload:
-        guard = authorize(info, "enrollStudent")
+        guard = authorize_guarded(info, "enrollStudent")
         await memberships.link(info.context.table, ENROLMENT, student_id, class_id, guard)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return EnrollStudentPayload(class_=klass, student=student)
@@ -310,7 +310,7 @@ class Mutation:
     async def unenroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> UnenrollStudentPayload:
-        guard = authorize(info, "unenrollStudent")
+        guard = authorize_guarded(info, "unenrollStudent")
         await memberships.unlink(info.context.table, ENROLMENT, student_id, class_id, guard)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return UnenrollStudentPayload(class_=klass, student=student)

@@ -20,6 +20,8 @@ from graph_api.graph.policy import CLAIMABLE, Role
 from graph_api.settings import Settings
 
 JWKS_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
+# Seconds a token is still accepted past its `exp` (clock skew between issuer and server).
+LEEWAY = 30
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ class Principal:
     student_id: str | None = None  # the student the caller is (role student)
     teacher_id: str | None = None  # the teacher the caller is (role teacher)
     students: frozenset[str] = frozenset()  # whom a guardian answers for (role guardian)
-    expires: float | None = None  # the token's `exp` (epoch seconds)
+    # When the token stops being accepted, `exp` + LEEWAY (epoch seconds): a subscription
+    # ends then, so a websocket and HTTP agree on whether a token is still good.
+    expires: float | None = None
     claims: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -82,7 +86,7 @@ class Principal:
             students=frozenset(_ids(claims.get(settings.guardian_claim)))
             if Role.GUARDIAN in roles
             else frozenset(),
-            expires=float(exp) if isinstance(exp, int | float) else None,
+            expires=float(exp) + LEEWAY if isinstance(exp, int | float) else None,
             claims=claims,
         )
 
@@ -181,7 +185,7 @@ class Authenticator:
                 audience=audience,
                 issuer=issuer,
                 options={"require": ["exp", "iss", "aud"]},
-                leeway=30,
+                leeway=LEEWAY,
             )
         except jwt.PyJWKClientConnectionError:
             raise  # the issuer is unreachable: not the token's fault (authenticate says so)

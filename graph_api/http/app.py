@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, cast
@@ -69,6 +70,7 @@ from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
 
+NO_DOCUMENT = "send payload.query, or name a document by documentId or extensions.persistedQuery"
 STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
     " (send Accept: text/event-stream), not as a plain HTTP request"
@@ -93,6 +95,11 @@ EXPIRED_CLOSE = 4401
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
 ERRORS_BEFORE_CLOSE_SECONDS = 30.0
+
+
+# A POST's JSON body as `parse_json` decoded it, for `resolve_document` (the request's task
+# only: set empty before Strawberry parses each request).
+_body: ContextVar[object] = ContextVar("graph_api_request_body", default=None)
 
 
 class _StreamIt(Exception):
@@ -166,7 +173,9 @@ def malformed(message: object) -> str | None:
     payload = message.get("payload")
     if not isinstance(payload, dict):
         return "a subscribe message's payload must be an object"
-    if payload.get("query") is None:  # a persisted document's id instead (`persisted`)
+    if payload.get("query") is None:  # a persisted document's id instead (`persisted`),
+        # judged by `Documents.resolve` in `handle_subscribe`: a bad one is a coded error of
+        # the operation, not a close of the connection and all its subscriptions.
         extensions = payload.get("extensions")
         if read_id(payload) is None and not (
             isinstance(extensions, dict) and "persistedQuery" in extensions
@@ -192,7 +201,8 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
     - a `subscribe` may name its document by `documentId` (graph_api.http.persisted), and
       under GRAPH_API_DOCUMENTS=trusted must: refused with a coded error before parsing;
     - a connection with no operation for `GRAPH_API_WS_IDLE_SECONDS` is closed (1000);
-    - a connection whose token expires is closed then (4401): nothing is sent after `exp`;
+    - a connection whose token expires is closed then (4401): nothing is sent after the
+      token stops being accepted (`Principal.expires`: its `exp` plus the leeway);
     - when one of its subscriptions falls `GRAPH_API_SUBSCRIPTION_QUEUE` events behind (a
       client that does not read: the socket's buffers fill, sends wait, events queue up),
       every subscription of the connection ends with UNAVAILABLE (`hub.Group`) and the
@@ -278,13 +288,14 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
                 text = view.documents.resolve(
                     payload.get("query"), read_id(payload), payload.get("extensions")
                 )
+                if text is None:  # e.g. `"persistedQuery": null`: no text, no id
+                    raise BadRequest(NO_DOCUMENT)
             except (BadRequest, PersistedQueryNotFound, ForbiddenDocument) as refused:
                 coded = GraphQLError(refused.message, extensions={"code": refused.code})
                 await self.send_message(
                     {"id": message["id"], "type": "error", "payload": [coded.formatted]}
                 )
                 return
-            assert text is not None  # `malformed` let through only a text or an id
             payload["query"] = text
         await super().handle_subscribe(message)
 
@@ -424,6 +435,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             raise HTTPException(400, "Unable to parse request body as JSON") from error
         if not isinstance(value, dict | list):
             raise HTTPException(400, "The request must be a JSON object")
+        _body.set(value)  # for `resolve_document`'s `documentId`
         return value
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -438,7 +450,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             response = self.refusal(request, error)
         except (PersistedQueryNotFound, ForbiddenDocument) as error:
             response = self.document_refusal(request, error)
-        if request.method == "GET" and getattr(request.state, "by_id", False):
+        if request.method == "GET":
             self.cache_headers(request, response)
         await response(scope, receive, send)
 
@@ -455,9 +467,14 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     def cache_headers(self, request: Request, response: Response) -> None:
         """A query by id over GET (GraphQL over HTTP's persisted documents, APQ's GET):
-        cacheable by a CDN when anonymous and answered without error (`persisted`)."""
+        cacheable by a CDN when anonymous and answered without error (`persisted`). Any
+        other GET answer (a query's text, GraphiQL, a refusal) is `no-store`: a CDN's
+        default TTL would otherwise keep it."""
         if isinstance(response, StreamingResponse):
             return  # GraphQL over SSE: its transport's own `no-cache`
+        if not getattr(request.state, "by_id", False):
+            response.headers["cache-control"] = "no-store"
+            return
         success = response.status_code == 200 and getattr(request.state, "clean", False)
         authorized = "authorization" in request.headers
         max_age = self.services.settings.documents_max_age
@@ -483,6 +500,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         # a query or mutation streams only when the client prefers it (http.negotiation).
         # A subscription asked as "http" by a client that accepts a stream becomes one in
         # `execute_operation`.
+        _body.set(None)
         data = await super().parse_http_body(request)
         if isinstance(data, GraphQLRequestData):
             preferred = negotiate(request.headers.get("accept")).stream is Stream.ALWAYS
@@ -494,17 +512,16 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self, request: AsyncHTTPRequestAdapter, data: GraphQLRequestData
     ) -> None:
         """The first gate (graph_api.http.persisted): the text to run, from the request's
-        text or the id it names. Only a request without text is looked at for an id: the
-        small body of one is decoded a second time."""
-        document_id = None
-        if data.query is None:
-            if request.method == "GET":
-                document_id = read_id(request.query_params)
+        text or the id it names; both sent, they must name the same document (as over a
+        websocket). A POST's body is not decoded again: `parse_json` kept it."""
+        if request.method == "GET":
+            document_id = read_id(request.query_params)
+            if data.query is None:
                 assert isinstance(request, _RequestAdapter)
                 request.request.state.by_id = True
-            else:
-                body = self.parse_json(await request.get_body())
-                document_id = read_id(body) if isinstance(body, dict) else None
+        else:
+            body = _body.get()
+            document_id = read_id(body) if isinstance(body, dict) else None
         try:
             data.query = self.documents.resolve(data.query, document_id, data.extensions)
         except BadRequest as error:
