@@ -469,11 +469,9 @@ def migrate_table(
                 if progress:
                     progress("migrate", done, len(jobs))
             report.search_keys += job.search_keys
-            if not job.layout:
-                pass
-            elif job.kind is Kind.STUDENT:
+            if job.layout and job.kind is Kind.STUDENT:
                 report.students += 1
-            else:
+            elif job.layout:
                 report.teachers += 1
             report.edges_moved += job.edges_moved
             report.homes_moved += job.homes_moved
