@@ -8,19 +8,17 @@ from typing import Annotated, TypeVar, cast
 import strawberry
 
 from graph_api.errors import BadUserInput
-from graph_api.graph import paging, prefetch
+from graph_api.graph import ordering, paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import Node, by_id, parse_global_id
+from graph_api.graph.ordering import IdOrder, NameOrder, PlaceOrder
 from graph_api.graph.paging import (
     After,
     Before,
     CatalogConnection,
     First,
-    IdOrder,
     Last,
     LocationConnection,
-    NameOrder,
-    PlaceOrder,
     SearchConnection,
 )
 from graph_api.graph.school_class import Class
@@ -160,7 +158,7 @@ class Query:
             rng,
             page,
             Teacher.from_item,
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.catalog(count)
@@ -187,7 +185,7 @@ class Query:
             rng,
             page,
             Class.from_item,
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.catalog(count)
@@ -214,7 +212,7 @@ class Query:
             rng,
             page,
             Sport.from_item,
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.catalog(count)
@@ -259,7 +257,7 @@ class Query:
             rng,
             page,
             Student.from_item,  # whole students: their classes and sports come along
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.location(count)
@@ -409,6 +407,6 @@ async def _search(
 ) -> SearchConnection[T]:
     """A page of a search by name: the prefix's range of GSI2, in the order asked."""
     rng = keys.name_prefix(kind, validation.name_prefix(prefix))
-    ascending = paging.ascending(order_by)
+    ascending = ordering.ascending(order_by)
     found = await paging.from_range(info, field, rng, page, to_node, ascending=ascending)
     return found.search()
