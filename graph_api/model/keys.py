@@ -274,7 +274,10 @@ def stream_lease() -> Key:
 # -- search by name ----------------------------------------------------------------------
 # A node is found by the prefix of its name (a class: its subject) in GSI2, one partition a
 # kind and first character: `NAME#STUDENT#m` / `maria$lopez#<id>`, folded (`fold_name`).
-SEARCHED = {Kind.STUDENT: "NAME", Kind.TEACHER: "NAME", Kind.CLASS: "SUBJECT"}
+# The one table of what each kind is searched by: the node's attribute, whose name (upper
+# case) also labels its GSI2 partitions. Items (`items.search_attributes`), `check` and
+# `migrate` read it here.
+SEARCHED = {Kind.STUDENT: "name", Kind.TEACHER: "name", Kind.CLASS: "subject"}
 BLANK = "$"  # a run of blanks in a folded name: above `#` (the id follows), below the rest
 # Bytes of a folded name kept in the key: the sort key (1,024 bytes) holds it and the id; a
 # longer name is found by any prefix up to that length.
@@ -317,7 +320,7 @@ def fold_name(value: str) -> str:
 
 def _shard(kind: Kind, folded: str) -> str:
     first = folded[:3] if folded.startswith("%") else folded[:1]
-    return f"{SEARCHED[kind]}{SEP}{kind}{SEP}{first}"
+    return f"{SEARCHED[kind].upper()}{SEP}{kind}{SEP}{first}"
 
 
 def name_key(kind: Kind, id_: str, name: str) -> SearchKey:

@@ -347,7 +347,7 @@ def plan_search_key(school: _School, kind: Kind, id_: str) -> Job | None:
     """A node of the new layout without its search key (or with a stale one): one update
     that writes it, if the node still has the name scanned; None when the key is right."""
     node = school.node(kind, id_)
-    field_ = items.SEARCHED_FIELD[kind]
+    field_ = keys.SEARCHED[kind]
     if node is None or not isinstance(node.get(field_), str):
         return None  # `graph-api check` reports a node without its name
     search = _search_key(kind, node)
