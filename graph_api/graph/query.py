@@ -43,10 +43,11 @@ PLACE = "1-100 characters, matched trimmed and case-folded"
 Prefix = Annotated[
     str,
     strawberry.argument(
-        description="The start of the name (a class: its subject): at least one letter, at"
-        " most 200 characters, matched with case and accents ignored and blanks as one"
-        " (`jose m` finds `José María`); a trailing blank ends a word (`ana ` does not find"
-        " `Anabel`)."
+        description="The start of the name (a class: its subject): at least one letter or"
+        " digit, of any script (`o'` finds `O'Brien`, `3` finds `3D Art`; punctuation alone"
+        " is refused), no control characters, at most 200 characters; matched with case and"
+        " accents ignored and blanks as one (`jose m` finds `José María`); a trailing blank"
+        " ends a word (`ana ` does not find `Anabel`)."
     ),
 ]
 OrderBy = Annotated[

@@ -332,10 +332,13 @@ def name_key(kind: Kind, id_: str, name: str) -> SearchKey:
 def name_prefix(kind: Kind, prefix: str) -> Range:
     """The nodes of `kind` whose name starts with `prefix`, folded as names are: one
     partition of GSI2 (the prefix's first character's). Leading blanks are ignored, trailing
-    ones are kept ("ana " finds "Ana Maria", not "Anabel"); at least one other character."""
-    units = _units(_fold(prefix))
-    if not units:
-        raise BadUserInput("prefix must hold at least one letter", field="prefix")
+    ones are kept ("ana " finds "Ana Maria", not "Anabel"). It must hold a letter or a digit
+    once folded (any script: "o'" finds "O'Brien", "3" finds "3D Art"): punctuation or
+    symbols alone ("%", "#", "'") are BAD_USER_INPUT, as what they would list is no search."""
+    folded_text = _fold(prefix)
+    if not any(c.isalnum() for c in folded_text):
+        raise BadUserInput("prefix must hold at least one letter or digit", field="prefix")
+    units = _units(folded_text)
     trailing = BLANK if _fold(prefix[-1:]).isspace() else ""
     folded = "".join(units) + trailing
     if len(folded.encode()) > MAX_NAME_KEY_BYTES:
