@@ -37,7 +37,8 @@ class Conflict(ApiError):
 
 
 class Unavailable(ApiError):
-    """DynamoDB did not answer in time or kept throttling after our retries."""
+    """DynamoDB did not answer in time or kept throttling after our retries; or the table
+    lacks an index the field reads (made before it: `graph-api migrate` adds it)."""
 
     code = "UNAVAILABLE"
 

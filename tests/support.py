@@ -267,6 +267,20 @@ def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Ite
         )
 
 
+def drop_index(dynamo: Dynamo, table: str, index: str) -> None:
+    """The table as if made before `index` was: the index deleted (UpdateTable), and gone
+    once this returns (DynamoDB Local takes a moment, and answers 500 in the meantime)."""
+    updates = [{"Delete": {"IndexName": index}}]
+    asked = {"TableName": table, "GlobalSecondaryIndexUpdates": updates}
+    dynamo.call_sync("UpdateTable", asked, None)
+    for _ in range(200):
+        described = dynamo.call_sync("DescribeTable", {"TableName": table}, None)["Table"]
+        if index not in [i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{index} was never deleted")
+
+
 def get_item(services: Services, pk: str, sk: str) -> Item | None:
     response = services.dynamo.call_sync(
         "GetItem",

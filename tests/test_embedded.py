@@ -23,6 +23,7 @@ from support import (
     create_class,
     create_student,
     create_teacher,
+    drop_index,
     enroll,
     fresh_services,
     ok,
@@ -897,3 +898,24 @@ def test_index_pages_stay_in_order_across_writes_between_them(db: tuple[Client, 
             break
     expected = sorted({f"s{n:03d}" for n in range(0, 40, 2)} - {"s030"} | {"s035"})
     assert read == expected
+
+
+def test_a_read_of_an_index_the_table_lacks_is_refused_as_dynamodb_refuses_it(
+    empty_services: Services,
+) -> None:
+    """moto answers ResourceNotFoundException (DynamoDB's word for a missing table); the
+    embedded backend answers DynamoDB's ValidationException, which the API maps to
+    UNAVAILABLE (tests/test_search.py)."""
+    client, name = empty_services.dynamo.client, empty_services.settings.table
+    drop_index(empty_services.dynamo, name, "GSI2")
+    with pytest.raises(ClientError) as refused:
+        client.query(
+            TableName=name,
+            IndexName="GSI2",
+            KeyConditionExpression="GSI2PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": "NAME#TEACHER#a"}},
+        )
+    assert refused.value.response["Error"] == {
+        "Code": "ValidationException",
+        "Message": "The table does not have the specified index: GSI2",
+    }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support import assert_clean, calls, dynamodb_requests, execute, ok, seed
+from support import assert_clean, calls, drop_index, dynamodb_requests, execute, ok, seed
 
 from graph_api.graph.context import Services
 from graph_api.model import items
@@ -261,15 +261,47 @@ def test_case_accents_and_blanks_are_ignored_and_order_is_by_name(svc: Services)
     assert found("x") == []
 
 
-@pytest.mark.parametrize("prefix", ["", "   ", "a" * 201])
-def test_a_prefix_needs_a_letter_and_a_bound(gql: Callable[..., Any], prefix: str) -> None:
+@pytest.mark.parametrize(
+    ("prefix", "why"),
+    [
+        ("", "letter or digit"),
+        ("   ", "letter or digit"),
+        ("%", "letter or digit"),
+        ("#", "letter or digit"),
+        ("'", "letter or digit"),
+        ("\u0301", "letter or digit"),  # a combining accent alone folds away
+        ("\x00a", "control characters"),
+        ("a" * 201, "at most 200"),
+    ],
+)
+def test_a_prefix_needs_a_letter_and_a_bound(
+    gql: Callable[..., Any], prefix: str, why: str
+) -> None:
     result = gql(
         "query($p: String!) { teachersByName(prefix: $p) { edges { cursor } } }", {"p": prefix}
     )
     assert result.data == {"teachersByName": None}
     assert result.codes == ["BAD_USER_INPUT"]
     assert result.errors[0]["extensions"]["field"] == "prefix"
+    assert why in result.errors[0]["message"]
     assert dynamodb_requests(result) == 0
+
+
+def test_a_letter_or_digit_among_punctuation_is_a_search(svc: Services) -> None:
+    """Names and subjects that hold punctuation or start with a digit are found by what a
+    user types: `o'` finds "O'Brien", `3` finds "3D Art", and a tab is a blank."""
+    teacher = items.teacher("t1", "O'Brien Lee")
+    art = items.school_class("c1", "3D Art", teacher)
+    seed(svc, [teacher, art], [(TEACHING, teacher, art)])
+    query = """query($t: String!, $c: String!) {
+      teachersByName(prefix: $t) { edges { node { id } } }
+      classesBySubject(prefix: $c) { edges { node { id } } } }"""
+    for by_name, by_subject in [("o'", "3"), ("O'B", "3d"), ("o'brien\tl", "3D\nART")]:
+        found = ok(svc, query, {"t": by_name, "c": by_subject})
+        assert found == {
+            "teachersByName": {"edges": [{"node": {"id": "t1"}}]},
+            "classesBySubject": {"edges": [{"node": {"id": "c1"}}]},
+        }, (by_name, by_subject)
 
 
 def test_a_cursor_belongs_to_its_prefix(gql: Callable[..., Any]) -> None:
@@ -341,3 +373,23 @@ def test_a_name_that_folds_long_is_kept_and_found_by_its_start(svc: Services) ->
     refused = execute(svc, query, {"p": name})
     assert refused.codes == ["BAD_USER_INPUT"] and dynamodb_requests(refused) == 0
     assert_clean(svc)
+
+
+def test_a_table_without_the_search_index_says_to_migrate(svc: Services) -> None:
+    """A table made before GSI2 (migrate not run): each search answers UNAVAILABLE at its
+    field, naming the fix, after one request (the same one would fail again); the rest of
+    the operation answers."""
+    teacher = items.teacher("t1", "Ana Lee")
+    seed(svc, [teacher], [])
+    drop_index(svc.dynamo, svc.settings.table, "GSI2")
+    result = execute(
+        svc,
+        """{ teachersByName(prefix: "an") { edges { node { id } } }
+             teacher(id: "t1") { name } }""",
+    )
+    assert result.data == {"teachersByName": None, "teacher": {"name": "Ana Lee"}}
+    (error,) = result.errors
+    assert error["path"] == ["teachersByName"]
+    assert error["extensions"]["code"] == "UNAVAILABLE"
+    assert "no index GSI2" in error["message"] and "graph-api migrate" in error["message"]
+    assert sorted(calls(result)) == ["BatchGetItem", "Query"]

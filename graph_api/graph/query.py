@@ -8,19 +8,17 @@ from typing import Annotated, TypeVar, cast
 import strawberry
 
 from graph_api.errors import BadUserInput
-from graph_api.graph import paging, prefetch
+from graph_api.graph import ordering, paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import Node, by_id, parse_global_id
+from graph_api.graph.ordering import IdOrder, NameOrder, PlaceOrder
 from graph_api.graph.paging import (
     After,
     Before,
     CatalogConnection,
     First,
-    IdOrder,
     Last,
     LocationConnection,
-    NameOrder,
-    PlaceOrder,
     SearchConnection,
 )
 from graph_api.graph.school_class import Class
@@ -45,10 +43,11 @@ PLACE = "1-100 characters, matched trimmed and case-folded"
 Prefix = Annotated[
     str,
     strawberry.argument(
-        description="The start of the name (a class: its subject): at least one letter, at"
-        " most 200 characters, matched with case and accents ignored and blanks as one"
-        " (`jose m` finds `José María`); a trailing blank ends a word (`ana ` does not find"
-        " `Anabel`)."
+        description="The start of the name (a class: its subject): at least one letter or"
+        " digit, of any script (`o'` finds `O'Brien`, `3` finds `3D Art`; punctuation alone"
+        " is refused), no control characters, at most 200 characters; matched with case and"
+        " accents ignored and blanks as one (`jose m` finds `José María`); a trailing blank"
+        " ends a word (`ana ` does not find `Anabel`)."
     ),
 ]
 OrderBy = Annotated[
@@ -160,7 +159,7 @@ class Query:
             rng,
             page,
             Teacher.from_item,
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.catalog(count)
@@ -187,7 +186,7 @@ class Query:
             rng,
             page,
             Class.from_item,
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.catalog(count)
@@ -214,7 +213,7 @@ class Query:
             rng,
             page,
             Sport.from_item,
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.catalog(count)
@@ -259,7 +258,7 @@ class Query:
             rng,
             page,
             Student.from_item,  # whole students: their classes and sports come along
-            ascending=paging.ascending(order_by),
+            ascending=ordering.ascending(order_by),
             read=paged(info),
         )
         return found.location(count)
@@ -409,6 +408,6 @@ async def _search(
 ) -> SearchConnection[T]:
     """A page of a search by name: the prefix's range of GSI2, in the order asked."""
     rng = keys.name_prefix(kind, validation.name_prefix(prefix))
-    ascending = paging.ascending(order_by)
+    ascending = ordering.ascending(order_by)
     found = await paging.from_range(info, field, rng, page, to_node, ascending=ascending)
     return found.search()

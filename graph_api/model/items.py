@@ -39,24 +39,18 @@ def node_item(kind: Kind, id_: str, **attributes: Any) -> Item:
     return item
 
 
-# The field a node is searched by (`studentsByName`, ...): its prefix, folded, is the node's
-# GSI2 key (`keys.name_key`), written with the field in the same transaction.
-SEARCHED_FIELD = {Kind.STUDENT: "name", Kind.TEACHER: "name", Kind.CLASS: "subject"}
+# A node's search key (GSI2, `keys.name_key`) is written with the field it is searched by
+# (`keys.SEARCHED`: a student's or teacher's name, a class's subject), in the same write.
 SEARCH_KEYS = (keys.GSI2PK, keys.GSI2SK)
 
 
 def search_attributes(kind: Kind, id_: str, fields: Mapping[str, Any]) -> dict[str, str]:
     """The GSI2 key of node `id_` when `fields` (the item, or a write's changes) set the
     field it is searched by; else nothing."""
-    field = SEARCHED_FIELD.get(kind)
+    field = keys.SEARCHED.get(kind)
     if field is None or field not in fields:
         return {}
     return keys.name_key(kind, id_, fields[field]).as_item()
-
-
-def search_changes(node: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, str]:
-    """What an update of `node` (an item as read) with `changes` writes to its GSI2 key."""
-    return search_attributes(Kind(keys.kind_of(node[keys.PK])), node["id"], changes)
 
 
 # Counters of a node's relations (`edgeCount`, `classCount`, `studentCount`) move in the same

@@ -274,7 +274,10 @@ def stream_lease() -> Key:
 # -- search by name ----------------------------------------------------------------------
 # A node is found by the prefix of its name (a class: its subject) in GSI2, one partition a
 # kind and first character: `NAME#STUDENT#m` / `maria$lopez#<id>`, folded (`fold_name`).
-SEARCHED = {Kind.STUDENT: "NAME", Kind.TEACHER: "NAME", Kind.CLASS: "SUBJECT"}
+# The one table of what each kind is searched by: the node's attribute, whose name (upper
+# case) also labels its GSI2 partitions. Items (`items.search_attributes`), `check` and
+# `migrate` read it here.
+SEARCHED = {Kind.STUDENT: "name", Kind.TEACHER: "name", Kind.CLASS: "subject"}
 BLANK = "$"  # a run of blanks in a folded name: above `#` (the id follows), below the rest
 # Bytes of a folded name kept in the key: the sort key (1,024 bytes) holds it and the id; a
 # longer name is found by any prefix up to that length.
@@ -317,7 +320,7 @@ def fold_name(value: str) -> str:
 
 def _shard(kind: Kind, folded: str) -> str:
     first = folded[:3] if folded.startswith("%") else folded[:1]
-    return f"{SEARCHED[kind]}{SEP}{kind}{SEP}{first}"
+    return f"{SEARCHED[kind].upper()}{SEP}{kind}{SEP}{first}"
 
 
 def name_key(kind: Kind, id_: str, name: str) -> SearchKey:
@@ -329,10 +332,13 @@ def name_key(kind: Kind, id_: str, name: str) -> SearchKey:
 def name_prefix(kind: Kind, prefix: str) -> Range:
     """The nodes of `kind` whose name starts with `prefix`, folded as names are: one
     partition of GSI2 (the prefix's first character's). Leading blanks are ignored, trailing
-    ones are kept ("ana " finds "Ana Maria", not "Anabel"); at least one other character."""
-    units = _units(_fold(prefix))
-    if not units:
-        raise BadUserInput("prefix must hold at least one letter", field="prefix")
+    ones are kept ("ana " finds "Ana Maria", not "Anabel"). It must hold a letter or a digit
+    once folded (any script: "o'" finds "O'Brien", "3" finds "3D Art"): punctuation or
+    symbols alone ("%", "#", "'") are BAD_USER_INPUT, as what they would list is no search."""
+    folded_text = _fold(prefix)
+    if not any(c.isalnum() for c in folded_text):
+        raise BadUserInput("prefix must hold at least one letter or digit", field="prefix")
+    units = _units(folded_text)
     trailing = BLANK if _fold(prefix[-1:]).isspace() else ""
     folded = "".join(units) + trailing
     if len(folded.encode()) > MAX_NAME_KEY_BYTES:

@@ -32,10 +32,13 @@ def name(value: str, field: str = "name") -> str:
 
 
 def name_prefix(value: str, field: str = "prefix") -> str:
-    """The start of a name or subject to search by: at most as long as a name; what it
-    must hold is `keys.name_prefix`'s to say."""
+    """The start of a name or subject to search by: at most as long as a name, and no
+    control character but blanks (tabs and newlines fold to one blank; no name holds any
+    other); that it holds a letter or a digit is `keys.name_prefix`'s to say, folded."""
     if len(unicode_text(value, field)) > MAX_NAME:
         raise BadUserInput(f"{field} must be at most {MAX_NAME} characters", field=field)
+    if any(unicodedata.category(c) == "Cc" and not c.isspace() for c in value):
+        raise BadUserInput(f"{field} must not contain control characters", field=field)
     return value
 
 

@@ -161,7 +161,7 @@ class _Checker:
 
     def check_node(self, node: Item) -> None:
         kind = NODE_TYPES[node[items.TYPE]]
-        searched = items.SEARCHED_FIELD.get(kind)
+        searched = keys.SEARCHED.get(kind)
         named = {searched: node[searched]} if searched in node else {}
         expected = items.node_item(kind, node["id"], **named)
         if kind is Kind.STUDENT and isinstance(node.get(items.HOME), dict):

@@ -347,7 +347,7 @@ def plan_search_key(school: _School, kind: Kind, id_: str) -> Job | None:
     """A node of the new layout without its search key (or with a stale one): one update
     that writes it, if the node still has the name scanned; None when the key is right."""
     node = school.node(kind, id_)
-    field_ = items.SEARCHED_FIELD[kind]
+    field_ = keys.SEARCHED[kind]
     if node is None or not isinstance(node.get(field_), str):
         return None  # `graph-api check` reports a node without its name
     search = _search_key(kind, node)
@@ -469,11 +469,9 @@ def migrate_table(
                 if progress:
                     progress("migrate", done, len(jobs))
             report.search_keys += job.search_keys
-            if not job.layout:
-                pass
-            elif job.kind is Kind.STUDENT:
+            if job.layout and job.kind is Kind.STUDENT:
                 report.students += 1
-            else:
+            elif job.layout:
                 report.teachers += 1
             report.edges_moved += job.edges_moved
             report.homes_moved += job.homes_moved

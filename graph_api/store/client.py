@@ -183,6 +183,30 @@ def _unavailable(service: str, operation: str, error: Exception) -> Unavailable 
     return None
 
 
+# DynamoDB's refusal of a read of an index the table lacks (ValidationException); the
+# embedded backend answers the same (`embedded/partitions.py`).
+NO_SUCH_INDEX = "The table does not have the specified index"
+
+
+def _missing_index(operation: str, params: dict[str, Any], error: Exception) -> Unavailable | None:
+    """UNAVAILABLE, naming the fix, when a read names an index the table lacks: a table made
+    before the index was (GSI2, search by name) until `graph-api migrate` adds it. Not the
+    client's error, and the same read fails again: never retried (`retry.failure_of`)."""
+    index = params.get("IndexName")
+    if (
+        index
+        and isinstance(error, ClientError)
+        and error.response.get("Error", {}).get("Code") == "ValidationException"
+        and NO_SUCH_INDEX in str(error.response.get("Error", {}).get("Message", ""))
+    ):
+        log.error("%s of %s: the table has no index %s", operation, params.get("TableName"), index)
+        return Unavailable(
+            f"the table has no index {index}: its operator must run `graph-api migrate`",
+            index=index,
+        )
+    return None
+
+
 def check_answer(operation: str, params: dict[str, Any], response: dict[str, Any]) -> None:
     """`ResponseParserError` when a successful answer lacks what DynamoDB always sends."""
     required = REQUIRED.get(operation, ())
@@ -405,6 +429,7 @@ def _accounted(
     """Around one call: its attempts counted against `ledger` (the `before-send` hook reads
     it here), its time and capacity recorded, its failure mapped once (`_unavailable`); and,
     when telemetry is on, the process's metrics and the call's span (graph_api/telemetry).
+    A read of an index the table lacks is mapped here too (`_missing_index`).
     The call appends its answer to the list it is given."""
     token = _active_ledger.set(ledger)
     started = time.perf_counter()
@@ -416,7 +441,9 @@ def _accounted(
         yield answer
     except Exception as error:
         answer.clear()
-        unavailable = _unavailable(service, operation, error)
+        unavailable = _unavailable(service, operation, error) or _missing_index(
+            operation, params, error
+        )
         failed = unavailable or error
         if unavailable is not None:
             raise unavailable from error

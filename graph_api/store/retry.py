@@ -151,6 +151,8 @@ def failure_of(error: BaseException) -> Failure | None:
     if isinstance(error, Unavailable):
         cause = error.__cause__
         if isinstance(cause, ClientError):
+            if error_code(cause) == "ValidationException":  # refused as sent: it would be again
+                return None
             throttled = error_code(cause) in THROTTLE_CODES
             return Failure.THROTTLED if throttled else Failure.TRANSIENT
         if isinstance(cause, EndpointConnectionError):

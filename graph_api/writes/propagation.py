@@ -117,7 +117,12 @@ class NodeWrite:
 
     @classmethod
     def versioned(
-        cls, node: Item, changes: Mapping[str, Any], copies: Copies, fences: Sequence[Clause]
+        cls,
+        kind: Kind,
+        node: Item,
+        changes: Mapping[str, Any],
+        copies: Copies,
+        fences: Sequence[Clause],
     ) -> NodeWrite:
         """`changes` and a version bump, if the node is still the version we read, its
         relations still number what the copies were planned from (`fences`), and the fields
@@ -126,7 +131,11 @@ class NodeWrite:
             key_of(node),
             (("eq", "version", node["version"]), *fences, *copies.holds(skip=changes)),
             # A new name moves the node in the search index in the same write.
-            {**changes, **items.search_changes(node, changes), "version": node["version"] + 1},
+            {
+                **changes,
+                **items.search_attributes(kind, node["id"], changes),
+                "version": node["version"] + 1,
+            },
         )
 
     def action(self, claim: str | None, copies: bool) -> Action:
@@ -450,7 +459,7 @@ async def update_node(
     room = MAX_ACTIONS - 1 - len(head)  # besides the node's own write and the head
     copies = await plan(reads, kind, node, changes, moving=moving, room=room)
     again = replan(reads, kind, node["id"])
-    await write(reads.table, node, changes, head, copies, again, guard)
+    await write(reads.table, kind, node, changes, head, copies, again, guard)
 
 
 Replan = Callable[[], Awaitable[Copies]]
@@ -467,6 +476,7 @@ def replan(reads: Reads, kind: Kind, id_: str) -> Replan:
 
 async def write(
     table: Table,
+    kind: Kind,
     node: Item,
     changes: Mapping[str, Any],
     head: Sequence[Action],
@@ -487,7 +497,7 @@ async def write(
     """
     rest = copies.actions()
     if copies.held and 1 + len(head) + len(rest) <= MAX_ACTIONS:
-        write_ = NodeWrite.versioned(node, changes, copies, [*guard, *copies.fences])
+        write_ = NodeWrite.versioned(kind, node, changes, copies, [*guard, *copies.fences])
         try:
             await transact(table, [write_.action(None, bool(rest)), *head, *rest])
             return
@@ -498,7 +508,7 @@ async def write(
             # If the node itself moved, the followed write's own guards say so.
     assert copies.targets is not None
     token = new_token()
-    write_ = NodeWrite.versioned(node, changes, copies, [*guard, *copies.follow_fences])
+    write_ = NodeWrite.versioned(kind, node, changes, copies, [*guard, *copies.follow_fences])
     start = [write_.action(token, True), *head, *copies.first]
     await transact(table, start[:MAX_ACTIONS], token)  # Stale: the caller reads again
     await _follow(table, write_.key, token, copies, start[MAX_ACTIONS:], replan)

@@ -3,7 +3,8 @@
 Each restores DynamoDB's behaviour where moto's costs grow with the whole table, and each is
 pinned by `tests/test_embedded.py`; each goes away when moto does the same:
 
-- `partitions`: a Query reads one partition (of the table or a GSI), not the whole table;
+- `partitions`: a Query reads one partition (of the table or a GSI), not the whole table,
+  and one of an index the table lacks is refused as DynamoDB refuses it;
 - `transactions`: a transaction copies only the items it touches and becomes visible at once;
 - `responses`: item reads are written as JSON directly;
 - `projections`: a projected read copies only the attributes it names, not the whole item;
@@ -63,6 +64,7 @@ def apply() -> None:
         if _applied:
             return
         Table.query = partitions.query_one_partition(Table.query)  # type: ignore[method-assign]
+        DynamoDBBackend.get_schema = partitions.refuse_as_dynamodb(DynamoDBBackend.get_schema)  # type: ignore[method-assign]
         Table.put_item = partitions.put_then_reindex(Table.put_item)  # type: ignore[method-assign]
         Table.delete_item = partitions.delete_then_reindex(Table.delete_item)  # type: ignore[method-assign]
         DynamoDBBackend.update_item = partitions.update_then_reindex(DynamoDBBackend.update_item)  # type: ignore[method-assign]

@@ -10,6 +10,8 @@ moto still sorts the partition it is given before it applies `Limit`, so a Query
 GSI partition (a country's students) grew with the partition. Each GSI partition is handed
 over already in moto's order, sorted once after the writes that changed it: moto's sort of
 sorted items is one pass, and its scan stops at `Limit`.
+
+A read of an index the table lacks is refused as DynamoDB refuses it (`refuse_as_dynamodb`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from moto.dynamodb.exceptions import MockValidationException
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
@@ -184,3 +187,21 @@ def update_then_reindex(original: Callable[..., Item]) -> Callable[..., Item]:
                 reindex(table, DynamoType(key[table.hash_key_attr]), range_value)
 
     return update_item
+
+
+def refuse_as_dynamodb(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`DynamoDBBackend.get_schema`, which a Query or a Scan of an index asks first, refusing
+    an index the table lacks with DynamoDB's ValidationException and message (moto answers
+    ResourceNotFoundException, which DynamoDB keeps for a missing table)."""
+
+    def get_schema(self: DynamoDBBackend, table_name: str, index_name: str | None) -> Any:
+        if index_name:
+            table = self.get_table(table_name)
+            indexes = (table.global_indexes or []) + (table.indexes or [])
+            if index_name not in {index.name for index in indexes}:
+                raise MockValidationException(
+                    f"The table does not have the specified index: {index_name}"
+                )
+        return original(self, table_name, index_name)
+
+    return get_schema
