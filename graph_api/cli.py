@@ -519,7 +519,9 @@ def cmd_persist(_: Settings, args: argparse.Namespace) -> int:
     from graph_api.ops import operations_check, persist
 
     try:
-        made = persist.manifest(build_schema(schema.as_str()), Path(args.directory))
+        made = persist.manifest(
+            build_schema(schema.as_str()), Path(args.directory), args.add_typename
+        )
     except operations_check.OperationsError as error:
         print(f"graph-api: {error}", file=sys.stderr)
         return 1 if isinstance(error, persist.Broken) else 2
@@ -614,6 +616,11 @@ def parser() -> argparse.ArgumentParser:
     )
     persist.add_argument("directory", metavar="DIR", help="the .graphql operations")
     persist.add_argument("-o", "--output", help="write to this file instead of stdout")
+    persist.add_argument(
+        "--add-typename",
+        action="store_true",
+        help="add __typename to every selection set but the operation's, as Apollo Client does",
+    )
     persist.set_defaults(run=cmd_persist)
     token_cmd = commands.add_parser(
         "token",

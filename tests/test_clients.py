@@ -60,7 +60,8 @@ def test_apollos_persisted_queries_link_runs_manifest_ids_on_a_trusted_server(
     tmp_path: Path,
 ) -> None:
     manifest = tmp_path / "manifest.json"
-    assert cli.main(["persist", str(ROOT / "tests" / "operations"), "-o", str(manifest)]) == 0
+    operations = str(ROOT / "tests" / "operations")
+    assert cli.main(["persist", operations, "--add-typename", "-o", str(manifest)]) == 0
     settings = {"GRAPH_API_DOCUMENTS": "trusted", "GRAPH_API_DOCUMENTS_MANIFEST": str(manifest)}
     with serving(students=20, **settings) as url:
         report = run_persisted(f"{url}/graphql", str(manifest))

@@ -132,6 +132,24 @@ def test_persist_writes_apollos_manifest_of_the_operations(tmp_path: Path, capsy
     assert "persisted" in capsys.readouterr().out
 
 
+def test_persist_add_typename_writes_the_bodies_apollo_client_sends(tmp_path: Path) -> None:
+    """`--add-typename`: `__typename` in every selection set but the operation's own, once,
+    as Apollo Client's cache adds it; ids still the SHA-256 of the bodies."""
+    (tmp_path / "ops.graphql").write_text(
+        "query Page { student(id: \"stu-0001\") { ...Card classes(first: 2) { __typename"
+        " edges { node { id } } } } }\nfragment Card on Student { id name }\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "m.json"
+    assert cli.main(["persist", str(tmp_path), "--add-typename", "-o", str(out)]) == 0
+    (op,) = json.loads(out.read_text(encoding="utf-8"))["operations"]
+    assert op["id"] == sha(op["body"])
+    body = " ".join(op["body"].split())
+    assert body.startswith("query Page { student(id: \"stu-0001\") { ...Card classes")
+    assert body.count("__typename") == 5  # student, classes (its own kept), edges, node, Card
+    assert "classes(first: 2) { __typename edges" in body
+
+
 def test_persist_refuses_operations_that_do_not_validate_or_have_no_name(tmp_path: Path) -> None:
     (tmp_path / "bad.graphql").write_text("query Bad { nope }", encoding="utf-8")
     assert cli.main(["persist", str(tmp_path), "-o", str(tmp_path / "m.json")]) == 1

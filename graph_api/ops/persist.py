@@ -7,6 +7,11 @@ whose id is the SHA-256 of the body in hex. The operations are read and validate
 `schema-check --operations DIR` does (`operations_check`): a manifest is written only when
 every one validates and has a name (clients and the manifest key operations by name).
 A server with GRAPH_API_DOCUMENTS_MANIFEST runs them by id (`graph_api.http.persisted`).
+
+`add_typename` writes the bodies as Apollo Client sends them, and as Apollo's own manifest
+generator writes them: `__typename` added to every selection set but an operation's own
+(Apollo's `addTypenameToDocument`), so that the answers to a manifest's documents carry what
+Apollo's cache keys objects by.
 """
 
 from __future__ import annotations
@@ -14,7 +19,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from graphql import DocumentNode, GraphQLSchema, OperationDefinitionNode, print_ast
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    GraphQLSchema,
+    NameNode,
+    Node,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    Visitor,
+    print_ast,
+    visit,
+)
 
 from graph_api.http.persisted import MANIFEST_FORMAT, sha256_hex
 from graph_api.ops import operations_check
@@ -25,9 +41,10 @@ class Broken(OperationsError):
     """An operation does not validate against the schema: the check's lines."""
 
 
-def manifest(schema: GraphQLSchema, root: Path) -> dict[str, Any]:
-    """The manifest of the operations under `root`; OperationsError when one does not
-    validate against `schema`, or has no name."""
+def manifest(schema: GraphQLSchema, root: Path, add_typename: bool = False) -> dict[str, Any]:
+    """The manifest of the operations under `root` (bodies with `__typename` added as Apollo
+    Client adds it, if `add_typename`); OperationsError when one does not validate against
+    `schema`, or has no name."""
     report = operations_check.check(schema, root)
     if not report.passed:
         raise Broken("\n".join(report.lines()))
@@ -44,7 +61,10 @@ def manifest(schema: GraphQLSchema, root: Path) -> dict[str, Any]:
         if node.name is None:
             raise OperationsError(f"{_where(definition)}: an operation needs a name to persist")
         used = sorted(operations_check.reachable([node], fragments), key=order.__getitem__)
-        body = print_ast(DocumentNode(definitions=(node, *(fragments[n].node for n in used))))
+        document = DocumentNode(definitions=(node, *(fragments[n].node for n in used)))
+        if add_typename:
+            document = visit(document, _AddTypename())
+        body = print_ast(document)
         operations.append(
             {
                 "id": sha256_hex(body),
@@ -54,6 +74,28 @@ def manifest(schema: GraphQLSchema, root: Path) -> dict[str, Any]:
             }
         )
     return {"format": MANIFEST_FORMAT, "version": 1, "operations": operations}
+
+
+_TYPENAME = FieldNode(name=NameNode(value="__typename"), arguments=(), directives=())
+
+
+class _AddTypename(Visitor):
+    """Apollo Client's `addTypenameToDocument`: `__typename` last in every selection set but
+    an operation's own, unless the set has it already or selects an introspection field, or
+    is under a field marked `@export`."""
+
+    def enter_selection_set(
+        self, node: SelectionSetNode, _key: Any, parent: Node | None, *_: Any
+    ) -> SelectionSetNode | None:
+        if isinstance(parent, OperationDefinitionNode):
+            return None
+        if any(isinstance(s, FieldNode) and s.name.value.startswith("__") for s in node.selections):
+            return None
+        if isinstance(parent, FieldNode) and any(
+            d.name.value == "export" for d in parent.directives or ()
+        ):
+            return None
+        return SelectionSetNode(selections=(*node.selections, _TYPENAME))
 
 
 def _where(definition: Definition) -> str:

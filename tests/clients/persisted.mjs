@@ -86,8 +86,13 @@ if (!manifestPath) {
   const page = manifest.operations.find((op) => op.name === 'StudentPageQuery');
   await check('a manifest operation runs by its id', async () => {
     const apollo = client({ generateHash });
-    const { data } = await apollo.query({ query: gql(page.body), variables: { id: 'stu-0001' }, fetchPolicy: 'no-cache' });
+    // Apollo's defaults (cache-first): the manifest's body carries the `__typename`s Apollo
+    // adds (`persist --add-typename`), so the answer is normalized into the cache.
+    const { data } = await apollo.query({ query: gql(page.body), variables: { id: 'stu-0001' } });
     if (data?.student?.id !== 'stu-0001') throw new Error(`unexpected data ${JSON.stringify(data)}`);
+    if (!apollo.cache.extract()['Student:stu-0001']) {
+      throw new Error(`not normalized: ${Object.keys(apollo.cache.extract())}`);
+    }
     return expectSent(['POST no text +hash']);
   });
   await check('an operation not in the manifest is refused', async () => {
