@@ -429,7 +429,8 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
         print(f"set {report.counters} counter(s) of catalogs and places to the counts walked")
     if report.changed:
         print(
-            f"{len(report.changed)} node(s) changed during the migration and are not migrated:"
+            f"{len(report.changed)} node(s) or counter(s) changed during the migration and are"
+            " not migrated:"
             " stop the API's writers and run `graph-api migrate` again"
         )
     if report.skipped:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar, cast
 
@@ -29,6 +30,8 @@ from graph_api.model import items, keys, validation
 from graph_api.model.keys import Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -381,12 +384,16 @@ def paged(info: Info) -> bool:
 def counted(info: Info, counter: Key) -> Callable[[], Awaitable[int]]:
     """A list's totalCount: its counter item, read through the item loader (one GetItem in
     the BatchGetItem of its wave) when `totalCount` is resolved, so only when selected. No
-    item yet: nothing was ever counted there, 0."""
+    item yet: nothing was ever counted there, 0. A drifted counter below 0 (which `graph-api
+    check` reports) says 0, and a warning names it."""
     loaders = info.context.loaders
 
     async def count() -> int:
         item = await loaders.item.load_part(counter, _COUNT)
-        return int(item.get(items.COUNT, 0)) if item else 0
+        held = int(item.get(items.COUNT, 0)) if item else 0
+        if held < 0:
+            log.warning("counter %s / %s holds %d: run graph-api check", *counter, held)
+        return max(held, 0)
 
     return count
 

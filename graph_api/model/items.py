@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from graph_api.errors import BadUserInput, Conflict
 from graph_api.model import keys
 from graph_api.model.keys import Kind
 
@@ -25,6 +26,9 @@ LEASE_TYPE = "lease"
 # `keys.location_counter`), its number in `count`, moved by the writes that move what it counts.
 COUNTER_TYPE = "counter"
 COUNT = "count"
+# On a counter: how many writes have moved it. `graph-api migrate` backfills a count only
+# while this is what it read before its scan (no write moved the counter since).
+MOVES = "moves"
 CATALOG_KINDS = (Kind.TEACHER, Kind.CLASS, Kind.SPORT)
 
 
@@ -224,15 +228,33 @@ def counter(key: keys.Key, count: int) -> Item:
     return {**key.as_item(), TYPE: COUNTER_TYPE, COUNT: count}
 
 
-def counted_by(item: Mapping[str, Any]) -> tuple[keys.Key, ...]:
+def place_counters(home: Any) -> tuple[keys.Key, ...] | None:
+    """The counters a home moves (its country's, state's and city's), from a student's home
+    map or an old home item (both name its places); None for one too damaged to name them."""
+    try:
+        return keys.home_counters(home["country"], home["state"], home["city"])
+    except (KeyError, TypeError, AttributeError, BadUserInput):
+        return None
+
+
+def counted_by(item: Mapping[str, Any], *, damaged_ok: bool = False) -> tuple[keys.Key, ...]:
     """The counters a node counts toward: a teacher's, class's or sport's catalog; a
-    student's country, state and city while it has a home. Nothing else counts."""
+    student's country, state and city while it has a home. Nothing else counts. A home
+    too damaged to say is CONFLICT: a write cannot move its counters (check reports it);
+    with `damaged_ok` (check, migrate), it counts toward none."""
     type_ = item.get(TYPE)
     if type_ == Kind.STUDENT.lower():
-        home = item.get(HOME)
-        if isinstance(home, Mapping):
-            return keys.home_counters(home["country"], home["state"], home["city"])
-        return ()
+        if HOME not in item:
+            return ()
+        found = place_counters(item[HOME])
+        if found is None and damaged_ok:
+            return ()
+        if found is None:
+            raise Conflict(
+                f"student {item.get('id')}'s home is damaged; run graph-api check",
+                id=item.get("id"),
+            )
+        return found
     for kind in CATALOG_KINDS:
         if type_ == kind.lower():
             return (keys.catalog_counter(kind),)
@@ -246,3 +268,15 @@ def counters(all_items: Iterable[Mapping[str, Any]]) -> dict[keys.Key, int]:
     for item in all_items:
         tally.update(counted_by(item))
     return dict(tally)
+
+
+def drifted(
+    walked: Mapping[keys.Key, int], held: Mapping[keys.Key, int]
+) -> list[tuple[keys.Key, int, int]]:
+    """(counter, count held, count walked) for each counter whose count is not what walking
+    its list counts (a counter missing from either holds 0), in key order."""
+    return [
+        (key, held.get(key, 0), walked.get(key, 0))
+        for key in sorted(walked.keys() | held.keys())
+        if held.get(key, 0) != walked.get(key, 0)
+    ]

@@ -114,10 +114,10 @@ class _Checker:
             if legacy in _RELATIONS_BY_NAME:  # an old edge still counts for its target
                 self.count_edge(_RELATIONS_BY_NAME[legacy], item)
             elif legacy == LEGACY_HOME:  # and an old home for its places
-                self.walked.update(_old_home_counters(item))
+                self.walked.update(items.place_counters(item) or ())
         elif kind in NODE_TYPES:
             self.nodes[(kind, item.get("id", ""))] = item
-            self.walked.update(_counted_by(item))
+            self.walked.update(items.counted_by(item, damaged_ok=True))
         elif kind == items.COUNTER_TYPE:
             self.counters[keys.Key(item.get(PK, ""), item.get(SK, ""))] = item
         elif kind == "email":
@@ -287,18 +287,16 @@ class _Checker:
 
     def check_counters(self) -> None:
         """Each counter holds what walking its list counts (an absent one counts 0)."""
-        for key in sorted(self.walked.keys() | self.counters.keys()):
+        held = {key: c.get(items.COUNT, 0) for key, c in self.counters.items()}
+        for key, count, walked in items.drifted(self.walked, held):
             counter = self.counters.get(key)
-            held = counter.get(items.COUNT, 0) if counter is not None else 0
-            if held != self.walked[key]:
-                where = counter if counter is not None else key.as_item()
-                self.report(
-                    "counter",
-                    where,
-                    f"counts {held}, the list holds {self.walked[key]}"
-                    + ("" if counter is not None else " (no counter item)")
-                    + " (`graph-api migrate` sets it)",
-                )
+            self.report(
+                "counter",
+                counter if counter is not None else key.as_item(),
+                f"counts {count}, the list holds {walked}"
+                + ("" if counter is not None else " (no counter item)")
+                + " (`graph-api migrate` sets it)",
+            )
 
     # -- email guards --------------------------------------------------------------------
 
@@ -321,20 +319,6 @@ class _Checker:
         for (type_name, id_), node in self.nodes.items():
             if type_name == "student" and id_ not in guarded:
                 self.report("email-guard", node, f"email {node.get('email')!r} has no guard item")
-
-
-def _counted_by(node: Item) -> tuple[keys.Key, ...]:
-    try:
-        return items.counted_by(node)
-    except (KeyError, TypeError, AttributeError, BadUserInput):
-        return ()  # a malformed home: reported by the node's own check
-
-
-def _old_home_counters(home: Item) -> tuple[keys.Key, ...]:
-    try:
-        return keys.home_counters(home["country"], home["state"], home["city"])
-    except (KeyError, TypeError, AttributeError):
-        return ()
 
 
 def check_table(

@@ -25,19 +25,24 @@ job makes, else in a transaction of its own conditioned on the name scanned.
 `graph-api migrate` first adds the indexes `store.admin.definition` has and the table lacks
 (`admin.add_indexes`: UpdateTable, then a wait until the index is active).
 
-Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled: each one
-that differs from the count walked in the scan is put, conditioned on its value as scanned;
-equal ones are left alone.
+Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled. Every
+counter is read (a consistent Scan) *before* the pass's scan; each one whose count then
+differs from the count the scan walks is put, conditioned on its `moves` being what that
+read saw. Every write that changes a counter's list moves the counter (`writes/counts.py`
+adds 1 to `moves` in the same transaction), so a put that succeeds had no write change the
+list between the read and the put: the count walked is the list's count then. A counter
+that did move is not written and is reported ("changed during the scan: run migrate
+again"); equal ones are left alone.
 
 Every transaction is conditioned on what the plan was made from: the node still at the
-`version` and counter scanned, each old item still there, each new edge not yet there. So
-a crash at any point leaves a table that a later run finishes (a node is done when it
-carries its maps and no old item of it is left), nothing is lost and nothing doubled; a
-second run changes nothing. A node changed by a writer during the run fails its step: it is
-planned again from a new Scan (up to `PASSES` scans), else reported. Writers must be
-stopped for a migration all the same: neither the old API nor the new one writes the other
-layout, and copies of a class or sport renamed mid-run are not fenced (`graph-api check`
-reports them as stale).
+`version` and counter scanned (a catalog's or place's counter: the `moves` read before),
+each old item still there, each new edge not yet there. So a crash at any point leaves a
+table that a later run finishes (a node is done when it carries its maps and no old item of
+it is left), nothing is lost and nothing doubled; a second run changes nothing. A node
+changed by a writer during the run fails its step: it is planned again from a new Scan (up
+to `PASSES` scans), else reported. Writers must be stopped for a migration all the same:
+neither the old API nor the new one writes the other layout, and copies of a class or sport
+renamed mid-run are not fenced (`graph-api check` reports them as stale).
 """
 
 from __future__ import annotations
@@ -115,7 +120,6 @@ class _School:
     homes: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     teaching: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     classes_of: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
-    counters: dict[Key, Item] = field(default_factory=dict)  # counter items, by key
     walked: Counter[Key] = field(default_factory=lambda: Counter(items.counters(())))
     scanned: int = 0
 
@@ -125,7 +129,7 @@ class _School:
         legacy = legacy_kind(item)
         if legacy == LEGACY_HOME:
             self.homes[str(item.get("studentId"))].append(item)
-            self.walked.update(_home_counters(item))
+            self.walked.update(items.place_counters(item) or ())
         elif legacy == LEGACY_TEACHING:
             self.teaching[str(item.get("teacherId"))].append(item)
         elif legacy is not None:
@@ -136,12 +140,7 @@ class _School:
             self.nodes[(str(type_), str(item.get("id")))] = item
             if type_ == "class":
                 self.classes_of[str(item.get("teacherId"))].append(item)
-            if type_ == "student":
-                self.walked.update(_home_counters(item.get(items.HOME)))
-            else:
-                self.walked.update(items.counted_by(item))
-        elif type_ == items.COUNTER_TYPE:
-            self.counters[Key(str(item.get(PK)), str(item.get(SK)))] = item
+            self.walked.update(items.counted_by(item, damaged_ok=True))
 
     def node(self, kind: Kind, id_: str) -> Item | None:
         return self.nodes.get((kind.lower(), id_))
@@ -175,27 +174,31 @@ class Skip(Exception):
     """A node migrate cannot rewrite: the message says why (one line, ids only)."""
 
 
-def _home_counters(home: Any) -> tuple[Key, ...]:
-    """The place counters a home counts toward: a student's home map or an old home item
-    (its place names are fields of both); none for a home too damaged to name its places."""
-    try:
-        return keys.home_counters(home["country"], home["state"], home["city"])
-    except (KeyError, TypeError, AttributeError):
-        return ()
+def read_counters(dynamo: Dynamo, table: str, page_size: int | None = None) -> dict[Key, Item]:
+    """Every counter item, by key: read before the scan whose walked counts the backfill
+    puts (`plan_counters`)."""
+    return {
+        _key(item): item
+        for item in scan(dynamo, table, page_size=page_size)
+        if item.get(items.TYPE) == items.COUNTER_TYPE
+    }
 
 
-def plan_counters(school: _School) -> list[tx.Action]:
-    """Backfill: a put of each counter that differs from the count walked, conditioned on
-    the counter as scanned (a writer's `ADD` since then fails it). Equal ones are left
-    alone, so a second run puts nothing."""
+def plan_counters(school: _School, before: dict[Key, Item]) -> list[tx.Action]:
+    """Backfill: a put of each counter whose count `before` (read before the scan) differs
+    from the count walked, conditioned on its `moves` as read then (any write to its list
+    since then fails it). Equal ones are left alone, so a second run puts nothing."""
     puts = []
-    for key in sorted(school.walked.keys() | school.counters.keys()):
-        scanned = school.counters.get(key)
-        held = scanned.get(items.COUNT, 0) if scanned is not None else 0
-        if held == school.walked[key]:
-            continue
-        guard = ("eq", items.COUNT, held) if scanned is not None else tx.NOT_EXISTS
-        puts.append(tx.put(items.counter(key, school.walked[key]), guard))
+    held = {key: counter.get(items.COUNT, 0) for key, counter in before.items()}
+    for key, _, walked in items.drifted(school.walked, held):
+        counter, read = items.counter(key, walked), before.get(key)
+        guard: list[tx.Clause] = [tx.NOT_EXISTS]
+        if read is not None and items.MOVES in read:
+            counter[items.MOVES] = read[items.MOVES]
+            guard = [tx.EXISTS, ("eq", items.MOVES, read[items.MOVES])]
+        elif read is not None:
+            guard = [tx.EXISTS, ("lacks", items.MOVES)]
+        puts.append(tx.put(counter, *guard))
     return puts
 
 
@@ -447,6 +450,7 @@ def migrate_table(
     """Bring every node of `table` to the new layout; what was done and what was not."""
     report = Report()
     for _ in range(passes):
+        before = read_counters(dynamo, table, page_size)
         school = _School()
         scanned = None if progress is None else lambda n: progress("scan", n, 0)
         for item in scan(dynamo, table, scanned, page_size=page_size):
@@ -477,21 +481,20 @@ def migrate_table(
             report.homes_moved += job.homes_moved
             report.teaching_deleted += job.teaching_deleted
         if not report.changed:
-            _backfill(dynamo, table, school, report)
+            _backfill(dynamo, table, plan_counters(school, before), report)
         if not report.changed:
             break
     return report
 
 
-def _backfill(dynamo: Dynamo, table: str, school: _School, report: Report) -> None:
+def _backfill(dynamo: Dynamo, table: str, puts: list[tx.Action], report: Report) -> None:
     """The counters, from the pass's scan: a layout migration moves homes, not counts."""
-    for put in plan_counters(school):
+    for put in puts:
         try:
             transact(dynamo, table, [put])
         except Refused:
             report.changed.append(
-                f"counter {put.body['Item'][PK]['S']} changed while it was set (a writer is"
-                " running?)"
+                f"counter {put.body['Item'][PK]['S']} changed during the scan: run migrate again"
             )
             continue
         report.transactions += 1

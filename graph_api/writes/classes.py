@@ -129,11 +129,13 @@ async def delete(table: Table, id_: str) -> str:
         await transact(
             table,
             [
-                # The version fences out a move to another teacher committed since our read;
+                # The version fences out a move to another teacher committed since our read,
+                # the teacher a class deleted and made again (at version 1) with another;
                 # an enrolment since then fails the count, and the next read says CONFLICT.
                 tx.delete(
                     key_of(klass),
                     ("eq", "version", klass["version"]),
+                    ("eq", "teacherId", teacher_id),
                     ("zero_or_missing", "studentCount"),
                     on_fail=STALE,
                 ),

@@ -1,8 +1,10 @@
 """The counter updates a write adds to its own transaction: catalogs' and places' totals.
 
-A counter moves with `ADD count :delta` and no condition: the update creates the item on its
-first use, and the transaction that adds a node to (or takes it from) a catalog or a place
-is the one that moves the count, so the count is exact whenever that write committed.
+A counter moves with `ADD count :delta, moves :1` and no condition: the update creates the
+item on its first use, and the transaction that adds a node to (or takes it from) a catalog
+or a place is the one that moves the count, so the count is exact whenever that write
+committed. `moves` only grows: `graph-api migrate` sees by it that no write moved a counter
+while it walked the list.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from graph_api.store.transactions import Action
 
 
 def _move(key: Key, delta: int) -> Action:
-    return tx.update(key, assign={items.TYPE: items.COUNTER_TYPE}, add={items.COUNT: delta})
+    return tx.update(
+        key, assign={items.TYPE: items.COUNTER_TYPE}, add={items.COUNT: delta, items.MOVES: 1}
+    )
 
 
 def moved(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[Action]:

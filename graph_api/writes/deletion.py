@@ -6,18 +6,32 @@ from __future__ import annotations
 from graph_api.errors import Conflict
 from graph_api.model.keys import Kind
 from graph_api.store.table import Table
-from graph_api.store.transactions import delete, transact
+from graph_api.store.transactions import EXISTS, STALE, delete, transact
 from graph_api.writes import counts
+from graph_api.writes.attempts import retrying
 from graph_api.writes.reads import Reads, key_of
 
 
 async def delete_if_unlinked(table: Table, kind: Kind, id_: str, counter: str, busy: str) -> str:
     """Delete a node whose `counter` of edges is zero, else CONFLICT saying `busy`
     (formatted with the count) so the client knows what to remove first."""
-    node = await Reads(table).node(kind, id_)
-    conflict = Conflict(busy.format(count=node.get(counter, 0)), id=id_)
-    if node.get(counter, 0):
-        raise conflict
-    gone = delete(key_of(node), ("zero_or_missing", counter), on_fail=conflict)
-    await transact(table, [gone, *counts.moved(node, None)])
-    return id_
+    reads = Reads(table)
+
+    async def attempt() -> str:
+        node = await reads.node(kind, id_)
+        if node.get(counter, 0):
+            raise Conflict(busy.format(count=node[counter]), id=id_)
+        # The node as read, still there: a delete that lost a race to another (or a link
+        # made since our read) reads again, and says NOT_FOUND (or CONFLICT) then, so the
+        # catalog's count moves once.
+        gone = delete(
+            key_of(node),
+            EXISTS,
+            ("eq", "version", node["version"]),
+            ("zero_or_missing", counter),
+            on_fail=STALE,
+        )
+        await transact(table, [gone, *counts.moved(node, None)])
+        return id_
+
+    return await retrying(table, attempt)

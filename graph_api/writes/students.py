@@ -9,6 +9,7 @@ from graph_api.model.keys import Kind
 
 # The update and delete actions as tx.update, tx.delete: this module's writers have those names
 from graph_api.store import transactions as tx
+from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
     EXISTS,
@@ -16,6 +17,7 @@ from graph_api.store.transactions import (
     NOT_EXISTS,
     STALE,
     Action,
+    Clause,
     put,
     transact,
 )
@@ -72,24 +74,34 @@ async def update(
     return await retrying(table, attempt)
 
 
+def _as_read(node: Item, *fields: str) -> list[Clause]:
+    """The student as read, in what its counters (and guard) depend on: its version (every
+    home change bumps it), and its `fields` (a student deleted and made again starts at
+    version 1 again, maybe elsewhere); absent ones still absent."""
+    clauses: list[Clause] = [EXISTS, ("eq", "version", node["version"])]
+    for name in fields:
+        clauses.append(("eq", name, node[name]) if name in node else ("lacks", name))
+    return clauses
+
+
 async def set_home(table: Table, student_id: str, home: Place | None) -> str:
     """Set or clear the home map and, with it, the student's place in the location index
     and the counts of the places it leaves and joins: the student read, then one update
-    conditioned on its `version` (which every home change bumps) beside the counters'."""
+    conditioned on the student as read (`_as_read`) beside the counters'."""
     keys.check_id(student_id, "studentId")
     reads = Reads(table)
 
     async def attempt() -> str:
         node = await reads.node(Kind.STUDENT, student_id, field="studentId")
-        fence = ("eq", "version", node["version"])
+        fence = _as_read(node, *items.LOCATION_KEYS)
         bump = {"version": 1}
         if home is None:
             remove = [items.HOME, *items.LOCATION_KEYS]
-            change = tx.update(key_of(node), fence, remove=remove, add=bump, on_fail=STALE)
+            change = tx.update(key_of(node), *fence, remove=remove, add=bump, on_fail=STALE)
             after = {k: v for k, v in node.items() if k != items.HOME}
         else:
             assign = items.home_attributes(student_id, home)
-            change = tx.update(key_of(node), fence, assign=assign, add=bump, on_fail=STALE)
+            change = tx.update(key_of(node), *fence, assign=assign, add=bump, on_fail=STALE)
             after = {**node, **assign}
         await transact(table, [change, *counts.moved(node, after)])
         return student_id
@@ -126,12 +138,13 @@ async def delete(table: Table, id_: str) -> str:
         uncount = counts.moved(node, None)
 
         def last(remaining: int) -> list[Action]:
-            # The version fences out an email change (whose guard we would miss) and the
-            # count a link or unlink, each committed since our read.
+            # The student as read fences out an email change (whose guard we would miss),
+            # a move (whose counters we would miss), and the count a link or unlink, each
+            # committed since our read.
             return [
                 tx.delete(
                     key_of(node),
-                    ("eq", "version", node["version"]),
+                    *_as_read(node, "email", *items.LOCATION_KEYS),
                     ("eq", "edgeCount", remaining),
                     on_fail=STALE,
                 ),
