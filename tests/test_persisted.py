@@ -136,7 +136,7 @@ def test_persist_add_typename_writes_the_bodies_apollo_client_sends(tmp_path: Pa
     """`--add-typename`: `__typename` in every selection set but the operation's own, once,
     as Apollo Client's cache adds it; ids still the SHA-256 of the bodies."""
     (tmp_path / "ops.graphql").write_text(
-        "query Page { student(id: \"stu-0001\") { ...Card classes(first: 2) { __typename"
+        'query Page { student(id: "stu-0001") { ...Card classes(first: 2) { __typename'
         " edges { node { id } } } } }\nfragment Card on Student { id name }\n",
         encoding="utf-8",
     )
@@ -145,7 +145,7 @@ def test_persist_add_typename_writes_the_bodies_apollo_client_sends(tmp_path: Pa
     (op,) = json.loads(out.read_text(encoding="utf-8"))["operations"]
     assert op["id"] == sha(op["body"])
     body = " ".join(op["body"].split())
-    assert body.startswith("query Page { student(id: \"stu-0001\") { ...Card classes")
+    assert body.startswith('query Page { student(id: "stu-0001") { ...Card classes')
     assert body.count("__typename") == 5  # student, classes (its own kept), edges, node, Card
     assert "classes(first: 2) { __typename edges" in body
 
