@@ -15,7 +15,7 @@ import json
 import random
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -538,6 +538,191 @@ def test_no_random_query_shape_shows_a_caller_what_it_may_not_read(
         assert_no_leak({"data": result.data, "errors": result.errors}, caller, cast, school)
         if caller == "admin":
             assert result.errors == [], query
+
+
+# -- random subscription shapes: each event resolved as its subscriber may read ---------------
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round's writes touch: `cast.me` renamed, enrolled into `klass` (a new class
+    of `cast.teacher`'s, so no one's right to read changes) and joined to `sport`."""
+
+    klass: str
+    sport: str
+    name: str
+
+
+# A student's own fields, for selections too deep for its classes.
+SHALLOW = (
+    "name",
+    "email",
+    "e: email",
+    "home { city street }",
+    "h: home { s: street }",
+    "...Personal",
+    "... on Student { email home { street } }",
+    "nodeId",
+)
+
+
+def wrapped(rng: random.Random, type_: str, body: str, fragments: list[str]) -> str:
+    """`body` as it is, in an inline fragment, or in a named fragment (added to `fragments`)."""
+    how = rng.randrange(3)
+    if how == 0:
+        return body
+    if how == 1:
+        return f"... on {type_} {{ {body} }}"
+    name = f"F{len(fragments)}"
+    fragments.append(f"fragment {name} on {type_} {{ {body} }}")
+    return f"...{name}"
+
+
+def random_subscription(rng: random.Random, shape: str, cast: Cast, round_: Round) -> str:
+    """A subscription document of `shape` whose events reach `cast.me` (with its `id`,
+    `email` and `home { street }` beside random others), and other students on rosters."""
+    fragments: list[str] = []
+
+    def student(room: int) -> str:
+        """A student's selection, `room` levels below the root field (the depth limit is 10):
+        with its classmates at 2, with its classes at 5 or less, its own fields only else."""
+        if room > 5:
+            sel = f"id {' '.join(rng.sample(SHALLOW, rng.randint(1, 3)))}"
+        else:
+            sel = student_selection(rng)
+        sel += " email home { street }"
+        if room <= 2 and rng.random() < 0.4:
+            sel += " mates: classes(first: 6) { edges { node { subject students(first: 100)"
+            sel += f" {{ edges {{ node {{ {student(6)} }} }} }} }} }} }}"
+        return wrapped(rng, "Student", sel, fragments)
+
+    def roster(room: int) -> str:
+        return f"students(first: 100) {{ edges {{ node {{ {student(room + 3)} }} }} }}"
+
+    def klass(room: int) -> str:
+        return wrapped(rng, "Class", f"subject teacher {{ name }} {roster(room)}", fragments)
+
+    # Lambdas: only the chosen shape's selections (and their fragments) are made.
+    shapes: dict[str, Callable[[], tuple[str, str, str, str]]] = {
+        "student": lambda: (
+            "studentChanged",
+            f'id: "{cast.me}"',
+            "StudentChange",
+            f"student {{ {student(2)} }}",
+        ),
+        "class": lambda: (
+            "classChanged",
+            f'id: "{rng.choice([cast.klass, round_.klass])}"',
+            "ClassChange",
+            f"enrolment {{ kind studentId student {{ {student(3)} }} }} class {{ {klass(2)} }}",
+        ),
+        "roster": lambda: (
+            "rosterChanged",
+            f'classId: "{round_.klass}"',
+            "EnrolmentChange",
+            f"classId studentId student {{ {student(2)} }} class {{ {klass(2)} }}",
+        ),
+        "teacher": lambda: (
+            "teacherChanged",
+            f'id: "{cast.teacher}"',
+            "TeacherChange",
+            f"teacher {{ name classes(first: 50) {{ edges {{ node {{ {klass(5)} }} }} }} }}",
+        ),
+        "sport": lambda: (
+            "sportChanged",
+            f'id: "{round_.sport}"',
+            "SportChange",
+            f"membership {{ kind student {{ {student(3)} }} }} sport {{ name {roster(2)} }}",
+        ),
+    }
+    root, argument, type_, body = shapes[shape]()
+    alias = rng.choice(["", f"{shape}Event: "])
+    selection = wrapped(rng, type_, f"kind {body}", fragments)
+    document = f"subscription {{ {alias}{root}({argument}) {{ {selection} }} }}"
+    if "...Personal" in " ".join([document, *fragments]):
+        fragments.append("fragment Personal on Student { email home { street } }")
+    return " ".join([document, *fragments])
+
+
+SUBSCRIPTION_SHAPES = ("student", "class", "roster", "teacher", "sport")
+
+ROUND_WRITES = (
+    """mutation($klass: ID!, $teacher: ID!) {
+      createClass(input: {id: $klass, subject: "Subscribed", teacherId: $teacher})
+      { userErrors { code } } }""",
+    """mutation($me: ID!, $klass: ID!) {
+      enrollStudent(studentId: $me, classId: $klass) { userErrors { code } } }""",
+    """mutation($me: ID!, $sport: ID!) {
+      joinSport(studentId: $me, sportId: $sport) { userErrors { code } } }""",
+    """mutation($me: ID!, $name: String!) {
+      updateStudent(id: $me, input: {name: $name}) { userErrors { code } } }""",
+)
+
+
+def test_no_random_subscription_shape_shows_a_subscriber_what_it_may_not_read(
+    endpoint: str, school: School, cast: Cast
+) -> None:
+    """Each kind of caller subscribes to random documents over every event type (aliases,
+    fragments, rosters in classes in teachers); writes make each fire. Every event and error
+    holds no personal value of a student the caller may not read, and `cast.me`'s own are
+    there for those who may read them, refused at their paths for those who may not."""
+    callers = [c for c in CALLERS if c != "open"]  # a server without sign-in: tested above
+    free = sorted(
+        i["id"]
+        for i in school.items
+        if i["type"] == "sport" and i["id"] not in (school.students[cast.me].get("sports") or {})
+    )
+    with live(endpoint, school.items, public_personal_data=False, **AUTH) as (client, services):
+        for seed in range(3):
+            rng = random.Random(4650 + seed)
+            round_ = Round(f"cls-subscribed-{seed}", free[seed], f"Renamed {seed}")
+            with contextlib.ExitStack() as stack:
+                documents: dict[str, dict[str, str]] = {}
+                subscribers = {}
+                for caller in callers:
+                    claims = caller_claims(caller, cast)
+                    init = (
+                        None if claims is None else {"Authorization": f"Bearer {hs256(**claims)}"}
+                    )
+                    sub = stack.enter_context(subscriber(client, services, init))
+                    subscribers[caller] = sub
+                    # Three shapes: at least two reach `cast.me` in their first event (only a
+                    # new class's CREATED may come before anyone is on its roster).
+                    shapes = rng.sample(SUBSCRIPTION_SHAPES, 3)
+                    documents[caller] = {
+                        s: random_subscription(rng, s, cast, round_) for s in shapes
+                    }
+                    for id_, document in documents[caller].items():
+                        sub.subscribe(id_, document)
+                variables = {
+                    "klass": round_.klass,
+                    "teacher": cast.teacher,
+                    "me": cast.me,
+                    "sport": round_.sport,
+                    "name": round_.name,
+                }
+                for write in ROUND_WRITES:
+                    used = {k: v for k, v in variables.items() if f"${k}" in write}
+                    mutate(client, write, used, bearer(hs256()))
+                for caller, sub in subscribers.items():
+                    heard: set[str] = set()
+                    seen = False
+                    while heard != set(documents[caller]):
+                        message = sub.next()
+                        id_ = message.get("id", "")
+                        where = (seed, caller, documents[caller].get(id_), message)
+                        assert message["type"] == "next", where
+                        heard.add(id_)
+                        payload = message["payload"]
+                        assert codes_of(payload) <= {"FORBIDDEN", "UNAUTHENTICATED"}, where
+                        assert payload.get("data") is not None, where
+                        if caller == "admin":
+                            assert "errors" not in payload, where
+                        seen = seen or any(found(payload["data"], cast.me))
+                        assert_sees_as_the_policy_says(
+                            payload, caller, cast, school, may_be_refused=True
+                        )
+                    assert seen, (seed, caller, documents[caller])
 
 
 # -- request counts ------------------------------------------------------------------------------
