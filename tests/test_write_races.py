@@ -67,8 +67,11 @@ def school(services: Services, pupils: int = 2, enrolled: int = 1) -> list[Item]
 
 
 @pytest.fixture
-def signed(endpoint: str) -> Iterator[Services]:
-    with fresh_services(endpoint, **AUTH) as services:
+def signed(endpoint: str, request: pytest.FixtureRequest) -> Iterator[Services]:
+    """Services with sign-in configured, and the module's `settings` mark (a deadline long
+    enough for a 120-student handover run inside another write on a busy machine)."""
+    mark = request.node.get_closest_marker("settings")
+    with fresh_services(endpoint, **AUTH, **(mark.kwargs if mark else {})) as services:
         yield services
 
 
