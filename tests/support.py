@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import boto3
 import jwt
@@ -842,6 +842,25 @@ CHANGE_SUBJECT = f"""mutation {{ updateClass(id: "c1", input: {{subject: "Physic
 # transaction of the mutation under test waits for the intruding mutation first.
 
 Transact = Callable[..., Awaitable[None]]
+T = TypeVar("T")
+
+
+def before_next_transaction(
+    monkeypatch: pytest.MonkeyPatch, module: Any, intrude: Callable[[], Awaitable[T]]
+) -> list[T]:
+    """Before `module`'s next transaction, await `intrude()` (once); returns what it gave."""
+    original: Transact = module.transact
+    intruders: list[T] = []
+    started: list[bool] = []  # set first: the intruder's own transactions pass straight on
+
+    async def transact_after_intruder(*args: Any, **kwargs: Any) -> None:
+        if not started:
+            started.append(True)
+            intruders.append(await intrude())
+        await original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "transact", transact_after_intruder)
+    return intruders
 
 
 def interleave(
@@ -852,18 +871,9 @@ def interleave(
     variables: dict[str, Any] | None = None,
 ) -> list[Result]:
     """Before `module`'s next transaction, run `query` (once); returns its results."""
-    original: Transact = module.transact
-    intruders: list[Result] = []
-    started: list[bool] = []  # set first: the intruder's own transactions pass straight on
-
-    async def transact_after_intruder(*args: Any, **kwargs: Any) -> None:
-        if not started:
-            started.append(True)
-            intruders.append(await execute_async(services, query, variables))
-        await original(*args, **kwargs)
-
-    monkeypatch.setattr(module, "transact", transact_after_intruder)
-    return intruders
+    return before_next_transaction(
+        monkeypatch, module, lambda: execute_async(services, query, variables)
+    )
 
 
 # -- subscribers of the live app -----------------------------------------------------------

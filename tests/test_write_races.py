@@ -13,6 +13,7 @@ from support import (
     AUTH,
     USER_ERRORS,
     assert_clean,
+    before_next_transaction,
     claims,
     fresh_services,
     get_item,
@@ -80,18 +81,7 @@ def hand_over_before_next_transaction(
 ) -> list[dict[str, Any]]:
     """Staff hands c1 to t2 just before `module`'s next transaction: after the teacher's
     write has read the class (theirs then), before it writes."""
-    original = module.transact
-    handed: list[dict[str, Any]] = []
-    started: list[bool] = []  # set first: staff's own transactions pass straight on
-
-    async def hand_over_first(*args: Any, **kwargs: Any) -> None:
-        if not started:
-            started.append(True)
-            handed.append(await as_(services, STAFF, HAND_OVER))
-        await original(*args, **kwargs)
-
-    monkeypatch.setattr(module, "transact", hand_over_first)
-    return handed
+    return before_next_transaction(monkeypatch, module, lambda: as_(services, STAFF, HAND_OVER))
 
 
 def the_class(services: Services) -> Item:
