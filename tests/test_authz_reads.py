@@ -468,19 +468,22 @@ def test_a_subscriber_on_a_server_without_sign_in_sees_no_personal_data(
 # -- random query shapes -----------------------------------------------------------------------
 
 
+# A student's own fields, for selections too deep for its classes.
+SHALLOW = (
+    "name",
+    "email",
+    "e: email",
+    "home { city street }",
+    "h: home { s: street }",
+    "...Personal",
+    "... on Student { email home { street } }",
+    "nodeId",
+)
+
+
 def student_selection(rng: random.Random) -> str:
     parts = ["id"]
-    pool = [
-        "name",
-        "email",
-        "e: email",
-        "home { city street }",
-        "h: home { s: street }",
-        "...Personal",
-        "... on Student { email home { street } }",
-        "classes(first: 3) { edges { node { subject } } }",
-        "nodeId",
-    ]
+    pool = [*SHALLOW, "classes(first: 3) { edges { node { subject } } }"]
     parts += rng.sample(pool, rng.randint(1, 4))
     return " ".join(parts)
 
@@ -551,19 +554,6 @@ class Round:
     klass: str
     sport: str
     name: str
-
-
-# A student's own fields, for selections too deep for its classes.
-SHALLOW = (
-    "name",
-    "email",
-    "e: email",
-    "home { city street }",
-    "h: home { s: street }",
-    "...Personal",
-    "... on Student { email home { street } }",
-    "nodeId",
-)
 
 
 def wrapped(rng: random.Random, type_: str, body: str, fragments: list[str]) -> str:
