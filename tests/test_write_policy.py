@@ -333,8 +333,9 @@ SHOWN = {
 STREET = '{country: "NL", state: "NH", city: "Haarlem", street: "9 Lane"}'
 
 # Writes aimed at widening, for each entry of WRITES ("updateStudent.email" is updateStudent
-# sending an email). "{teacher}"/"{student}": the caller's own id, else t1/s1. In order: a
-# class created first is then enrolled into, handed over, renamed.
+# sending an email). "{teacher}"/"{student}": the caller's own id, else t1/s1. Run in WRITES'
+# order, one after the other: a class the caller creates is then renamed, handed over, and
+# enrolled into.
 ATTEMPTS: dict[str, list[str]] = {
     "createStudent": [f'input: {{id: "s9", name: "N", email: "s9@ex.org", home: {STREET}}}'],
     "updateStudent": ['id: "{student}", input: {name: "Renamed"}', 'id: "s3", input: {name: "X"}'],
@@ -375,7 +376,8 @@ ATTEMPTS: dict[str, list[str]] = {
     "leaveSport": ['studentId: "{student}", sportId: "p1"'],
 }
 
-# The callers who may write something and read some personal data under a condition.
+# A caller of each role whose reads have a condition (a teacher of no class too): a new grant
+# to any of these roles is tried here.
 WIDENERS = {
     "teacher": policy.Role.TEACHER,
     "teacher of nothing": policy.Role.TEACHER,
