@@ -21,8 +21,10 @@ from graph_api.writes.guards import Guard
 
 def _refused(mutation: str, why: str) -> Forbidden:
     # Names the rule, never an argument's value: a message may not echo what the caller sent
-    # (an email) or hold anything the caller may not read.
-    return Forbidden(f"{mutation}: {why}")
+    # (an email) or hold anything the caller may not read. An argument's rule
+    # ("updateStudent.email") names the argument as the error's field.
+    argument = mutation.partition(".")[2]
+    return Forbidden(f"{mutation}: {why}", **({"field": argument} if argument else {}))
 
 
 def authorize(
@@ -32,7 +34,8 @@ def authorize(
     student: str | None = None,
     teacher: str | None = None,
 ) -> None:
-    """Raise FORBIDDEN unless the caller may run `mutation` (its GraphQL name) as it is.
+    """Raise FORBIDDEN unless the caller may run `mutation` (its GraphQL name, or
+    "mutation.argument" for an argument's own rule) as it is.
 
     `student` / `teacher`: the id the mutation writes as that kind of node, for `Owner.SELF`
     (the caller's own). A caller whose only grant is `Owner.TEACHES` is refused: this

@@ -52,7 +52,9 @@ class UpdateStudentInput:
         default=None, description="The new name: 1-200 characters, trimmed; no control characters."
     )
     email: str | None = strawberry.field(
-        default=None, description="The new email address, unique among students regardless of case."
+        default=None,
+        description="The new email address, unique among students regardless of case. Staff's"
+        " to change: anyone else sending it is FORBIDDEN, whether or not the address is taken.",
     )
 
 

@@ -110,8 +110,8 @@ class Mutation:
 
     @payload_mutation(
         UpdateStudentPayload,
-        description="Change a student's name or email. A new name reaches every roster entry"
-        " that copies it.",
+        description="Change a student's name or email (the email is staff's to change). A new"
+        " name reaches every roster entry that copies it.",
     )
     async def update_student(
         self,
@@ -121,6 +121,8 @@ class Mutation:
         expected_version: ExpectedVersion = None,
     ) -> UpdateStudentPayload:
         authorize(info, "updateStudent", student=id)
+        if input.email is not None:  # the address is staff's to change: no "taken" oracle
+            authorize(info, "updateStudent.email", student=id)
         email = None if input.email is None else validation.email(input.email)
         await students.update(
             info.context.table, id, optional_name(input.name), email, expected_version
@@ -298,7 +300,7 @@ class Mutation:
     async def enroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> EnrollStudentPayload:
-        guard = authorize_guarded(info, "enrollStudent")
+        guard = authorize_guarded(info, "enrollStudent", student=student_id)
         await memberships.link(info.context.table, ENROLMENT, student_id, class_id, guard)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return EnrollStudentPayload(class_=klass, student=student)
@@ -310,7 +312,7 @@ class Mutation:
     async def unenroll_student(
         self, info: Info, student_id: StudentId, class_id: ClassId
     ) -> UnenrollStudentPayload:
-        guard = authorize_guarded(info, "unenrollStudent")
+        guard = authorize_guarded(info, "unenrollStudent", student=student_id)
         await memberships.unlink(info.context.table, ENROLMENT, student_id, class_id, guard)
         klass, student = written(info, Class, class_id), written(info, Student, student_id)
         return UnenrollStudentPayload(class_=klass, student=student)

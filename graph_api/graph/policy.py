@@ -11,6 +11,11 @@ student item carries its classes and each class's `teacherId`, so "the caller te
 student" is a look at the item being resolved; for a write, a condition the node must still
 meet when the transaction commits is a `ConditionExpression` in that transaction
 (`writes/`), so a class reassigned meanwhile refuses the old teacher's write.
+
+No sequence of a caller's own allowed writes may widen what that caller reads: a write that
+would make the caller an owner of someone else's personal data (an enrolment makes the class's
+teacher the student's) is not that caller's to make. A teacher takes students out of their
+classes but does not put them in: enrolling is staff's, or the student's own act.
 """
 
 from __future__ import annotations
@@ -63,11 +68,15 @@ READS: dict[str, Grant] = {
 
 _STAFF: Grant = {Role.ADMIN: Owner.ANY}
 
-# Mutations, by their GraphQL names. `Role.OPEN` may run every one (`may_write`); it reads
-# protected fields only where they are public.
+# Mutations, by their GraphQL names, and arguments a mutation's grant does not cover, as
+# "mutation.argument" (checked, before any read, only when the argument is sent). `Role.OPEN`
+# may run every one (`may_write`); it reads protected fields only where they are public.
 WRITES: dict[str, Grant] = {
     "createStudent": _STAFF,
-    "updateStudent": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},  # name, email
+    "updateStudent": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
+    # Addresses are the school's to issue: were a student's own to change, "taken" would tell
+    # any student whether an address is registered (ALREADY_EXISTS names no owner to staff).
+    "updateStudent.email": _STAFF,
     "deleteStudent": _STAFF,
     "setHome": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
     "createTeacher": _STAFF,
@@ -82,8 +91,15 @@ WRITES: dict[str, Grant] = {
     "createSport": _STAFF,
     "updateSport": _STAFF,
     "deleteSport": _STAFF,
-    "enrollStudent": {Role.ADMIN: Owner.ANY, Role.TEACHER: Owner.TEACHES},
-    "unenrollStudent": {Role.ADMIN: Owner.ANY, Role.TEACHER: Owner.TEACHES},
+    # An enrolment makes the class's teacher read the student's personal fields: it is
+    # staff's, or the student's own (SELF: the student is the caller), never the teacher's.
+    "enrollStudent": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
+    # Taking a student out only narrows what the class's teacher reads.
+    "unenrollStudent": {
+        Role.ADMIN: Owner.ANY,
+        Role.TEACHER: Owner.TEACHES,
+        Role.STUDENT: Owner.SELF,
+    },
     # SELF: the student is the caller.
     "joinSport": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
     "leaveSport": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
