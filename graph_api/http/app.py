@@ -62,7 +62,7 @@ from graph_api.events.hub import Group
 from graph_api.graph.access import refusal
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
-from graph_api.http import graphiql, health
+from graph_api.http import graphiql, health, json_text
 from graph_api.http.cors import cors_middleware
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
 from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
@@ -409,12 +409,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             raise Refused(code, f"this API needs a token: {problem}")
 
     def decode_json(self, data: str | bytes) -> object:
-        """A message's JSON (a websocket's; an HTTP body, capped before it got here): one
-        over the byte cap is refused undecoded."""
+        """A message's JSON (a websocket's; an HTTP body, capped before it got here; a GET's
+        variables): one over the byte cap is refused undecoded, one nested too deep as bad
+        JSON (`json_text`: a 400, a websocket's 4400)."""
         limit = self.services.settings.max_body_bytes
         if over(data, limit):
             raise MessageTooBig(limit)
-        return super().decode_json(data)
+        return json_text.loads(data)
 
     # -- GraphQL over HTTP (graph_api.http.graphql_http) -------------------------------------
 
@@ -431,7 +432,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         """A request's JSON: anything but an object (or a batch's list) is a 400, never a 500."""
         try:
             value = self.decode_json(data)
-        except (ValueError, RecursionError) as error:  # bad JSON or UTF-8, absurd nesting
+        except ValueError as error:  # bad JSON or UTF-8, nesting too deep (`json_text`)
             raise HTTPException(400, "Unable to parse request body as JSON") from error
         if not isinstance(value, dict | list):
             raise HTTPException(400, "The request must be a JSON object")
