@@ -61,7 +61,7 @@ from graph_api.errors import (
 from graph_api.events.hub import Group
 from graph_api.graph.access import refusal
 from graph_api.graph.context import Context, Services
-from graph_api.graph.schema import build_schema
+from graph_api.graph.schema import build_schema, operation_type
 from graph_api.http import graphiql, health, json_text
 from graph_api.http.cors import cors_middleware
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
@@ -75,6 +75,7 @@ STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
     " (send Accept: text/event-stream), not as a plain HTTP request"
 )
+GET_MUTATION = "mutations are not allowed when using GET"  # Strawberry's words, over a stream too
 CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is closed
 # Close codes (RFC 6455's registry), both of which graphql-ws's client treats as worth a
 # reconnection, not as fatal (its `isFatalInternalCloseCode`):
@@ -538,6 +539,18 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         sub_response: Response,
     ) -> Any:
         arguments = (request, request_adapter, request_data, context, root_value, sub_response)
+        if (
+            request_adapter.method == "GET"
+            and isinstance(request_data, GraphQLRequestData)
+            and request_data.protocol == "sse"
+        ):
+            # A stream's refusals come inside the stream (a 200); a mutation over GET is
+            # refused before it starts, 405 as over plain HTTP (GraphQL over HTTP, "GET").
+            asked = operation_type(
+                request_data.query, request_data.operation_name, self.services.settings.max_tokens
+            )
+            if asked is OperationType.MUTATION:
+                raise HTTPException(405, GET_MUTATION)
         try:
             return await super().execute_operation(*arguments)
         except _StreamIt:
@@ -605,7 +618,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                     raise HTTPException(400, STREAM_ONLY) from error
                 # A mutation over GET is 405, not Strawberry's 400 (GraphQL over HTTP, "GET").
                 if request_adapter.method == "GET":
-                    raise HTTPException(405, error.reason) from error
+                    raise HTTPException(405, GET_MUTATION) from error
             raise
 
     # -- GraphiQL (graph_api.http.graphiql) --------------------------------------------------
