@@ -137,8 +137,8 @@ def operation_type(
 ) -> OperationType | None:
     """The type of the operation `query` asks for, or None when it does not parse or names no
     operation (Strawberry answers those itself). Parsed as Strawberry parses it (the token
-    bound, GRAPH_API_MAX_TOKENS; the shared parser cache of `ParserCache(maxsize=CACHE_SIZE)`), so that its own
-    parse of the same request is a cache hit."""
+    bound, GRAPH_API_MAX_TOKENS; the parser cache every `ParserCache(maxsize=CACHE_SIZE)`
+    shares), so that its own parse of the same request is a cache hit."""
     if not query:
         return None
     parse = ParserCache(maxsize=CACHE_SIZE).cached_parse_document
