@@ -65,7 +65,7 @@ from graph_api.graph.schema import build_schema, operation_type
 from graph_api.http import graphiql, health, json_text
 from graph_api.http.cors import cors_middleware
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
-from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
+from graph_api.http.middleware import BodySizeLimit, HeaderCountLimit, RequestIdMiddleware
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
@@ -676,6 +676,7 @@ def create_app(services: Services) -> Starlette:
             # Outermost: refusals and errors of the inner layers carry CORS headers too.
             *cors_middleware(services.settings),
             Middleware(RequestIdMiddleware),
+            Middleware(HeaderCountLimit),
             Middleware(BodySizeLimit, limit=services.settings.max_body_bytes),
         ],
     )
