@@ -64,10 +64,16 @@ from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema, operation_type
 from graph_api.http import graphiql, health, json_text
 from graph_api.http.cors import cors_middleware
-from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
+from graph_api.http.graphql_http import (
+    BAD_REQUEST,
+    JSON,
+    is_request_error,
+    is_request_error_response,
+    status_for,
+)
 from graph_api.http.middleware import BodySizeLimit, HeaderCountLimit, RequestIdMiddleware
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
-from graph_api.http.persisted import Documents, cache_control, read_id
+from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
 
 NO_DOCUMENT = "send payload.query, or name a document by documentId or extensions.persistedQuery"
@@ -221,6 +227,8 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         self._expiry: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
         self._closed = False
+        # APQ texts to register once their operation runs, by operation id (`_registered`).
+        self._registrations: dict[str, Resolved] = {}
 
     def on_request_accepted(self) -> None:
         super().on_request_accepted()
@@ -286,10 +294,10 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
             payload = message["payload"]
             try:
                 view = cast(GraphQLEndpoint, self.view)
-                text = view.documents.resolve(
+                resolved = view.documents.resolve(
                     payload.get("query"), read_id(payload), payload.get("extensions")
                 )
-                if text is None:  # e.g. `"persistedQuery": null`: no text, no id
+                if resolved is None:  # e.g. `"persistedQuery": null`: no text, no id
                     raise BadRequest(NO_DOCUMENT)
             except (BadRequest, PersistedQueryNotFound, ForbiddenDocument) as refused:
                 coded = GraphQLError(refused.message, extensions={"code": refused.code})
@@ -297,12 +305,29 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
                     {"id": message["id"], "type": "error", "payload": [coded.formatted]}
                 )
                 return
-            payload["query"] = text
+            payload["query"] = resolved.text
+            if resolved.register is not None:
+                self._registrations[message["id"]] = resolved
         await super().handle_subscribe(message)
 
     async def send_message(self, message: Message) -> None:
+        self._registered(message)
         if not self._closed:  # after the close, an operation's last words have nowhere to go
             await super().send_message(message)
+
+    def _registered(self, message: Message) -> None:
+        """An APQ text sent with an operation is registered with its first result that is
+        not a request error (`persisted.Documents.ran`); an error or a `complete` first
+        drops it."""
+        id_ = message.get("id")
+        if not isinstance(id_, str) or id_ not in self._registrations:
+            return
+        if message["type"] == "next":
+            if is_request_error_response(cast(dict[str, Any], message.get("payload") or {})):
+                return  # refused: its `complete` follows
+            cast(GraphQLEndpoint, self.view).documents.ran(self._registrations.pop(id_))
+        elif message["type"] in ("error", "complete"):
+            del self._registrations[id_]
 
     def _operations_changed(self) -> None:
         if self.operations or self._closed or self._closing is not None:
@@ -525,9 +550,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             body = _body.get()
             document_id = read_id(body) if isinstance(body, dict) else None
         try:
-            data.query = self.documents.resolve(data.query, document_id, data.extensions)
+            resolved = self.documents.resolve(data.query, document_id, data.extensions)
         except BadRequest as error:
             raise HTTPException(400, error.message) from error
+        data.query = None if resolved is None else resolved.text
+        if resolved is not None and resolved.register is not None:
+            assert isinstance(request, _RequestAdapter)
+            request.request.state.registration = resolved  # for `process_result`
 
     async def execute_operation(
         self,
@@ -572,6 +601,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     ) -> GraphQLHTTPResponse:
         response = await super().process_result(request, result)
         request.state.clean = not result.errors
+        registration = getattr(request.state, "registration", None)
+        if registration is not None and not is_request_error(result):
+            # An APQ text is kept once it ran: parsed, validated, allowed for this caller.
+            self.documents.ran(registration)
         if is_request_error(result):
             # Nothing executed, so there is no `data` entry (GraphQL spec, "Response").
             response.pop("data", None)
