@@ -221,14 +221,14 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         settings = self.context.services.settings
         self.idle_seconds = settings.ws_idle_seconds
         self.queue_limit = settings.subscription_queue
+        # APQ texts to register once their operation runs, by operation id (`_registered`).
+        self._registrations: dict[str, Resolved] = {}
         self.operations = _Operations(self._operations_changed)
         self.context.subscriptions = Group(self._fell_behind)
         self._idle: asyncio.TimerHandle | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
         self._closed = False
-        # APQ texts to register once their operation runs, by operation id (`_registered`).
-        self._registrations: dict[str, Resolved] = {}
 
     def on_request_accepted(self) -> None:
         super().on_request_accepted()
@@ -330,6 +330,10 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
             del self._registrations[id_]
 
     def _operations_changed(self) -> None:
+        # An operation ended without a result (the client completed it first): its text
+        # waits no longer, so a connection holds at most one per operation it holds.
+        for id_ in self._registrations.keys() - self.operations.keys():
+            del self._registrations[id_]
         if self.operations or self._closed or self._closing is not None:
             if self._idle is not None:
                 self._idle.cancel()
