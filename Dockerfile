@@ -30,13 +30,19 @@ USER 10001
 # variable. Set explicitly: in a container the CPUs Python sees are the host's.
 # /metrics sums the workers' values kept there (prometheus_client's multiprocess mode).
 # UVICORN_WS_MAX_SIZE: a websocket message's cap, GRAPH_API_MAX_BODY_BYTES' (raise both).
+# UVICORN_HTTP=h11 with its head bound: headers over 16 KB in all are refused unread
+# (httptools has no bound). FORWARDED_ALLOW_IPS: the proxies whose X-Forwarded-For counts,
+# none unless set (e.g. the load balancer's subnets); `graph-api serve` passes the same.
 ENV GRAPH_API_BACKEND=remote \
     PROMETHEUS_MULTIPROC_DIR=/tmp/graph-api-metrics \
     UVICORN_HOST=0.0.0.0 \
     UVICORN_PORT=8000 \
     WEB_CONCURRENCY=2 \
     UVICORN_TIMEOUT_GRACEFUL_SHUTDOWN=20 \
-    UVICORN_WS_MAX_SIZE=100000
+    UVICORN_WS_MAX_SIZE=100000 \
+    UVICORN_HTTP=h11 \
+    UVICORN_H11_MAX_INCOMPLETE_EVENT_SIZE=16384 \
+    FORWARDED_ALLOW_IPS=""
 
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \

@@ -69,6 +69,11 @@ def test_the_image_is_slim_non_root_and_runs_uvicorn_workers() -> None:
     assert image_env()["GRAPH_API_BACKEND"] == "remote"
     # uvicorn refuses a websocket message over the body limit from its header (`serve` too).
     assert int(image_env()["UVICORN_WS_MAX_SIZE"]) == Settings().max_body_bytes
+    # The same head bound and the same trusted proxies (none unless named) as `serve`.
+    served = hosting.uvicorn_limits(Settings(), environ={})
+    assert image_env()["UVICORN_HTTP"] == served["http"] == "h11"
+    assert int(image_env()["UVICORN_H11_MAX_INCOMPLETE_EVENT_SIZE"]) == hosting.MAX_HEAD_BYTES
+    assert image_env()["FORWARDED_ALLOW_IPS"] == served["forwarded_allow_ips"] == ""
 
 
 def test_the_factory_refuses_the_embedded_backend(monkeypatch: pytest.MonkeyPatch) -> None:

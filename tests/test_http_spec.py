@@ -261,6 +261,31 @@ def test_get_never_runs_a_mutation(write_client: TestClient) -> None:
     assert check.json()["data"]["studentsByLocation"]["edges"] == []
 
 
+@pytest.mark.parametrize("accept", [EVENT_STREAM, URQL_ACCEPT])
+def test_get_never_streams_a_mutation(
+    write_client: TestClient, accept: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Asked as a stream, the refusal once came inside it: a 200 carrying
+    # INTERNAL_SERVER_ERROR, and a traceback in the log.
+    mutation = (
+        'mutation { createStudent(input: {name: "Via Get", email: "sse@example.org",'
+        ' home: {country: "Getland", state: "G", city: "G"}}) { student { id } } }'
+    )
+    response = write_client.get("/graphql", params={"query": mutation}, headers={"Accept": accept})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert codes(response.json()) == ["BAD_REQUEST"]
+    assert response.json()["errors"][0]["message"] == "mutations are not allowed when using GET"
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+    # A query over GET still streams; nothing was written.
+    check = '{ studentsByLocation(country: "Getland") { edges { cursor } } }'
+    streamed = write_client.get("/graphql", params={"query": check}, headers={"Accept": accept})
+    expected = EVENT_STREAM if accept == EVENT_STREAM else GRAPHQL_RESPONSE_JSON
+    assert media_type(streamed) == expected
+    assert '"edges":[]' in streamed.text
+
+
 def test_get_runs_queries_in_the_negotiated_type(client: TestClient) -> None:
     response = client.get("/graphql", params={"query": QUERY}, headers=GRJ)
     assert response.status_code == 200

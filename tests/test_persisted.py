@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 from support import (
+    AUTH,
     GRJ,
     ROOT,
     ada_maths_sam,
@@ -31,7 +33,7 @@ from test_readme import BLOCKS
 from graph_api import cli
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
-from graph_api.http.persisted import STORE_BYTES, Store, load_manifest
+from graph_api.http.persisted import STORE_BYTES, Store, entry_bytes, load_manifest, sha256_hex
 from graph_api.ops import demo
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import admin
@@ -270,16 +272,92 @@ def test_a_payload_naming_no_document_is_a_coded_error_over_a_websocket(endpoint
         }
 
 
-def test_the_apq_store_is_bounded_by_size_dropping_the_least_recently_used() -> None:
-    store = Store(limit=10)
+def test_the_apq_store_is_bounded_dropping_the_least_recently_used() -> None:
+    one = entry_bytes("a", "12345")
+    store = Store(limit=2 * one)
     store.put("a", "12345")
     store.put("b", "12345")
     assert store.get("a") == "12345"  # now the most recently used
     store.put("c", "123")
     assert (store.get("a"), store.get("b"), store.get("c")) == ("12345", None, "123")
-    store.put("big", "x" * 11)  # more than the whole store: never kept
-    assert store.get("big") is None and store.size <= 10
+    store.put("big", "x" * 2 * one)  # more than the whole store: never kept
+    assert store.get("big") is None and store.size <= store.limit
     assert STORE_BYTES == 10_000_000  # what README's "Trusted documents" says
+
+
+def test_the_apq_store_holds_its_memory_to_its_cap() -> None:
+    """Filled with 9-byte texts, the store once held 1.1 M entries in 273 MB under its cap of
+    10 MB: it counted the texts' bytes, not what an entry takes."""
+    limit = 2_000_000
+    texts = 100_000
+    tracemalloc.start()
+    try:
+        store = Store(limit=limit)
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(texts):
+            text = f"{{a{n:06d}}}"  # 9 bytes
+            store.put(sha256_hex(text), text)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0 < len(store) < texts  # it kept some and dropped the rest
+    assert held <= limit + 64_000, f"{held:,} bytes for {len(store):,} entries"
+
+
+NEEDS_N = "query Q($n: Int!) { teachers(first: $n) { edges { cursor } } }"
+
+
+@pytest.mark.parametrize(
+    "text", ["{ teachers(first: 1) {", "{ nope }", NEEDS_N], ids=["syntax", "invalid", "variables"]
+)
+def test_a_text_is_registered_only_once_it_ran(api: Callable[..., Api], text: str) -> None:
+    # 33,361 unparseable texts were registered at 661 a second.
+    a = api()
+    refused = a.post({"query": text, "extensions": apq(text)})
+    assert refused.json()["errors"], refused.text  # a syntax, validation or variable error
+    assert code(a.post({"extensions": apq(text)})) == "PERSISTED_QUERY_NOT_FOUND"
+
+
+def test_only_a_caller_who_may_run_a_text_registers_it(api: Callable[..., Api]) -> None:
+    a = api(**AUTH, auth_reads=True)
+    token = bearer(hs256())
+    refused = a.post({"query": OTHER, "extensions": apq(OTHER)})  # anonymous: may not read
+    assert code(refused) == "UNAUTHENTICATED"
+    assert code(a.post({"extensions": apq(OTHER)}, headers=token)) == "PERSISTED_QUERY_NOT_FOUND"
+    assert a.post({"query": OTHER, "extensions": apq(OTHER)}, headers=token).status_code == 200
+    assert a.post({"extensions": apq(OTHER)}, headers=token).json()["data"]["teachers"]
+
+    # Reads public, writes signed in: an anonymous mutation registers nothing either.
+    b = api(**AUTH)
+    variables = {"id": "stu-0001", "name": "Anon"}
+    body = {"query": RENAME, "variables": variables, "extensions": apq(RENAME)}
+    assert code(b.post(body)) == "UNAUTHENTICATED"
+    assert code(b.post({**body, "query": None})) == "PERSISTED_QUERY_NOT_FOUND"
+
+
+def test_a_subscription_registers_its_text_with_its_first_event(endpoint: str) -> None:
+    invalid = "subscription Bad($id: ID!) { studentChanged(id: $id) { nope } }"
+    with (
+        live(endpoint, ada_maths_sam()) as (client, services),
+        subscriber(client, services) as sub,
+    ):
+
+        def by_hash(text: str) -> str:
+            return code(client.post("/graphql", json={"extensions": apq(text)}))
+
+        for id_, text in (("bad", invalid), ("good", CHANGED)):
+            payload = {"query": text, "variables": {"id": "s1"}, "extensions": apq(text)}
+            sub.ws.send_json({"id": id_, "type": "subscribe", "payload": payload})
+        refused = sub.next()
+        assert (refused["id"], refused["type"]) == ("bad", "error")
+        until(lambda: services.events.hub.size == 1, "the subscription")
+        assert by_hash(invalid) == by_hash(CHANGED) == "PERSISTED_QUERY_NOT_FOUND"
+        rename = {"query": RENAME, "variables": {"id": "s1", "name": "Al"}}
+        assert client.post("/graphql", json=rename).json()["data"]["updateStudent"]["student"]
+        assert sub.event("good")["studentChanged"]["kind"] == "UPDATED"
+        assert by_hash(invalid) == "PERSISTED_QUERY_NOT_FOUND"
+        # Registered: found, and refused only for asking a subscription of plain HTTP.
+        assert by_hash(CHANGED) == "BAD_REQUEST"
 
 
 # -- trusted documents only ----------------------------------------------------------------

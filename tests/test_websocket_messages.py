@@ -28,6 +28,7 @@ from websockets.sync.client import connect
 from graph_api.graph.context import Services
 from graph_api.http.app import BAD_MESSAGE_CLOSE, TOO_BIG_CLOSE, create_app
 from graph_api.http.hosting import uvicorn_limits
+from graph_api.http.json_text import MAX_DEPTH
 
 NOWHERE = "http://127.0.0.1:9"  # the discard port: any DynamoDB call would fail
 LIMIT = 2_000  # bytes, a small GRAPH_API_MAX_BODY_BYTES for the cap's tests
@@ -104,6 +105,13 @@ QUERY = "subscription { teacherChanged(id: 1) { kind } }"
         ("[1, 2]", "a message must be a JSON object"),
         ('"subscribe"', "a message must be a JSON object"),
         ("{not json", "WebSocket message must be valid JSON"),
+        # Nested past the bound (`json_text.MAX_DEPTH`): refused undecoded, as bad JSON. Past
+        # Python's recursion limit this was a RecursionError and a close with 1006.
+        ("[" * 1500, "WebSocket message must be valid JSON"),
+        ("[" * 990 + "]" * 990, "WebSocket message must be valid JSON"),
+        ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "WebSocket message must be valid JSON"),
+        ("[" * MAX_DEPTH + "]" * MAX_DEPTH, "a message must be a JSON object"),  # decoded
+        ('{"q": "' + "[" * 1500 + '"}', "a message needs a string type"),  # inside a string
         ('{"id": "1"}', "a message needs a string type"),
         ('{"type": 7}', "a message needs a string type"),
         ('{"type": "unheard-of"}', "Unknown message type: unheard-of"),

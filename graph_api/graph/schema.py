@@ -13,6 +13,7 @@ from strawberry.extensions import ParserCache
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
+from strawberry.utils.operation import get_operation_type
 
 from graph_api import telemetry
 from graph_api.events.hub import Pace
@@ -129,6 +130,23 @@ def _formatted(result: ExecutionResult, context_value: Any) -> ExecutionResult:
             for error in result.errors:
                 telemetry.metrics.error(str((error.extensions or {}).get("code")))
     return result
+
+
+def operation_type(
+    query: str | None, operation_name: str | None, max_tokens: int
+) -> OperationType | None:
+    """The type of the operation `query` asks for, or None when it does not parse or names no
+    operation (Strawberry answers those itself). Parsed as Strawberry parses it (the token
+    bound, GRAPH_API_MAX_TOKENS; the parser cache every `ParserCache(maxsize=CACHE_SIZE)`
+    shares), so that its own parse of the same request is a cache hit."""
+    if not query:
+        return None
+    parse = ParserCache(maxsize=CACHE_SIZE).cached_parse_document
+    try:
+        document = parse(query, max_tokens=max_tokens)
+        return get_operation_type(document, operation_name)
+    except (GraphQLError, RuntimeError):  # a syntax error; no such operation
+        return None
 
 
 @cache

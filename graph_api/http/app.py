@@ -61,13 +61,19 @@ from graph_api.errors import (
 from graph_api.events.hub import Group
 from graph_api.graph.access import refusal
 from graph_api.graph.context import Context, Services
-from graph_api.graph.schema import build_schema
-from graph_api.http import graphiql, health
+from graph_api.graph.schema import build_schema, operation_type
+from graph_api.http import graphiql, health, json_text
 from graph_api.http.cors import cors_middleware
-from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
-from graph_api.http.middleware import BodySizeLimit, RequestIdMiddleware
+from graph_api.http.graphql_http import (
+    BAD_REQUEST,
+    JSON,
+    is_request_error,
+    is_request_error_response,
+    status_for,
+)
+from graph_api.http.middleware import BodySizeLimit, HeaderCountLimit, RequestIdMiddleware
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
-from graph_api.http.persisted import Documents, cache_control, read_id
+from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
 
 NO_DOCUMENT = "send payload.query, or name a document by documentId or extensions.persistedQuery"
@@ -75,6 +81,7 @@ STREAM_ONLY = (
     "a subscription runs over a websocket (graphql-transport-ws) or as GraphQL over SSE"
     " (send Accept: text/event-stream), not as a plain HTTP request"
 )
+GET_MUTATION = "mutations are not allowed when using GET"  # Strawberry's words, over a stream too
 CONNECTION_INIT_SECONDS = 10.0  # a websocket that never says connection_init is closed
 # Close codes (RFC 6455's registry), both of which graphql-ws's client treats as worth a
 # reconnection, not as fatal (its `isFatalInternalCloseCode`):
@@ -214,6 +221,8 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
         settings = self.context.services.settings
         self.idle_seconds = settings.ws_idle_seconds
         self.queue_limit = settings.subscription_queue
+        # APQ texts to register once their operation runs, by operation id (`_registered`).
+        self._registrations: dict[str, Resolved] = {}
         self.operations = _Operations(self._operations_changed)
         self.context.subscriptions = Group(self._fell_behind)
         self._idle: asyncio.TimerHandle | None = None
@@ -285,10 +294,10 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
             payload = message["payload"]
             try:
                 view = cast(GraphQLEndpoint, self.view)
-                text = view.documents.resolve(
+                resolved = view.documents.resolve(
                     payload.get("query"), read_id(payload), payload.get("extensions")
                 )
-                if text is None:  # e.g. `"persistedQuery": null`: no text, no id
+                if resolved is None:  # e.g. `"persistedQuery": null`: no text, no id
                     raise BadRequest(NO_DOCUMENT)
             except (BadRequest, PersistedQueryNotFound, ForbiddenDocument) as refused:
                 coded = GraphQLError(refused.message, extensions={"code": refused.code})
@@ -296,14 +305,35 @@ class WebSocketHandler(BaseGraphQLTransportWSHandler[Context, None]):
                     {"id": message["id"], "type": "error", "payload": [coded.formatted]}
                 )
                 return
-            payload["query"] = text
+            payload["query"] = resolved.text
+            if resolved.register is not None:
+                self._registrations[message["id"]] = resolved
         await super().handle_subscribe(message)
 
     async def send_message(self, message: Message) -> None:
+        self._registered(message)
         if not self._closed:  # after the close, an operation's last words have nowhere to go
             await super().send_message(message)
 
+    def _registered(self, message: Message) -> None:
+        """An APQ text sent with an operation is registered with its first result that is
+        not a request error (`persisted.Documents.ran`); an error or a `complete` first
+        drops it."""
+        id_ = message.get("id")
+        if not isinstance(id_, str) or id_ not in self._registrations:
+            return
+        if message["type"] == "next":
+            if is_request_error_response(cast(dict[str, Any], message.get("payload") or {})):
+                return  # refused: its `complete` follows
+            cast(GraphQLEndpoint, self.view).documents.ran(self._registrations.pop(id_))
+        elif message["type"] in ("error", "complete"):
+            del self._registrations[id_]
+
     def _operations_changed(self) -> None:
+        # An operation ended without a result (the client completed it first): its text
+        # waits no longer, so a connection holds at most one per operation it holds.
+        for id_ in self._registrations.keys() - self.operations.keys():
+            del self._registrations[id_]
         if self.operations or self._closed or self._closing is not None:
             if self._idle is not None:
                 self._idle.cancel()
@@ -409,12 +439,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             raise Refused(code, f"this API needs a token: {problem}")
 
     def decode_json(self, data: str | bytes) -> object:
-        """A message's JSON (a websocket's; an HTTP body, capped before it got here): one
-        over the byte cap is refused undecoded."""
+        """A message's JSON (a websocket's; an HTTP body, capped before it got here; a GET's
+        variables): one over the byte cap is refused undecoded, one nested too deep as bad
+        JSON (`json_text`: a 400, a websocket's 4400)."""
         limit = self.services.settings.max_body_bytes
         if over(data, limit):
             raise MessageTooBig(limit)
-        return super().decode_json(data)
+        return json_text.loads(data)
 
     # -- GraphQL over HTTP (graph_api.http.graphql_http) -------------------------------------
 
@@ -431,7 +462,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         """A request's JSON: anything but an object (or a batch's list) is a 400, never a 500."""
         try:
             value = self.decode_json(data)
-        except (ValueError, RecursionError) as error:  # bad JSON or UTF-8, absurd nesting
+        except ValueError as error:  # bad JSON or UTF-8, nesting too deep (`json_text`)
             raise HTTPException(400, "Unable to parse request body as JSON") from error
         if not isinstance(value, dict | list):
             raise HTTPException(400, "The request must be a JSON object")
@@ -523,9 +554,13 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             body = _body.get()
             document_id = read_id(body) if isinstance(body, dict) else None
         try:
-            data.query = self.documents.resolve(data.query, document_id, data.extensions)
+            resolved = self.documents.resolve(data.query, document_id, data.extensions)
         except BadRequest as error:
             raise HTTPException(400, error.message) from error
+        data.query = None if resolved is None else resolved.text
+        if resolved is not None and resolved.register is not None:
+            assert isinstance(request, _RequestAdapter)
+            request.request.state.registration = resolved  # for `process_result`
 
     async def execute_operation(
         self,
@@ -537,6 +572,18 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         sub_response: Response,
     ) -> Any:
         arguments = (request, request_adapter, request_data, context, root_value, sub_response)
+        if (
+            request_adapter.method == "GET"
+            and isinstance(request_data, GraphQLRequestData)
+            and request_data.protocol == "sse"
+        ):
+            # A stream's refusals come inside the stream (a 200); a mutation over GET is
+            # refused before it starts, 405 as over plain HTTP (GraphQL over HTTP, "GET").
+            asked = operation_type(
+                request_data.query, request_data.operation_name, self.services.settings.max_tokens
+            )
+            if asked is OperationType.MUTATION:
+                raise HTTPException(405, GET_MUTATION)
         try:
             return await super().execute_operation(*arguments)
         except _StreamIt:
@@ -558,6 +605,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     ) -> GraphQLHTTPResponse:
         response = await super().process_result(request, result)
         request.state.clean = not result.errors
+        registration = getattr(request.state, "registration", None)
+        if registration is not None and not is_request_error(result):
+            # An APQ text is kept once it ran: parsed, validated, allowed for this caller.
+            self.documents.ran(registration)
         if is_request_error(result):
             # Nothing executed, so there is no `data` entry (GraphQL spec, "Response").
             response.pop("data", None)
@@ -604,7 +655,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                     raise HTTPException(400, STREAM_ONLY) from error
                 # A mutation over GET is 405, not Strawberry's 400 (GraphQL over HTTP, "GET").
                 if request_adapter.method == "GET":
-                    raise HTTPException(405, error.reason) from error
+                    raise HTTPException(405, GET_MUTATION) from error
             raise
 
     # -- GraphiQL (graph_api.http.graphiql) --------------------------------------------------
@@ -662,6 +713,7 @@ def create_app(services: Services) -> Starlette:
             # Outermost: refusals and errors of the inner layers carry CORS headers too.
             *cors_middleware(services.settings),
             Middleware(RequestIdMiddleware),
+            Middleware(HeaderCountLimit),
             Middleware(BodySizeLimit, limit=services.settings.max_body_bytes),
         ],
     )

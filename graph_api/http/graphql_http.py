@@ -19,7 +19,14 @@ from strawberry.types import ExecutionResult
 from graph_api.errors import INTERNAL_SERVER_ERROR, BadRequest, Unauthenticated, Unavailable
 from graph_api.http.negotiation import GRAPHQL_RESPONSE_JSON, JSON
 
-__all__ = ["BAD_REQUEST", "GRAPHQL_RESPONSE_JSON", "JSON", "is_request_error", "status_for"]
+__all__ = [
+    "BAD_REQUEST",
+    "GRAPHQL_RESPONSE_JSON",
+    "JSON",
+    "is_request_error",
+    "is_request_error_response",
+    "status_for",
+]
 
 # An HTTP-level refusal (unparsable JSON, no query, a mutation over GET, ...): the request
 # never became a GraphQL operation.
@@ -40,6 +47,16 @@ def is_request_error(result: ExecutionResult) -> bool:
     """
     errors = result.errors or []
     return result.data is None and bool(errors) and all(not error.path for error in errors)
+
+
+def is_request_error_response(response: Mapping[str, Any]) -> bool:
+    """`is_request_error` of a response as sent (a websocket's `next` payload)."""
+    errors = response.get("errors") or []
+    return (
+        response.get("data") is None
+        and bool(errors)
+        and all(not (isinstance(error, Mapping) and error.get("path")) for error in errors)
+    )
 
 
 def status_for(response: Mapping[str, Any], media_type: str) -> int:

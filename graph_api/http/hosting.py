@@ -104,12 +104,35 @@ def tune_collector() -> None:
     gc.freeze()
 
 
-def uvicorn_limits(settings: Settings) -> dict[str, Any]:
-    """uvicorn's options that match the app's bounds: a websocket message over
-    GRAPH_API_MAX_BODY_BYTES is refused (1009) from its frame's header, before uvicorn reads
-    and buffers it (the app refuses it too, under any server: `http.app.MessageTooBig`).
-    The Dockerfile sets the same as UVICORN_WS_MAX_SIZE."""
-    return {"ws_max_size": settings.max_body_bytes}
+# A request's head (request line and headers) may take this many bytes: the h11
+# implementation refuses a longer one (400) as soon as it has read that much, and closes the
+# connection unread (uvicorn's `h11_max_incomplete_event_size`, h11's and Node's default).
+# httptools, uvicorn's choice when installed, has no bound: a 67 MB header was read whole.
+MAX_HEAD_BYTES = 16_384
+# The variable that names the proxies whose X-Forwarded-For and X-Forwarded-Proto count
+# (uvicorn's, which its command line reads too): addresses or networks, comma-separated.
+FORWARDED_ALLOW_IPS = "FORWARDED_ALLOW_IPS"
+
+
+def uvicorn_limits(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """uvicorn's options that match the app's bounds (the Dockerfile sets the same as
+    UVICORN_* variables and FORWARDED_ALLOW_IPS):
+
+    - a websocket message over GRAPH_API_MAX_BODY_BYTES is refused (1009) from its frame's
+      header, before uvicorn reads and buffers it (the app refuses it too, under any
+      server: `http.app.MessageTooBig`);
+    - a request's head over MAX_HEAD_BYTES is refused before it is read on (h11);
+    - forwarded addresses count only from the proxies FORWARDED_ALLOW_IPS names: none
+      unless set (uvicorn trusts loopback by default, so a forged X-Forwarded-For from a
+      process on the host got a fresh address, and fresh subscription slots, each time).
+    """
+    env = os.environ if environ is None else environ
+    return {
+        "ws_max_size": settings.max_body_bytes,
+        "http": "h11",
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+        "forwarded_allow_ips": env.get(FORWARDED_ALLOW_IPS, ""),
+    }
 
 
 def create_app_from_env() -> Starlette:

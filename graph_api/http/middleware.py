@@ -1,4 +1,4 @@
-"""ASGI middleware: request ids on every response, and a cap on request bodies."""
+"""ASGI middleware: request ids on every response, and caps on a request's headers and body."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from graph_api.http.negotiation import response_media_type
 log = logging.getLogger("graph_api.middleware")  # its name before the move to http/: kept
 
 REQUEST_ID_HEADER = b"x-request-id"
+# Headers a request may have (Apache's LimitRequestFields); their bytes are bounded by the
+# server (`hosting.MAX_HEAD_BYTES`), their number here, for every host alike.
+MAX_HEADERS = 100
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
@@ -71,6 +74,33 @@ class RequestIdMiddleware:
             await send_with_id({"type": "http.response.body", "body": body})
         finally:
             logs.request_id.reset(token)
+
+
+class HeaderCountLimit:
+    """Refuses a request with more than MAX_HEADERS headers: 431 (Request Header Fields Too
+    Large, RFC 6585) and a coded GraphQL error, before anything reads them."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or len(scope["headers"]) <= MAX_HEADERS:
+            await self.app(scope, receive, send)
+            return
+        message = f"more than {MAX_HEADERS} request headers"
+        body = json.dumps(error_body(message, BadUserInput.code, limit=MAX_HEADERS)).encode()
+        accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1") or None
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 431,
+                "headers": [
+                    (b"content-type", response_media_type(accept).encode()),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
 
 class BodySizeLimit:

@@ -8,23 +8,28 @@ Three forms, on POST and GET alike (and in a graphql-transport-ws `subscribe` pa
 - Apollo's automatic persisted queries (APQ): `extensions.persistedQuery` is
   `{"version": 1, "sha256Hash": HEX}`. Without the text, a document this server does not
   hold answers `PersistedQueryNotFound` (code PERSISTED_QUERY_NOT_FOUND), on which Apollo's
-  link sends the text with the hash; the text is registered when the hash is its SHA-256
-  (else BAD_REQUEST), in a store bounded by size (`Store`).
+  link sends the text with the hash, which must be its SHA-256 (else BAD_REQUEST). The
+  text is registered only once it ran for that caller: parsed, validated and allowed (an
+  anonymous caller registers nothing where reads need a token), in a store bounded by
+  the memory its entries take (`Store`).
 - A manifest (GRAPH_API_DOCUMENTS_MANIFEST, in Apollo's persisted-query manifest format,
   written by `graph-api persist`): its documents run by id.
 
 With GRAPH_API_DOCUMENTS=trusted only the manifest's documents run: a text not in it is
 refused with FORBIDDEN_DOCUMENT, an unknown id with PERSISTED_QUERY_NOT_FOUND, and nothing
 is registered. `Documents.resolve` is the first gate of a request: it hashes a text but
-never parses it, and it runs before anything reads DynamoDB.
+never parses it, and it runs before anything reads DynamoDB; `Documents.ran` registers
+what a request sent for registration, once the operation got past every gate.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +40,14 @@ from graph_api.settings import Settings, SettingsError
 
 MANIFEST_FORMAT = "apollo-persisted-query-manifest"
 SHA256 = "sha256:"
-# What registered APQ documents may take in all (their texts' UTF-8 bytes); past it the
-# least recently used are dropped (a client whose document was dropped registers it again).
+# What registered APQ documents may take in all: the memory of their entries (`entry_bytes`);
+# past it the least recently used are dropped (a client whose document was dropped registers
+# it again).
 STORE_BYTES = 10_000_000
+# What an entry costs beyond its two strings: the OrderedDict's slot, index and list node,
+# measured at 75 to 92 bytes with tracemalloc (tests/test_persisted.py holds the store to its
+# cap that way), doubled for the slots that deletions leave until the table is rebuilt.
+ENTRY_OVERHEAD = 184
 _HEX = re.compile(r"[0-9a-f]{64}")
 _ID_FORM = "documentId must be sha256:<64 lower-case hex digits> (or those digits alone)"
 
@@ -46,9 +56,15 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def entry_bytes(digest: str, text: str) -> int:
+    """The memory a registered document takes: its key and text as Python holds them (a
+    9-byte text is a 58-byte string), and the entry's share of the store's table."""
+    return sys.getsizeof(digest) + sys.getsizeof(text) + ENTRY_OVERHEAD
+
+
 class Store:
     """Registered documents by their SHA-256, the least recently used dropped first once
-    their texts take more than `limit` bytes."""
+    their entries take more than `limit` bytes of memory (`entry_bytes`)."""
 
     def __init__(self, limit: int = STORE_BYTES) -> None:
         self.limit = limit
@@ -65,14 +81,23 @@ class Store:
         return text
 
     def put(self, digest: str, text: str) -> None:
-        size = len(text.encode("utf-8", "surrogatepass"))
+        size = entry_bytes(digest, text)
         if digest in self._texts or size > self.limit:
             return
         self._texts[digest] = text
         self.size += size
         while self.size > self.limit:
-            _, dropped = self._texts.popitem(last=False)
-            self.size -= len(dropped.encode("utf-8", "surrogatepass"))
+            dropped_digest, dropped = self._texts.popitem(last=False)
+            self.size -= entry_bytes(dropped_digest, dropped)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The text a request runs, and the SHA-256 under which to register it once it ran (an
+    APQ registration: a text sent with its hash), or None."""
+
+    text: str
+    register: str | None = None
 
 
 def load_manifest(path: str) -> dict[str, str]:
@@ -117,14 +142,15 @@ class Documents:
         path = settings.documents_manifest
         return cls(load_manifest(path) if path else {}, settings.documents == "trusted", Store())
 
-    def resolve(self, query: object, document_id: object, extensions: object) -> str | None:
+    def resolve(self, query: object, document_id: object, extensions: object) -> Resolved | None:
         """The text to run (None when there is neither a text nor an id: Strawberry's 400).
         Raises BadRequest (a malformed id or hash, a hash not the text's),
-        PersistedQueryNotFound or ForbiddenDocument; never parses the text."""
+        PersistedQueryNotFound or ForbiddenDocument; never parses the text, and registers
+        nothing: `ran` does, once the text ran."""
         digest = _digest(document_id, extensions)
         if isinstance(query, str):
             if digest is None and not self.trusted:
-                return query  # the common case: no hashing
+                return Resolved(query)  # the common case: no hashing
             actual = sha256_hex(query)
             if digest is not None and digest != actual:
                 raise BadRequest("provided sha does not match query")
@@ -134,9 +160,8 @@ class Documents:
                         "this server runs only its trusted documents (GRAPH_API_DOCUMENTS="
                         "trusted): send the documentId of one in its manifest"
                     )
-            elif actual not in self.manifest:
-                self.store.put(actual, query)
-            return query
+                return Resolved(query)
+            return Resolved(query, None if actual in self.manifest else actual)
         if digest is None:
             return None
         text = self.manifest.get(digest)
@@ -144,7 +169,13 @@ class Documents:
             text = self.store.get(digest)
         if text is None:
             raise PersistedQueryNotFound("PersistedQueryNotFound")
-        return text
+        return Resolved(text)
+
+    def ran(self, resolved: Resolved) -> None:
+        """The operation `resolved` names got past every gate (it parsed, validated, and its
+        caller may run it): register its text if it was sent for that."""
+        if resolved.register is not None:
+            self.store.put(resolved.register, resolved.text)
 
 
 def _digest(document_id: object, extensions: object) -> str | None:
