@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,6 +28,7 @@ from support import (
 )
 from test_faults import throttle
 
+from graph_api import cli
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.graph.tokens import AuthResult, Principal
@@ -314,3 +316,35 @@ def test_a_student_enrolled_while_a_class_is_handed_over_is_read_by_neither_teac
     late = run_on(services, as_(services, who, EMAILS, ids=["late"]))
     assert late.data["students"] == [{"id": "late", "email": "late@ex.org"}]
     assert_clean(services)
+
+
+def test_graph_api_finish_completes_what_check_reports_pending(
+    services: Services,
+    endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert not interrupted_rename(services).errors
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "GRAPH_API_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    for name, value in {
+        "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "GRAPH_API_TABLE": services.settings.table,
+    }.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    assert cli.main(["check"]) == 1
+    report = capsys.readouterr().out.splitlines()
+    assert {line.split()[0] for line in report[:-1]} == {"pending"}
+    assert any("teacher t1" in line for line in report)
+
+    assert cli.main(["finish"]) == 0
+    assert capsys.readouterr().out.startswith("1 write(s) finished")
+    assert cli.main(["check"]) == 0
+    assert names_copied(services) == {"Grace Hopper"}
