@@ -371,6 +371,32 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def cmd_finish(settings: Settings, args: argparse.Namespace) -> int:
+    """Finish the copies that interrupted writes left to their to-dos, now (a serving
+    process finishes those older than its grace by itself)."""
+    import asyncio
+    import time
+
+    from graph_api.store.table import Table
+    from graph_api.writes.finisher import Finished, finish_all, grace
+
+    with _dynamodb(settings) as (settings, dynamo):
+
+        async def run() -> Finished:
+            table = Table(dynamo, settings.table, deadline=time.monotonic() + 600.0)
+            try:
+                return await finish_all(table, grace(settings) if args.wait_grace else 0.0)
+            finally:
+                await dynamo.aclose()
+
+        done = asyncio.run(run())
+    print(
+        f"{done.finished} write(s) finished, {done.dropped} to-do(s) with nothing left,"
+        f" {done.left} left (younger than the grace, or finishing elsewhere)"
+    )
+    return 0
+
+
 def _bar(done: int, total: int, width: int = 30) -> str:
     filled = width * done // total if total else width
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
@@ -590,6 +616,15 @@ def parser() -> argparse.ArgumentParser:
         "--page-size", type=_positive, help="items a Scan page (default: DynamoDB's 1 MB pages)"
     )
     check.set_defaults(run=cmd_check)
+    finish = commands.add_parser(
+        "finish", help="finish the copies that interrupted renames and handovers left pending"
+    )
+    finish.add_argument(
+        "--wait-grace",
+        action="store_true",
+        help="only to-dos older than a request's deadline (as a serving process does)",
+    )
+    finish.set_defaults(run=cmd_finish)
     migrate = commands.add_parser(
         "migrate", help="rewrite a table of the old layout into the new one (resumable)"
     )

@@ -12,7 +12,7 @@
   per rename: a followed rename writes a student's entries one round at a time, and the
   change is announced by the round that leaves all the node's copies of that source equal.
   This needs no state, so a reader that takes over announces the same events.
-- Anything else (email guards, the stream lease) is no event.
+- Anything else (email guards, the stream lease, to-dos) is no event.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from graph_api.events.changes import Change, Event, Position
 from graph_api.model import items, keys
-from graph_api.model.items import CLAIM, RELATIONS
+from graph_api.model.items import CLAIM, HANDING_OVER, RELATIONS
 from graph_api.model.keys import Kind
 from graph_api.store.codec import Item
 
@@ -36,6 +36,7 @@ _QUIET = frozenset(
         keys.PK,
         keys.SK,
         CLAIM,
+        HANDING_OVER,  # a handover's first step: the event is its swap
         "version",
         *(r.owner_count for r in RELATIONS),
         *(r.target_count for r in RELATIONS if r.target_count),

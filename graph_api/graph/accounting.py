@@ -24,6 +24,25 @@ class DynamoDBAccounting(SchemaExtension):
         return {"dynamodb": context.ledger.summary()}
 
 
+class CopiesPending(SchemaExtension):
+    """`extensions.copiesPending` when a mutation saved a node whose copies DynamoDB stopped
+    taking (`Table.unfinished`): the payload answers the node as saved, and this says which
+    nodes' copies its to-dos will finish (`writes/finisher.py`). Sending it again is not
+    needed."""
+
+    def get_results(self) -> dict[str, Any]:
+        context = self.execution_context.context
+        if not isinstance(context, Context) or not context.table.unfinished:
+            return {}
+        return {"copiesPending": {"nodes": list(context.table.unfinished), "message": PENDING}}
+
+
+PENDING = (
+    "saved, but not all of its copies yet: DynamoDB stopped taking them; they are finished"
+    " once it answers again (no need to send the mutation again)"
+)
+
+
 class Observed(SchemaExtension):
     """A query's or mutation's duration by type and outcome (metrics), and its SERVER span
     (tracing), current while it executes so that its DynamoDB calls are its children.

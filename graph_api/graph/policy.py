@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from graph_api.model.items import HANDING_OVER
+
 if TYPE_CHECKING:
     from graph_api.graph.tokens import Principal
 
@@ -128,7 +130,13 @@ def teaches(principal: Principal, node: Mapping[str, Any]) -> bool:
     if "teacherId" in node:  # a class
         return bool(node["teacherId"] == teacher)
     classes = node.get("classes") or {}
-    return any(entry.get("teacherId") == teacher for entry in classes.values())
+    # An entry of a class being handed over (`HANDING_OVER`) grants no teacher: the old
+    # one loses the student before the handover answers, the new one gains it as its
+    # entry is rewritten.
+    return any(
+        entry.get("teacherId") == teacher and HANDING_OVER not in entry
+        for entry in classes.values()
+    )
 
 
 def holds(owner: Owner, principal: Principal, node: Mapping[str, Any], kind: str) -> bool:

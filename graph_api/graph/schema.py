@@ -18,7 +18,7 @@ from strawberry.utils.operation import get_operation_type
 from graph_api import telemetry
 from graph_api.events.hub import Pace
 from graph_api.graph.access import RequireAuth
-from graph_api.graph.accounting import DynamoDBAccounting, Observed
+from graph_api.graph.accounting import CopiesPending, DynamoDBAccounting, Observed
 from graph_api.graph.context import Context
 from graph_api.graph.document import DOCUMENTS
 from graph_api.graph.execution import ExecutionContext as ShortPathExecutionContext
@@ -164,6 +164,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
             *limit_extensions(settings, CACHE_SIZE),
             lambda: ParserCache(maxsize=CACHE_SIZE),
             DynamoDBAccounting,
+            CopiesPending,
             *([Observed] if settings.metrics or settings.tracing else []),
         ],
         execution_context_class=ShortPathExecutionContext,  # graph.execution

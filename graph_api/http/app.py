@@ -75,6 +75,7 @@ from graph_api.http.middleware import BodySizeLimit, HeaderCountLimit, RequestId
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
+from graph_api.writes import finisher
 
 NO_DOCUMENT = "send payload.query, or name a document by documentId or extensions.persistedQuery"
 STREAM_ONLY = (
@@ -699,7 +700,7 @@ def create_app(services: Services) -> Starlette:
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         try:
-            async with services.events.running():
+            async with services.events.running(), finisher.running(services.settings):
                 yield
         finally:  # the DynamoDB client of this loop: its connections end with the app
             await services.dynamo.aclose()

@@ -20,6 +20,13 @@ from graph_api.model.keys import Kind
 Item = dict[str, Any]  # an item as plain Python values; store/codec.py is its wire format
 TYPE = "type"
 CLAIM = "propagation"  # on a node: the token of the write whose copies are still being applied
+# On a class being handed to another teacher: the new teacher's id, set before its students'
+# entries are revoked and removed when the class changes teacher. Copied into the entries
+# (`Relation.flags`): an entry that carries it grants its teacher nothing (`policy.teaches`).
+HANDING_OVER = "handingOver"
+# Not a node or an edge: a write whose copies are still to be finished (`keys.todo`), kept
+# while its node holds a claim; `finisher.py` completes the copies of old ones.
+TODO_TYPE = "todo"
 # Not a node or an edge: the change stream's lease (`keys.stream_lease`, `events/lease.py`).
 LEASE_TYPE = "lease"
 # Not a node or an edge: a counter of a catalog or a place (`keys.catalog_counter`,
@@ -141,13 +148,21 @@ class Relation:
     owner_count: str  # the owner's counter of such relations
     target_count: str | None  # the target's, if it keeps one
     limit: int  # at most this many entries in one owner's map
+    flags: tuple[str, ...] = ()  # target fields copied into the entry only while it has them
 
     def roster_fields(self) -> tuple[str, ...]:
         """The owner's fields its edge items copy."""
         return tuple(self.roster.values()) if self.roster is not None else ()
 
     def entry_of(self, target_item: Mapping[str, Any]) -> dict[str, Any]:
-        return {attr: target_item[attr] for attr in self.entry}
+        entry = {attr: target_item[attr] for attr in self.entry}
+        entry.update({flag: target_item[flag] for flag in self.flags if flag in target_item})
+        return entry
+
+    def copied_from(self, target_item: Mapping[str, Any]) -> dict[str, Any]:
+        """The target fields an entry copies, as conditions see them: each field's value,
+        None for a flag the target does not have."""
+        return {**{f: target_item.get(f) for f in self.flags}, **self.entry_of(target_item)}
 
     def entries(self, owner_item: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """target id -> entry, for every target the owner item carries."""
@@ -193,6 +208,7 @@ ENROLMENT = Relation(
     owner_count="edgeCount",
     target_count="studentCount",
     limit=100,
+    flags=(HANDING_OVER,),
 )
 MEMBERSHIP = Relation(
     "membership",
@@ -219,6 +235,19 @@ TEACHING = Relation(
 )
 RELATIONS = (ENROLMENT, MEMBERSHIP, TEACHING)
 EDGE_TYPES = tuple(r for r in RELATIONS if r.roster is not None)  # relations with edge items
+
+
+def todo(kind: Kind, id_: str, token: str, at: int) -> Item:
+    """The to-do of node `id_`'s copies, for the claim `token`, written at `at` (epoch s)."""
+    key = keys.todo(kind, id_)
+    return {
+        **key.as_item(),
+        TYPE: TODO_TYPE,
+        "kind": str(kind),
+        "id": id_,
+        "token": token,
+        "at": at,
+    }
 
 
 # -- Counters of catalogs and places -----------------------------------------------------

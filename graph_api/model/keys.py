@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -45,6 +46,7 @@ class Kind(StrEnum):
 EMAIL = "EMAIL"
 CATALOG = "CATALOG"
 LEASE = "LEASE"
+TODO = "TODO"
 COUNT = "COUNT"
 COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
 
@@ -269,6 +271,25 @@ def stream_lease() -> Key:
     """The lease item of the table's change stream: whoever holds it is the one reader of
     the stream, and it carries the reader's checkpoints (`graph_api/events/lease.py`)."""
     return Key(f"{LEASE}{SEP}stream", LEASE)
+
+
+# -- to-dos: writes whose copies are still to be finished -------------------------------
+# A node whose copies did not all commit with it (a rename too large for one transaction)
+# has a to-do item until its copies are written: `TODO#<shard>` / `<node ref>`. A few
+# partitions, the node's reference picking one, so no partition is touched by every rename;
+# the finisher reads them by Query (`todo_partitions`), never by Scan.
+TODO_SHARDS = 4
+
+
+def todo(kind: Kind, id_: str) -> Key:
+    """The to-do item of node `id_`: at most one a node."""
+    ref = _ref(kind, id_)
+    return Key(f"{TODO}{SEP}{zlib.crc32(ref.encode()) % TODO_SHARDS}", ref)
+
+
+def todo_partitions() -> list[Range]:
+    """Every partition of to-do items, for the finisher's Queries."""
+    return [Range(None, f"{TODO}{SEP}{n}", "") for n in range(TODO_SHARDS)]
 
 
 # -- search by name ----------------------------------------------------------------------

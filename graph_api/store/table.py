@@ -68,6 +68,9 @@ class Table:
         self.ledger = ledger
         # Every retry of this request, whichever loop takes it: one count, one deadline.
         self.retries = Retries(dynamo.budget, deadline, policy)
+        # The nodes ("teacher t1") this request's writes saved but whose copies DynamoDB
+        # stopped taking: their to-dos finish them (`writes/finisher.py`); the answer says so.
+        self.unfinished: list[str] = []
         self._slots = asyncio.Semaphore(max_in_flight)
 
     def remaining(self) -> float:

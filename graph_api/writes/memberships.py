@@ -66,7 +66,12 @@ async def link(
         # Guards that the fields we copy are still the nodes' fields: a rename committed
         # after our read makes this transaction fail, and we copy again.
         owner_fresh = [("eq", src, owner[src]) for src in sorted(set(relation.roster_fields()))]
-        target_fresh = [("eq", src, target[src]) for src in relation.entry]
+        # A flag the target lacks must still be missing (a class being handed over since
+        # our read gives its new entries the flag: they grant no teacher).
+        target_fresh = [
+            ("lacks", src) if value is None else ("eq", src, value)
+            for src, value in relation.copied_from(target).items()
+        ]
         await transact(
             table,
             [

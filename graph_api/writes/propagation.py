@@ -11,8 +11,19 @@ fits. When it does not:
 - the copies follow in chunks, each guarded by "the token is still ours": a later write of
   the node takes the claim over, and the older chunks stop instead of overwriting newer
   copies;
-- the claim is released at the end. A write that fails half-way is resumed by sending it
-  again: fields that are sent are propagated even when the node already has their value.
+- the claim is released at the end, with the node's to-do (`todos.py`), which the head
+  wrote with the claim. A write that fails once its head committed answers the node saved
+  and its copies pending (`Table.unfinished`); the finisher (`finisher.py`), in any serving
+  process or `graph-api finish`, completes them from what the node holds then, and so does
+  sending the write again: fields that are sent are propagated even when unchanged.
+
+A class handed to another teacher whose copies follow revokes first (`_revoke`): the class
+is marked `HANDING_OVER` with the claim and the to-do, each student's entry is marked too
+(a marked entry grants no teacher, `policy.teaches`), and only then does the head swap the
+teacher; the entries then get the new teacher, unmarked. So the old teacher reads none of
+the students once the handover is answered, whatever becomes of its chunks; one
+interrupted before the swap answers UNAVAILABLE, and the finisher unmarks the class and its
+entries (fail closed until then).
 
 Every plan carries fences: conditions that the relation counts we saw are still the
 counts, so a relation written between our read and our write makes us read again. A count
@@ -50,9 +61,9 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from graph_api.errors import NotFound
+from graph_api.errors import NotFound, Unavailable
 from graph_api.model import items, keys
-from graph_api.model.items import CLAIM, ENROLMENT, MEMBERSHIP, TEACHING, Relation
+from graph_api.model.items import CLAIM, ENROLMENT, HANDING_OVER, MEMBERSHIP, TEACHING, Relation
 from graph_api.model.keys import Key, Kind
 from graph_api.store.codec import Item
 from graph_api.store.retry import Failure
@@ -70,13 +81,14 @@ from graph_api.store.transactions import (
     transact_each,
     update,
 )
+from graph_api.writes import todos
 from graph_api.writes.reads import Reads, key_of
 
 # Reads who holds copies now; the copy actions in rounds, applied one round after another.
 # A round touches each item at most once; a followed copy whose condition fails is dropped,
 # so it must carry one entry only (dropping a merged update would drop its other entries).
 Targets = Callable[[], Awaitable[list[list[Action]]]]
-UNFINISHED = "the update was saved but not all its copies: send it again to finish them"
+UNFINISHED = "the update was saved but not all its copies: they are finished once DynamoDB answers"
 
 
 @dataclass
@@ -103,8 +115,13 @@ class Copies:
         return [action for unit in self.units for action in unit]
 
     def holds(self, skip: Collection[str] = ()) -> list[Clause]:
-        """The node still has the values the copies carry (fields in `skip` excepted)."""
-        return [("eq", f, value) for f, value in sorted(self.source.items()) if f not in skip]
+        """The node still has the values the copies carry (fields in `skip` excepted); a
+        flag the copies do not carry (None) is still missing."""
+        return [
+            ("lacks", f) if value is None else ("eq", f, value)
+            for f, value in sorted(self.source.items())
+            if f not in skip
+        ]
 
 
 @dataclass(frozen=True)
@@ -114,6 +131,7 @@ class NodeWrite:
     key: Key
     clauses: tuple[Clause, ...]
     assign: Mapping[str, Any]
+    remove: tuple[str, ...] = ()
 
     @classmethod
     def versioned(
@@ -123,29 +141,35 @@ class NodeWrite:
         changes: Mapping[str, Any],
         copies: Copies,
         fences: Sequence[Clause],
+        remove: tuple[str, ...] = (),
     ) -> NodeWrite:
         """`changes` and a version bump, if the node is still the version we read, its
         relations still number what the copies were planned from (`fences`), and the fields
-        it does not change still hold what the copies copy."""
+        it does not change still hold what the copies copy. `remove`: attributes it drops
+        (a class's `HANDING_OVER`, by the write that moves it)."""
         return cls(
             key_of(node),
-            (("eq", "version", node["version"]), *fences, *copies.holds(skip=changes)),
+            (
+                ("eq", "version", node["version"]),
+                *fences,
+                *copies.holds(skip={*changes, *remove}),
+            ),
             # A new name moves the node in the search index in the same write.
             {
                 **changes,
                 **items.search_attributes(kind, node["id"], changes),
                 "version": node["version"] + 1,
             },
+            remove,
         )
 
     def action(self, claim: str | None, copies: bool) -> Action:
         if claim is not None:
-            return update(
-                self.key, *self.clauses, assign={CLAIM: claim, **self.assign}, on_fail=STALE
-            )
+            assign = {CLAIM: claim, **self.assign}
+            return update(self.key, *self.clauses, assign=assign, remove=self.remove, on_fail=STALE)
         # Applied whole. A write that copies takes over any older claim: it has just written
         # every copy from the node's state; one that copies nothing leaves a claim alone.
-        remove = [CLAIM] if copies else []
+        remove = [*self.remove, CLAIM] if copies else list(self.remove)
         return update(self.key, *self.clauses, assign=self.assign, remove=remove, on_fail=STALE)
 
 
@@ -174,11 +198,12 @@ def _entry_copies(
     relation: Relation,
     owners: Mapping[str, Mapping[str, Mapping[str, Any]]],
     guard: Mapping[str, Any] | None = None,
+    whole: bool = False,
 ) -> list[Action]:
     """One update per owner item (a transaction may touch an item once) setting fields of
     its entries: owner id -> target id -> field -> value. Each entry must still be there
     (else, like a vanished edge, the write reads again or skips it) and hold `guard`'s
-    values."""
+    values. `whole`: the fields are the entry, replacing it (a flag it lost goes too)."""
     actions = []
     for owner_id, targets in sorted(owners.items()):
         clauses: list[Clause] = []
@@ -186,7 +211,10 @@ def _entry_copies(
         for target_id, fields in sorted(targets.items()):
             clauses.append(("has", relation.path(target_id)))
             clauses += [("eq", relation.path(target_id, f), v) for f, v in (guard or {}).items()]
-            assign.update({relation.path(target_id, f): v for f, v in fields.items()})
+            if whole:
+                assign[relation.path(target_id)] = dict(fields)
+            else:
+                assign.update({relation.path(target_id, f): v for f, v in fields.items()})
         node = keys.node(relation.owner, owner_id)
         actions.append(update(node, *clauses, assign=assign, on_fail=STALE))
     return actions
@@ -299,7 +327,7 @@ async def _class_copies(
     when the write copies the teacher's name into the class: the teacher's entry is then
     guarded by that name, so the name is still the teacher's when the write commits."""
     cid = klass["id"]
-    copied = {f: klass[f] for f in ENROLMENT.entry}
+    copied = ENROLMENT.entry_of(klass)  # with the class's HANDING_OVER mark, if it has one
     first: list[Action] = []
     taught = {f: klass[f] for f in TEACHING.entry}
     if teaching:
@@ -317,12 +345,13 @@ async def _class_copies(
 
     async def targets() -> list[list[Action]]:
         now = await _roster(reads, Kind.CLASS, cid)
-        return [_entry_copies(ENROLMENT, {sid: {cid: copied} for sid in now})]
+        return [_entry_copies(ENROLMENT, {sid: {cid: copied} for sid in now}, whole=True)]
 
+    entries = _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in students}, whole=True)
     return Copies(
-        units=[first + _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in students})],
+        units=[first + entries],
         fences=[("eq", "studentCount", len(students))],
-        source=copied,
+        source=ENROLMENT.copied_from(klass),
         first=first,
         targets=targets,
         held=held,
@@ -418,12 +447,15 @@ async def plan(
 ) -> Copies:
     """The copies a write of `changes` to `node` must bring along: none if it sends no
     copied field; else every copy of the node's state after the write. `moving`: a class
-    changing teacher, whose write moves the teachers' entries itself. `room`: the actions
-    one transaction has left for copies; a class or a sport whose count of students says
-    they cannot fit is planned only to be followed, so its roster is read once, not twice."""
+    changing teacher, whose write moves the teachers' entries itself (and drops the class's
+    `HANDING_OVER` mark). `room`: the actions one transaction has left for copies; a class
+    or a sport whose count of students says they cannot fit is planned only to be followed,
+    so its roster is read once, not twice."""
     if not copies_needed(kind, changes):
         return Copies()
     state = {**node, **changes}
+    if moving:
+        state.pop(HANDING_OVER, None)
     if kind is Kind.CLASS:
         teaching = not moving
         return await _held_if_still(
@@ -455,23 +487,11 @@ async def update_node(
 ) -> None:
     """Write `changes` to `node` (as read; the caller has checked `expectedVersion`), with
     `head` and every copy the changes need: how each `update*` mutation writes. `guard`:
-    conditions the node must meet when the write commits (else Stale: read again)."""
+    conditions the node must meet when the write commits (else Stale: read again).
+    `moving`: a class handed to another teacher (`changes["teacherId"]`)."""
     room = MAX_ACTIONS - 1 - len(head)  # besides the node's own write and the head
     copies = await plan(reads, kind, node, changes, moving=moving, room=room)
-    again = replan(reads, kind, node["id"])
-    await write(reads.table, kind, node, changes, head, copies, again, guard)
-
-
-Replan = Callable[[], Awaitable[Copies]]
-
-
-def replan(reads: Reads, kind: Kind, id_: str) -> Replan:
-    """Plans a node's copies again from the node as it is now (for `write`)."""
-
-    async def again() -> Copies:
-        return await copies_for(reads, kind, await reads.node(kind, id_), held=False)
-
-    return again
+    await write(reads.table, kind, node, changes, head, copies, guard, moving=moving)
 
 
 async def write(
@@ -481,23 +501,29 @@ async def write(
     changes: Mapping[str, Any],
     head: Sequence[Action],
     copies: Copies,
-    replan: Replan,
     guard: Sequence[Clause] = (),
+    *,
+    moving: bool = False,
 ) -> None:
     """Apply a node write and its copies: atomically when they fit one transaction and what
     they were planned from holds still; else followed.
 
     Followed, the write claims its copies with a token and commits with the nodes they are
-    read from; the copies then follow in chunks, read after that commit, each chunk checking
-    the claim. A copy whose target left meanwhile (an unenrolled student) is dropped, not a
-    reason to start over: the write never races the traffic it renames under. When the
-    node's copied fields change under the chunks (a class's teacher renamed), `replan`
-    reads the node again and the copies continue under a new claim (the node's own write
-    has committed: it is not redone).
+    read from, and the node's to-do; the copies then follow in chunks, read after that
+    commit, each chunk checking the claim. A copy whose target left meanwhile (an
+    unenrolled student) is dropped, not a reason to start over: the write never races the
+    traffic it renames under. When the node's copied fields change under the chunks (a
+    class's teacher renamed), the copies are planned again from the node and continue under
+    a new claim (the node's own write has committed: it is not redone). When DynamoDB stops
+    answering once the node is saved, the node is named in `table.unfinished` and the write
+    returns: its to-do is finished later (`finisher.py`). A class `moving` to another
+    teacher revokes its old teacher's copies first (`_revoke`).
     """
     rest = copies.actions()
+    remove = (HANDING_OVER,) if moving else ()
     if copies.held and 1 + len(head) + len(rest) <= MAX_ACTIONS:
-        write_ = NodeWrite.versioned(kind, node, changes, copies, [*guard, *copies.fences])
+        fences = [*guard, *copies.fences]
+        write_ = NodeWrite.versioned(kind, node, changes, copies, fences, remove)
         try:
             await transact(table, [write_.action(None, bool(rest)), *head, *rest])
             return
@@ -507,64 +533,142 @@ async def write(
             # What the plan read moved (an enrolment in the renamed class): follow instead.
             # If the node itself moved, the followed write's own guards say so.
     assert copies.targets is not None
+    fences = [*guard, *copies.follow_fences]
+    if moving:
+        token = await _revoke(table, node, changes["teacherId"], guard)
+        fences.append(("eq", CLAIM, token))  # no other write came between
+    else:
+        token = new_token()
+    write_ = NodeWrite.versioned(kind, node, changes, copies, fences, remove)
+    start = [write_.action(token, True), todos.put_todo(kind, node["id"], token), *head]
+    start += copies.first
+    await transact(table, start[:MAX_ACTIONS])  # Stale: the caller reads again
+    try:
+        await _follow(table, kind, node["id"], token, copies, start[MAX_ACTIONS:])
+    except Unavailable:
+        table.unfinished.append(f"{kind.lower()} {node['id']}")
+
+
+async def _revoke(table: Table, klass: Item, teacher_id: str, guard: Sequence[Clause]) -> str:
+    """Before a class whose copies follow changes teacher: mark it `HANDING_OVER` (claimed,
+    with its to-do), then mark every student's entry, which then grants no teacher. Returns
+    the claim's token; Stale when another write of the class came between (read again)."""
     token = new_token()
-    write_ = NodeWrite.versioned(kind, node, changes, copies, [*guard, *copies.follow_fences])
-    start = [write_.action(token, True), *head, *copies.first]
-    await transact(table, start[:MAX_ACTIONS], token)  # Stale: the caller reads again
-    await _follow(table, write_.key, token, copies, start[MAX_ACTIONS:], replan)
+    key = key_of(klass)
+    mark = update(
+        key,
+        ("eq", "version", klass["version"]),
+        *guard,
+        assign={CLAIM: token, HANDING_OVER: teacher_id},
+        on_fail=STALE,
+    )
+    await transact(table, [mark, todos.put_todo(Kind.CLASS, klass["id"], token)])
+    marked = {**klass, HANDING_OVER: teacher_id}
+    copies = await _class_copies(Reads(table), marked, teaching=False, held=False)
+    assert copies.targets is not None
+    rounds = await copies.targets()
+    guard = [("eq", CLAIM, token), *copies.holds()]
+    if not await _each_round(table, key, guard, rounds, token, label="r"):
+        raise Stale()
+    return token
 
 
 async def _each_round(
-    table: Table, key: Key, guard: Sequence[Clause], rounds: list[list[Action]], token: str
+    table: Table,
+    key: Key,
+    guard: Sequence[Clause],
+    rounds: list[list[Action]],
+    token: str,
+    done: Action | None = None,
+    label: str = "c",
 ) -> bool:
-    """Apply the rounds in order while the guard holds; the last transaction releases the
-    claim (a round-trip fewer than releasing it on its own)."""
+    """Apply the rounds in order while the guard holds. `done`: the node's to-do's delete,
+    which the last transaction sends as it releases the claim (a round-trip fewer than
+    releasing it on its own). `label` tells this claim's rounds from its other ones."""
     rounds = [actions for actions in rounds if actions] or [[]]
     for n, actions in enumerate(rounds):
-        release = [CLAIM] if n == len(rounds) - 1 else []
-        if not await transact_each(table, key, guard, actions, token, f"c{n}", release):
+        last = done is not None and n == len(rounds) - 1
+        release = [CLAIM] if last else []
+        if last and done is not None:
+            actions = [*actions, done]  # in the last chunk, with the release
+        if not await transact_each(table, key, guard, actions, token, f"{label}{n}", release):
             return False
     return True
 
 
 async def _follow(
     table: Table,
-    key: Key,
+    kind: Kind,
+    id_: str,
     token: str,
     copies: Copies,
     pending_first: list[Action],
-    replan: Replan,
 ) -> None:
     """Apply the rest of a claimed write's copies: `pending_first`, then its targets."""
+    key = keys.node(kind, id_)
     while True:
         assert copies.targets is not None
         guard = [("eq", CLAIM, token), *copies.holds()]
         if await transact_each(table, key, guard, pending_first, token, "first") and (
-            await _each_round(table, key, guard, await copies.targets(), token)
+            await _each_round(
+                table, key, guard, await copies.targets(), token, todos.done(kind, id_)
+            )
         ):
             return  # every copy written, and the claim released with the last of them
         # The guard failed: a later write took the claim over (its copies win), or a copied
         # field changed under ours (a class's teacher was renamed): plan again.
-        current = await table.get(key, consistent=True)
-        if current is None or current.get(CLAIM) != token:
+        taken = await take_over(table, kind, id_, token)
+        if taken is None:
             return
-        while True:  # plan the copies again from the node as it is now, and claim them
+        token, copies = taken
+        pending_first = copies.first
+
+
+async def take_over(
+    table: Table, kind: Kind, id_: str, claim: str | None
+) -> tuple[str, Copies] | None:
+    """Claim a node's copies from the holder of `claim` (None: from no one), planned again
+    from what the node holds now; None when another write took them over meanwhile (its
+    copies win) or the node is gone. A class marked `HANDING_OVER` that was not handed over
+    is unmarked, and so are its entries: the handover answered UNAVAILABLE."""
+    reads = Reads(table)
+    cost = 0
+    while True:
+        try:
+            node = await reads.node(kind, id_)
+        except NotFound:
+            return None  # deleted, with its copies
+        if node.get(CLAIM) != claim:
+            return None
+        state = {k: v for k, v in node.items() if k != HANDING_OVER}
+        copies = await copies_for(reads, kind, state, held=False)
+        token = new_token()
+        held: Clause = ("lacks", CLAIM) if claim is None else ("eq", CLAIM, claim)
+        take = update(
+            keys.node(kind, id_),
+            held,
+            *copies.follow_fences,
+            *copies.holds(skip={HANDING_OVER}),
+            assign={CLAIM: token},
+            remove=[HANDING_OVER] if HANDING_OVER in node else [],
+            on_fail=STALE,
+        )
+        try:
+            await transact(table, [take, todos.put_todo(kind, id_, token)])
+        except Stale:
             # On the request's retries: the write's own "read again" loop shares the count.
             cost = await table.retries.pause(Failure.CONTENTION, UNFINISHED)
-            try:
-                copies = await replan()
-                token = new_token()
-                claim = update(
-                    key,
-                    EXISTS,
-                    *copies.follow_fences,
-                    *copies.holds(),
-                    assign={CLAIM: token},
-                    on_fail=STALE,
-                )
-                await transact(table, [claim], token)
-            except Stale:
-                continue
-            table.retries.recovered(cost)
-            pending_first = copies.first
-            break
+            continue
+        table.retries.recovered(cost)
+        return token, copies
+
+
+async def finish(table: Table, kind: Kind, id_: str, claim: str | None) -> bool:
+    """Complete the copies of a node whose write left them claimed by `claim` (the
+    finisher's job): True when they are written, False when another write holds them."""
+    taken = await take_over(table, kind, id_, claim)
+    if taken is None:
+        return False
+    token, copies = taken
+    await _follow(table, kind, id_, token, copies, copies.first)
+    return True
