@@ -46,7 +46,7 @@ def test_not_ready_without_the_table(endpoint: str) -> None:
         response = client.get("/readyz")
         assert response.status_code == 503
         assert response.json()["status"] == "unavailable"
-        assert "ResourceNotFoundException" in response.json()["reason"]
+        assert "graph-api create-table" in response.json()["reason"]
         assert client.get("/healthz").status_code == 200  # alive, not ready
     services.close()
 
