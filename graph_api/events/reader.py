@@ -87,6 +87,7 @@ class StreamReader:
         describe_seconds: float = 30.0,
         on_standby: Callable[[bool], None] | None = None,
     ) -> None:
+        self._made_at = time.monotonic()
         self.table_name = settings.table
         self.poll_seconds = settings.stream_poll_seconds
         self.describe_seconds = describe_seconds
@@ -115,6 +116,17 @@ class StreamReader:
         # Whether another instance holds the lease (as last tried), and who hears of changes.
         self.standby = False
         self._on_standby = on_standby
+        # When (monotonic) the reader last heard DynamoDB answer it: a try of the lease, a
+        # DescribeStream, a GetRecords. `/readyz` fails once that is `stale_after` old.
+        self.alive_at: float | None = None
+        self.stale_after = max(3 * settings.stream_lease_seconds, 2 * describe_seconds)
+
+    def silent_for(self) -> float:
+        """Seconds since the reader last heard DynamoDB answer (or since it was made)."""
+        return time.monotonic() - (self.alive_at or self._made_at)
+
+    def _alive(self) -> None:
+        self.alive_at = time.monotonic()
 
     @property
     def holding(self) -> bool:
@@ -155,10 +167,12 @@ class StreamReader:
         """Whether the lease is ours now; None when DynamoDB did not say (it is unknown
         whether another instance holds it)."""
         try:
-            return await self.lease.take()
+            taken = await self.lease.take()
         except (Unavailable, ClientError) as error:
             log.warning("could not try the stream's lease: %s", error)
             return None
+        self._alive()
+        return taken
 
     def _set_standby(self, standby: bool) -> None:
         if standby != self.standby:
@@ -212,6 +226,7 @@ class StreamReader:
         params: dict[str, Any] = {"StreamArn": arn}
         while True:
             answer = (await self._call("DescribeStream", params))["StreamDescription"]
+            self._alive()
             for shard in answer.get("Shards", []):
                 shards.append(
                     Shard(
@@ -364,6 +379,7 @@ class StreamReader:
                 continue
             retries.answered(cost)
             retries, cost = self._retries(), 0  # each poll is a request of its own
+            self._alive()
             asked = time.monotonic()
             records = answer.get("Records", [])
             if records:
