@@ -28,17 +28,20 @@ USER 10001
 # uvicorn reads UVICORN_* for its options and WEB_CONCURRENCY for --workers: one worker per
 # vCPU the task has (each worker is one event loop); `graph-api serve` reads the same
 # variable. Set explicitly: in a container the CPUs Python sees are the host's.
-# /metrics sums the workers' values kept there (prometheus_client's multiprocess mode).
+# /metrics sums the workers' values kept there (prometheus_client's multiprocess mode); it
+# is served on a port of its own (GRAPH_API_METRICS_PORT), never on the API's.
 # UVICORN_WS_MAX_SIZE: a websocket message's cap, GRAPH_API_MAX_BODY_BYTES' (raise both).
 ENV GRAPH_API_BACKEND=remote \
     PROMETHEUS_MULTIPROC_DIR=/tmp/graph-api-metrics \
+    GRAPH_API_METRICS_PORT=9464 \
+    GRAPH_API_METRICS_HOST=0.0.0.0 \
     UVICORN_HOST=0.0.0.0 \
     UVICORN_PORT=8000 \
     WEB_CONCURRENCY=2 \
     UVICORN_TIMEOUT_GRACEFUL_SHUTDOWN=20 \
     UVICORN_WS_MAX_SIZE=100000
 
-EXPOSE 8000
+EXPOSE 8000 9464
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['UVICORN_PORT']}/healthz\", timeout=2)"]
 

@@ -194,7 +194,7 @@ def open_writes_problem(settings: Settings) -> str | None:
     )
 
 
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, setting: str = "GRAPH_API_PORT (or --port)") -> None:
     """CommandError when `host:port` cannot be listened on (another server holds it), before
     `serve` starts a DynamoDB, seeds it or writes `.data/embedded.json`. Bound as uvicorn
     binds (SO_REUSEADDR), then let go."""
@@ -212,7 +212,7 @@ def check_port_free(host: str, port: int) -> None:
         except OSError as error:
             raise CommandError(
                 f"cannot listen on {host}:{port}: {error.strerror or error}; another server"
-                " may use it: set GRAPH_API_PORT (or --port) to a free port"
+                f" may use it: set {setting} to a free port"
             ) from None
 
 
@@ -240,6 +240,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         raise CommandError(refusal)
     # Before a DynamoDB is started and seeded: a second `make run` fails here, in one line.
     check_port_free(settings.host, settings.port)
+    if settings.metrics and settings.metrics_port:
+        check_port_free(settings.metrics_host, settings.metrics_port, "GRAPH_API_METRICS_PORT")
     api = f"http://{settings.host}:{settings.port}/graphql"
     if settings.documents_manifest:  # a bad one in one line now, not from every worker later
         from graph_api.http.persisted import load_manifest

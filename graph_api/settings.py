@@ -104,8 +104,11 @@ class Settings:
     stream_poll_seconds: float = 0.25
     stream_lease_seconds: float = 10.0
     # Telemetry (graph_api/telemetry/): `GET /metrics`, and traces when the OpenTelemetry
-    # SDK's variables ask for an exporter (`tracing_wanted`).
+    # SDK's variables ask for an exporter (`tracing_wanted`). With `metrics_port`, /metrics
+    # is served there (on `metrics_host`), not on the API's port, as Prometheus exporters do.
     metrics: bool = True
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
     tracing: bool = False
     # `serve --workers N`: how long uvicorn's supervisor waits for a worker's answer to its
     # health check (a worker still importing on a busy host answers late, not never).
@@ -181,14 +184,28 @@ class Settings:
             workers=_int(env, "WEB_CONCURRENCY", 1, minimum=1),
             stream_poll_seconds=_seconds(env, "GRAPH_API_STREAM_POLL_SECONDS", 0.25),
             stream_lease_seconds=_seconds(env, "GRAPH_API_STREAM_LEASE_SECONDS", 10.0),
-            # A function's process cannot be scraped: Lambda leaves /metrics off unless asked.
-            metrics=_bool(env, "GRAPH_API_METRICS", not env.get("AWS_LAMBDA_FUNCTION_NAME")),
+            **_metrics(env, backend),
             tracing=tracing_wanted(env),
             worker_healthcheck_seconds=_seconds(env, "GRAPH_API_WORKER_HEALTHCHECK_SECONDS", 60.0),
             cors_origins=origins,
             cors_origin_regex=LOCAL_ORIGINS if local else "",
             **_documents(env),
         )
+
+
+def _metrics(env: Mapping[str, str], backend: str) -> dict[str, Any]:
+    """/metrics: on a port of its own when GRAPH_API_METRICS_PORT names one; else on the
+    API's port for the embedded demo only. A remote backend's API port (often public) does
+    not serve it unless GRAPH_API_METRICS=true asks; a function's process cannot be scraped."""
+    port = _int(env, "GRAPH_API_METRICS_PORT", 0, minimum=0, maximum=65535)
+    lambda_ = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+    default = bool(port) or (backend == "embedded" and not lambda_)
+    host = env.get("GRAPH_API_METRICS_HOST", "").strip() or env.get("GRAPH_API_HOST", "127.0.0.1")
+    return {
+        "metrics": _bool(env, "GRAPH_API_METRICS", default),
+        "metrics_port": port,
+        "metrics_host": host,
+    }
 
 
 def tracing_wanted(env: Mapping[str, str]) -> bool:
