@@ -31,6 +31,8 @@ USER 10001
 # /metrics sums the workers' values kept there (prometheus_client's multiprocess mode); it
 # is served on a port of its own (GRAPH_API_METRICS_PORT), never on the API's.
 # UVICORN_WS_MAX_SIZE: a websocket message's cap, GRAPH_API_MAX_BODY_BYTES' (raise both).
+# UVICORN_TIMEOUT_WORKER_HEALTHCHECK: uvicorn's 5 s killed workers still importing on a busy
+# host (GRAPH_API_WORKER_HEALTHCHECK_SECONDS is serve's).
 ENV GRAPH_API_BACKEND=remote \
     PROMETHEUS_MULTIPROC_DIR=/tmp/graph-api-metrics \
     GRAPH_API_METRICS_PORT=9464 \
@@ -39,6 +41,7 @@ ENV GRAPH_API_BACKEND=remote \
     UVICORN_PORT=8000 \
     WEB_CONCURRENCY=2 \
     UVICORN_TIMEOUT_GRACEFUL_SHUTDOWN=20 \
+    UVICORN_TIMEOUT_WORKER_HEALTHCHECK=60 \
     UVICORN_WS_MAX_SIZE=100000
 
 EXPOSE 8000 9464

@@ -169,3 +169,9 @@ def _queries_counted(base: str) -> float:
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
         text = response.read().decode()
     return queries_answered(text)
+
+
+def test_the_images_workers_are_given_time_to_start() -> None:
+    """uvicorn's default worker health check (5 s) kills workers still importing on a busy
+    host, again and again (issue 53): the image waits as `serve --workers` does."""
+    assert int(image_env()["UVICORN_TIMEOUT_WORKER_HEALTHCHECK"]) >= 30
