@@ -80,11 +80,6 @@ class LiveEvents:
         self.reader_down: str | None = None
         self._standby_refuses = False  # the in-process broker: a standby reader refuses
 
-    @property
-    def subscriptions_on(self) -> bool:
-        """Whether this server serves subscriptions now (its pipeline runs, for them)."""
-        return self._refusal is None
-
     def subscribe(
         self,
         topics: Sequence[str],
