@@ -194,6 +194,19 @@ def open_writes_problem(settings: Settings) -> str | None:
     )
 
 
+# What the embedded demo keeps of the shell's AWS settings: the region, nothing else.
+_KEPT_AWS = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION"})
+
+
+def forget_aws_settings() -> None:
+    """The embedded demo reaches its own moto with throwaway credentials: the shell's
+    profile, keys and endpoints are none of its business, and a profile missing from this
+    machine's config would stop botocore from making any client (`make run` in any shell).
+    Removed from this process's environment, so its workers and moto's process lack them too."""
+    for name in [n for n in os.environ if n.startswith("AWS_") and n not in _KEPT_AWS]:
+        del os.environ[name]
+
+
 def check_port_free(host: str, port: int, setting: str = "GRAPH_API_PORT (or --port)") -> None:
     """CommandError when `host:port` cannot be listened on (another server holds it), before
     `serve` starts a DynamoDB, seeds it or writes `.data/embedded.json`. Bound as uvicorn
@@ -256,6 +269,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     # `make run`: cursors a client holds survive a restart (unless the secret is set).
     settings = with_dev_cursor_secret(settings)
     if settings.backend == "embedded":
+        forget_aws_settings()
         settings, server = start_embedded(settings)
     else:
         _say_where(settings, "")

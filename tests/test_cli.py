@@ -604,3 +604,38 @@ def test_jwks_over_http_only_from_this_machine() -> None:
     auth = {"GRAPH_API_JWT_ISSUER": "i", "GRAPH_API_JWT_AUDIENCE": "a"}
     for url in ("https://issuer.example.org/jwks", "http://127.0.0.1:9/j", "http://localhost/j"):
         assert Settings.from_env({**auth, "GRAPH_API_JWKS_URL": url}).jwks_url == url
+
+
+def test_the_embedded_demo_starts_whatever_aws_profile_the_shell_names(tmp_path: Path) -> None:
+    """A profile this machine's config lacks made botocore refuse every client, moto's own
+    process included: the embedded demo uses none of the shell's AWS settings."""
+    (tmp_path / "config").write_text("[profile other]\nregion = eu-west-1\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.update(
+        GRAPH_API_BACKEND="embedded",
+        GRAPH_API_DEMO_STUDENTS="5",
+        GRAPH_API_PORT=str(closed_port()),
+        AWS_PROFILE="no-such-profile",
+        AWS_CONFIG_FILE=str(tmp_path / "config"),
+        AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+    )
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graph_api.cli", "serve"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(tmp_path / ".data" / "embedded.json", process)
+        assert "embedded moto, 5 demo students" in log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in log.read_text()
