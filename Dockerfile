@@ -28,23 +28,29 @@ USER 10001
 # uvicorn reads UVICORN_* for its options and WEB_CONCURRENCY for --workers: one worker per
 # vCPU the task has (each worker is one event loop); `graph-api serve` reads the same
 # variable. Set explicitly: in a container the CPUs Python sees are the host's.
-# /metrics sums the workers' values kept there (prometheus_client's multiprocess mode).
+# /metrics sums the workers' values kept there (prometheus_client's multiprocess mode); it
+# is served on a port of its own (GRAPH_API_METRICS_PORT), never on the API's.
 # UVICORN_WS_MAX_SIZE: a websocket message's cap, GRAPH_API_MAX_BODY_BYTES' (raise both).
 # UVICORN_HTTP=h11 with its head bound: headers over 16 KB in all are refused unread
 # (httptools has no bound). FORWARDED_ALLOW_IPS: the proxies whose X-Forwarded-For counts,
 # none unless set (e.g. the load balancer's subnets); `graph-api serve` passes the same.
+# UVICORN_TIMEOUT_WORKER_HEALTHCHECK: uvicorn's 5 s killed workers still importing on a busy
+# host (GRAPH_API_WORKER_HEALTHCHECK_SECONDS is serve's).
 ENV GRAPH_API_BACKEND=remote \
     PROMETHEUS_MULTIPROC_DIR=/tmp/graph-api-metrics \
+    GRAPH_API_METRICS_PORT=9464 \
+    GRAPH_API_METRICS_HOST=0.0.0.0 \
     UVICORN_HOST=0.0.0.0 \
     UVICORN_PORT=8000 \
     WEB_CONCURRENCY=2 \
     UVICORN_TIMEOUT_GRACEFUL_SHUTDOWN=20 \
+    UVICORN_TIMEOUT_WORKER_HEALTHCHECK=60 \
     UVICORN_WS_MAX_SIZE=100000 \
     UVICORN_HTTP=h11 \
     UVICORN_H11_MAX_INCOMPLETE_EVENT_SIZE=16384 \
     FORWARDED_ALLOW_IPS=""
 
-EXPOSE 8000
+EXPOSE 8000 9464
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['UVICORN_PORT']}/healthz\", timeout=2)"]
 

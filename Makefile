@@ -47,8 +47,10 @@ lock: | $(UV)  ## update uv.lock from pyproject.toml, then the exported requirem
 help:  ## this list: every target with what it does
 	@awk -F ':.*## ' '/^[a-z-]+:.*## /{printf "  make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The embedded demo whatever the shell holds: AWS credentials or a profile in it would
+# otherwise send `serve` (GRAPH_API_BACKEND=auto) to AWS's DynamoDB.
 run: $(STAMP)  ## serve the API on the embedded backend with demo data
-	$(BIN)/graph-api serve
+	GRAPH_API_BACKEND=embedded $(BIN)/graph-api serve
 
 test: $(STAMP)  ## the whole suite, on the embedded backend
 	$(COMPILE)

@@ -88,6 +88,8 @@ def server_env(table: str, endpoint: str, ca_bundle: Path | None) -> dict[str, s
         # to take it once every 200 s (a third of the lease), an idle poll once a minute.
         "GRAPH_API_STREAM_POLL_SECONDS": "60",
         "GRAPH_API_STREAM_LEASE_SECONDS": "600",
+        # Counted as in production (a remote backend's default is off unless a port is named).
+        "GRAPH_API_METRICS": "true",
     }
     if ca_bundle is not None:
         env["AWS_CA_BUNDLE"] = str(ca_bundle)

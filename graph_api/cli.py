@@ -7,9 +7,11 @@ import argparse
 import dataclasses
 import importlib.util
 import logging
+import math
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -161,6 +163,72 @@ def default_workers(settings: Settings, environ: Mapping[str, str] | None = None
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def open_writes_problem(settings: Settings) -> str | None:
+    """Why `serve` must not start: AWS's own DynamoDB (no endpoint of an emulator or of this
+    process) with no sign-in configured, where anyone could write, unless
+    GRAPH_API_OPEN_WRITES says that is meant. None: it may start."""
+    from graph_api.store.client import configured_endpoint, endpoint_of
+
+    if (
+        settings.backend != "remote"
+        or settings.jwks_url
+        or settings.jwt_secret
+        or settings.open_writes
+        or settings.endpoint_url
+    ):
+        return None
+    notes = logging.getLogger("botocore.configprovider")  # its INFO notes: see _say_where
+    level = notes.level
+    notes.setLevel(logging.WARNING)
+    try:
+        if configured_endpoint("dynamodb", settings.region) is not None:
+            return None  # an emulator's (DynamoDB Local, Alternator): today's behaviour
+        endpoint = endpoint_of("dynamodb", settings.region)
+    finally:
+        notes.setLevel(level)
+    return (
+        f"AWS's DynamoDB ({endpoint}) with no sign-in configured would let anyone write:"
+        " set GRAPH_API_JWKS_URL (or GRAPH_API_JWT_SECRET) with GRAPH_API_JWT_ISSUER and"
+        " GRAPH_API_JWT_AUDIENCE, or GRAPH_API_OPEN_WRITES=true if open writes are meant"
+        " (for the embedded demo: GRAPH_API_BACKEND=embedded, as `make run` does)"
+    )
+
+
+# What the embedded demo keeps of the shell's AWS settings: the region, nothing else.
+_KEPT_AWS = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION"})
+
+
+def forget_aws_settings() -> None:
+    """The embedded demo reaches its own moto with throwaway credentials: the shell's
+    profile, keys and endpoints are none of its business, and a profile missing from this
+    machine's config would stop botocore from making any client (`make run` in any shell).
+    Removed from this process's environment, so its workers and moto's process lack them too."""
+    for name in [n for n in os.environ if n.startswith("AWS_") and n not in _KEPT_AWS]:
+        del os.environ[name]
+
+
+def check_port_free(host: str, port: int, setting: str = "GRAPH_API_PORT (or --port)") -> None:
+    """CommandError when `host:port` cannot be listened on (another server holds it), before
+    `serve` starts a DynamoDB, seeds it or writes `.data/embedded.json`. Bound as uvicorn
+    binds (SO_REUSEADDR), then let go."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        raise CommandError(
+            f"cannot listen on {host}:{port}: {error} (GRAPH_API_HOST, --host)"
+        ) from None
+    family, kind, proto, _, address = found[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            raise CommandError(
+                f"cannot listen on {host}:{port}: {error.strerror or error}; another server"
+                f" may use it: set {setting} to a free port"
+            ) from None
+
+
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -178,6 +246,15 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     settings = dataclasses.replace(
         settings, host=args.host or settings.host, port=args.port or settings.port
     )
+    if not 1 <= settings.port <= 65535:  # --port; GRAPH_API_PORT is checked with the settings
+        raise CommandError(f"--port must be 1 to 65535, not {settings.port}")
+    refusal = open_writes_problem(settings)
+    if refusal is not None:
+        raise CommandError(refusal)
+    # Before a DynamoDB is started and seeded: a second `make run` fails here, in one line.
+    check_port_free(settings.host, settings.port)
+    if settings.metrics and settings.metrics_port:
+        check_port_free(settings.metrics_host, settings.metrics_port, "GRAPH_API_METRICS_PORT")
     api = f"http://{settings.host}:{settings.port}/graphql"
     if settings.documents_manifest:  # a bad one in one line now, not from every worker later
         from graph_api.http.persisted import load_manifest
@@ -188,15 +265,18 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     # on the spot (and leave .data/embedded.json naming a dead server).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server = None
+    replaced = None  # the file of another embedded server in this folder, put back at exit
     # `make run`: cursors a client holds survive a restart (unless the secret is set).
     settings = with_dev_cursor_secret(settings)
     if settings.backend == "embedded":
+        forget_aws_settings()
         settings, server = start_embedded(settings)
     else:
         _say_where(settings, "")
     try:
         if server is not None:
             assert settings.endpoint_url is not None
+            replaced = embedded_file.running()
             found_at = embedded_file.write(settings.endpoint_url, settings.table, api)
             print(
                 f"Embedded DynamoDB: {settings.endpoint_url}, table {settings.table}"
@@ -232,6 +312,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
                     port=settings.port,
                     log_level=settings.log_level.lower(),
                     log_config=None,
+                    # uvicorn kills a worker that has not answered its health check in this
+                    # time: one still importing on a busy host would be killed over and over.
+                    timeout_worker_healthcheck=math.ceil(settings.worker_healthcheck_seconds),
                     **uvicorn_limits(settings),
                 )
             finally:
@@ -255,7 +338,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             services.close()
     finally:
         if server is not None:
-            embedded_file.remove()
+            embedded_file.remove(restore=replaced)
             server.stop()
     return 0
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import math
 import os
 import secrets
 from collections.abc import Mapping
@@ -62,6 +64,9 @@ class Settings:
     jwt_issuer: str = ""
     jwt_audience: str = ""
     auth_reads: bool = False
+    # `serve` against AWS's own DynamoDB with no sign-in configured refuses to start unless
+    # this says that anyone may write on purpose (`cli.check_open_writes`).
+    open_writes: bool = False
     # Which claims of a verified token say who the caller is (graph_api/graph/tokens.py):
     # its roles, the student or teacher node it is, the students a guardian looks after.
     roles_claim: str = "roles"
@@ -99,9 +104,15 @@ class Settings:
     stream_poll_seconds: float = 0.25
     stream_lease_seconds: float = 10.0
     # Telemetry (graph_api/telemetry/): `GET /metrics`, and traces when the OpenTelemetry
-    # SDK's variables ask for an exporter (`tracing_wanted`).
+    # SDK's variables ask for an exporter (`tracing_wanted`). With `metrics_port`, /metrics
+    # is served there (on `metrics_host`), not on the API's port, as Prometheus exporters do.
     metrics: bool = True
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
     tracing: bool = False
+    # `serve --workers N`: how long uvicorn's supervisor waits for a worker's answer to its
+    # health check (a worker still importing on a busy host answers late, not never).
+    worker_healthcheck_seconds: float = 60.0
     # Origins a browser page may call the API from (CORS, `graph_api/http/cors.py`): a
     # comma list of `scheme://host[:port]`, or `*` for any; and a pattern of origins, which
     # the embedded backend sets when the list is not: localhost and 127.0.0.1 on any port.
@@ -123,6 +134,8 @@ class Settings:
             backend = "remote" if any(env.get(name) for name in _REMOTE_HINTS) else "embedded"
         if backend not in ("embedded", "remote"):
             raise SettingsError("GRAPH_API_BACKEND must be auto, embedded or remote")
+        for name in ENDPOINT_VARIABLES:
+            check_endpoint(env, name)
         secret = env.get("GRAPH_API_CURSOR_SECRET", "")
         origins = cors_origins(env.get("GRAPH_API_CORS_ORIGINS", ""))
         local = not origins and backend == "embedded"
@@ -131,7 +144,7 @@ class Settings:
             backend=backend,  # type: ignore[arg-type]
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             host=env.get("GRAPH_API_HOST", "127.0.0.1"),
-            port=_int(env, "GRAPH_API_PORT", 8000),
+            port=_int(env, "GRAPH_API_PORT", 8000, minimum=1, maximum=65535),
             cursor_secret=secret.encode() if secret else secrets.token_bytes(32),
             cursor_secret_configured=bool(secret),
             accounting=_bool(env, "GRAPH_API_ACCOUNTING", True),
@@ -171,13 +184,28 @@ class Settings:
             workers=_int(env, "WEB_CONCURRENCY", 1, minimum=1),
             stream_poll_seconds=_seconds(env, "GRAPH_API_STREAM_POLL_SECONDS", 0.25),
             stream_lease_seconds=_seconds(env, "GRAPH_API_STREAM_LEASE_SECONDS", 10.0),
-            # A function's process cannot be scraped: Lambda leaves /metrics off unless asked.
-            metrics=_bool(env, "GRAPH_API_METRICS", not env.get("AWS_LAMBDA_FUNCTION_NAME")),
+            **_metrics(env, backend),
             tracing=tracing_wanted(env),
+            worker_healthcheck_seconds=_seconds(env, "GRAPH_API_WORKER_HEALTHCHECK_SECONDS", 60.0),
             cors_origins=origins,
             cors_origin_regex=LOCAL_ORIGINS if local else "",
             **_documents(env),
         )
+
+
+def _metrics(env: Mapping[str, str], backend: str) -> dict[str, Any]:
+    """/metrics: on a port of its own when GRAPH_API_METRICS_PORT names one; else on the
+    API's port for the embedded demo only. A remote backend's API port (often public) does
+    not serve it unless GRAPH_API_METRICS=true asks; a function's process cannot be scraped."""
+    port = _int(env, "GRAPH_API_METRICS_PORT", 0, minimum=0, maximum=65535)
+    lambda_ = bool(env.get("AWS_LAMBDA_FUNCTION_NAME"))
+    default = bool(port) or (backend == "embedded" and not lambda_)
+    host = env.get("GRAPH_API_METRICS_HOST", "").strip() or env.get("GRAPH_API_HOST", "127.0.0.1")
+    return {
+        "metrics": _bool(env, "GRAPH_API_METRICS", default),
+        "metrics_port": port,
+        "metrics_host": host,
+    }
 
 
 def tracing_wanted(env: Mapping[str, str]) -> bool:
@@ -232,7 +260,9 @@ def _read_secret(path: Path) -> bytes | None:
     return secret
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+def _int(
+    env: Mapping[str, str], name: str, default: int, minimum: int = 0, maximum: int | None = None
+) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -242,6 +272,8 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
         raise SettingsError(f"{name} must be a whole number, not {raw!r}") from None
     if value < minimum:
         raise SettingsError(f"{name} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise SettingsError(f"{name} must be at most {maximum}, not {value}")
     return value
 
 
@@ -253,9 +285,62 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise SettingsError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if not value > 0:
-        raise SettingsError(f"{name} must be more than 0")
+    if not (value > 0 and math.isfinite(value)):
+        raise SettingsError(f"{name} must be a finite number of seconds more than 0, not {raw!r}")
     return value
+
+
+# botocore's endpoint variables: without a scheme, botocore fails deep in a request.
+ENDPOINT_VARIABLES = (
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
+    "AWS_ENDPOINT_URL",
+)
+
+
+def check_endpoint(env: Mapping[str, str], name: str) -> None:
+    """An endpoint variable, when set, is an http:// or https:// URL with a host."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return
+    scheme, host = _scheme_and_host(raw)
+    if scheme not in ("http", "https") or not host:
+        raise SettingsError(
+            f"{name} must be a URL with a scheme, e.g. http://localhost:8000 or"
+            f" https://dynamodb.eu-west-1.amazonaws.com, not {raw!r}"
+        )
+
+
+def _scheme_and_host(raw: str) -> tuple[str, str]:
+    """A URL's scheme (lower case) and host; blanks when it has none or is malformed."""
+    try:
+        parts = urlsplit(raw)
+        _ = parts.port  # raises ValueError when not a number
+    except ValueError:
+        return "", ""
+    return parts.scheme.lower(), parts.hostname or ""
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _jwks_url(raw: str) -> str:
+    """GRAPH_API_JWKS_URL: https://, or http:// on this machine (a test's issuer); keys from
+    anywhere else could be swapped on the way."""
+    if not raw:
+        return raw
+    scheme, host = _scheme_and_host(raw)
+    if not host or not (scheme == "https" or (scheme == "http" and _loopback(host))):
+        raise SettingsError(
+            f"GRAPH_API_JWKS_URL must be an https:// URL (http:// only on localhost), not {raw!r}"
+        )
+    return raw
 
 
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
@@ -266,7 +351,7 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default
 
 
 def _auth(env: Mapping[str, str]) -> dict[str, Any]:
-    jwks_url = env.get("GRAPH_API_JWKS_URL", "").strip()
+    jwks_url = _jwks_url(env.get("GRAPH_API_JWKS_URL", "").strip())
     secret = env.get("GRAPH_API_JWT_SECRET", "")
     issuer = env.get("GRAPH_API_JWT_ISSUER", "").strip()
     audience = env.get("GRAPH_API_JWT_AUDIENCE", "").strip()
@@ -284,6 +369,7 @@ def _auth(env: Mapping[str, str]) -> dict[str, Any]:
         "jwt_issuer": issuer,
         "jwt_audience": audience,
         "auth_reads": _bool(env, "GRAPH_API_AUTH_READS", False),
+        "open_writes": _bool(env, "GRAPH_API_OPEN_WRITES", False),
         "roles_claim": _claim(env, "GRAPH_API_ROLES_CLAIM", "roles"),
         "student_claim": _claim(env, "GRAPH_API_STUDENT_CLAIM", "graph:student"),
         "teacher_claim": _claim(env, "GRAPH_API_TEACHER_CLAIM", "graph:teacher"),

@@ -459,3 +459,183 @@ def test_serve_removes_only_its_own_runtime_file(clean_env: pytest.MonkeyPatch) 
     path.write_text("{not json")
     with pytest.raises(embedded_file.NotRunning, match="unreadable"):
         embedded_file.find()
+
+
+# -- start-up: what `serve` refuses before it starts anything (issue 53, items 13 to 15) --
+
+
+def test_make_run_serves_the_embedded_demo_whatever_aws_settings_the_shell_holds() -> None:
+    """`make run` in a shell with a profile and keys (most DynamoDB developers' shells) is
+    still the demo: never AWS's DynamoDB with open writes."""
+    import shlex
+
+    root = Path(__file__).resolve().parent.parent
+    shell = {**os.environ, "AWS_PROFILE": "dev", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE"}
+    shell.pop("GRAPH_API_BACKEND", None)
+    dry = subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", "run"],
+        cwd=root,
+        env=shell,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (line,) = [line for line in dry.stdout.splitlines() if "graph-api serve" in line]
+    words = shlex.split(line)
+    assigned = dict(word.split("=", 1) for word in words[: words.index(".venv/bin/graph-api")])
+    assert Settings.from_env({**shell, **assigned}).backend == "embedded"
+
+
+def test_serve_against_aws_without_sign_in_refuses_naming_the_setting(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clean_env.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")  # GRAPH_API_BACKEND=auto: remote
+    clean_env.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    assert cli.main(["serve", "--port", str(closed_port())]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("graph-api: ") and captured.err.count("\n") == 1
+    assert "GRAPH_API_OPEN_WRITES=true" in captured.err
+    assert "GRAPH_API_JWKS_URL" in captured.err
+    assert "amazonaws.com" in captured.err
+    assert captured.out == ""  # nothing started, nothing announced
+
+
+def test_open_writes_only_refused_on_aws_itself_without_sign_in(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    aws = Settings(backend="remote")
+    assert cli.open_writes_problem(aws) is not None
+    assert cli.open_writes_problem(dataclasses_replace(aws, open_writes=True)) is None
+    signed = dataclasses_replace(aws, jwt_secret="s" * 32, jwt_issuer="i", jwt_audience="a")
+    assert cli.open_writes_problem(signed) is None
+    assert cli.open_writes_problem(Settings(backend="embedded")) is None
+    # An emulator the operator named keeps today's behaviour (a warning in the log).
+    clean_env.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8001")
+    assert cli.open_writes_problem(aws) is None
+
+
+def dataclasses_replace(settings: Settings, **changes: object) -> Settings:
+    import dataclasses
+
+    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+
+
+def test_a_second_serve_on_a_port_in_use_refuses_first_and_keeps_the_first_servers_file(
+    tmp_path: Path,
+) -> None:
+    """The first server: a socket listening on the port, and its `.data/embedded.json`."""
+    with socket.socket() as first:
+        first.bind(("127.0.0.1", 0))
+        first.listen()
+        port = first.getsockname()[1]
+        data = tmp_path / ".data"
+        data.mkdir()
+        theirs = {
+            "pid": os.getpid(),  # alive
+            "endpoint": "http://127.0.0.1:1",
+            "table": "graph",
+            "api": f"http://127.0.0.1:{port}/graphql",
+        }
+        (data / "embedded.json").write_text(json.dumps(theirs))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+        env.update(GRAPH_API_DEMO_STUDENTS="5", GRAPH_API_PORT=str(port))
+        done = subprocess.run(
+            [sys.executable, "-m", "graph_api.cli", "serve"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("graph-api: cannot listen on 127.0.0.1:")
+    assert f":{port}" in done.stderr and "GRAPH_API_PORT" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "seeding" not in done.stdout + done.stderr and "DynamoDB at" not in done.stdout
+    assert json.loads((data / "embedded.json").read_text()) == theirs
+
+
+def test_a_serve_that_replaced_a_running_servers_file_puts_it_back(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    theirs = embedded_file.Embedded(os.getppid(), "http://127.0.0.1:2", "graph", "http://a")
+    path = embedded_file.write("http://127.0.0.1:1", "graph", "http://b")
+    embedded_file.remove(restore=theirs)  # ours replaced theirs; theirs still runs
+    assert embedded_file.read(path) == theirs
+    gone = embedded_file.Embedded(2**22 + 12345, "http://127.0.0.1:3", "graph", "http://c")
+    embedded_file.write("http://127.0.0.1:1", "graph", "http://b")
+    embedded_file.remove(restore=gone)  # a server that is gone is not brought back
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("GRAPH_API_PORT", "70000"),
+        ("GRAPH_API_PORT", "0"),
+        ("GRAPH_API_DEADLINE_SECONDS", "inf"),
+        ("GRAPH_API_DEADLINE_SECONDS", "nan"),
+        ("GRAPH_API_WS_IDLE_SECONDS", "infinity"),
+        ("GRAPH_API_JWKS_URL", "file:///etc/passwd"),
+        ("GRAPH_API_JWKS_URL", "http://issuer.example.org/jwks.json"),
+        ("GRAPH_API_JWKS_URL", "jwks.json"),
+        ("AWS_ENDPOINT_URL_DYNAMODB", "localhost:8000"),
+        ("AWS_ENDPOINT_URL", "127.0.0.1:8000"),
+        ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", "http://"),
+        ("GRAPH_API_WORKER_HEALTHCHECK_SECONDS", "0"),
+        ("GRAPH_API_OPEN_WRITES", "maybe"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_it_and_exit_2(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, value: str
+) -> None:
+    clean_env.setenv("GRAPH_API_JWT_ISSUER", "https://issuer.example.org")
+    clean_env.setenv("GRAPH_API_JWT_AUDIENCE", "graph-api")
+    clean_env.setenv(name, value)
+    assert cli.main(["serve"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"graph-api: {name} ") and captured.err.count("\n") == 1
+    assert captured.out == ""
+
+
+def test_jwks_over_http_only_from_this_machine() -> None:
+    auth = {"GRAPH_API_JWT_ISSUER": "i", "GRAPH_API_JWT_AUDIENCE": "a"}
+    for url in ("https://issuer.example.org/jwks", "http://127.0.0.1:9/j", "http://localhost/j"):
+        assert Settings.from_env({**auth, "GRAPH_API_JWKS_URL": url}).jwks_url == url
+
+
+def test_the_embedded_demo_starts_whatever_aws_profile_the_shell_names(tmp_path: Path) -> None:
+    """A profile this machine's config lacks made botocore refuse every client, moto's own
+    process included: the embedded demo uses none of the shell's AWS settings."""
+    (tmp_path / "config").write_text("[profile other]\nregion = eu-west-1\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.update(
+        GRAPH_API_BACKEND="embedded",
+        GRAPH_API_DEMO_STUDENTS="5",
+        GRAPH_API_PORT=str(closed_port()),
+        AWS_PROFILE="no-such-profile",
+        AWS_CONFIG_FILE=str(tmp_path / "config"),
+        AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+    )
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graph_api.cli", "serve"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(tmp_path / ".data" / "embedded.json", process)
+        assert "embedded moto, 5 demo students" in log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in log.read_text()

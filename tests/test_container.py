@@ -88,8 +88,9 @@ def get(url: str) -> tuple[int, bytes]:
 
 
 @pytest.fixture
-def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[str]:
-    """The image's CMD with the image's ENV, on a loopback port, against moto's table."""
+def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The image's CMD with the image's ENV, on a loopback port, against moto's table: the
+    API's base URL and the metrics port's."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
     env.update(image_env())
@@ -104,6 +105,8 @@ def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[str
         GRAPH_API_TABLE=services.settings.table,
         GRAPH_API_CURSOR_SECRET="container-test-secret",
         PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),  # the image's /tmp is its own
+        GRAPH_API_METRICS_HOST="127.0.0.1",
+        GRAPH_API_METRICS_PORT=str(free_port()),
     )
     process = subprocess.Popen(
         exec_form("CMD"),
@@ -124,7 +127,7 @@ def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[str
                 pass
             assert time.monotonic() < deadline, "the container's command did not come up"
             time.sleep(0.2)
-        yield base
+        yield base, f"http://127.0.0.1:{env['GRAPH_API_METRICS_PORT']}"
     finally:
         process.terminate()
         try:
@@ -137,18 +140,19 @@ def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[str
 
 
 def test_the_containers_command_serves_graphql_and_its_healthcheck_passes(
-    container: str, endpoint: str
+    container: tuple[str, str], endpoint: str
 ) -> None:
+    api, metrics = container
     query = json.dumps({"query": '{ student(id: "stu-0001") { id } }'}).encode()
     request = urllib.request.Request(
-        f"{container}/graphql", data=query, headers={"content-type": "application/json"}
+        f"{api}/graphql", data=query, headers={"content-type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=5) as response:
         body = json.loads(response.read())
     assert body["data"] == {"student": {"id": "stu-0001"}}
     assert response.headers.get("server") is None  # --no-server-header
 
-    port = container.rsplit(":", 1)[1]
+    port = api.rsplit(":", 1)[1]
     check = exec_form("HEALTHCHECK")
     check[0] = sys.executable if check[0] == "python" else check[0]
     result = subprocess.run(check, env={**os.environ, "UVICORN_PORT": port}, timeout=10)
@@ -159,10 +163,20 @@ def test_the_containers_command_serves_graphql_and_its_healthcheck_passes(
     for _ in range(5):
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.status == 200
-    assert [_queries_counted(container) for _ in range(6)] == [6] * 6
+    assert [_queries_counted(metrics) for _ in range(6)] == [6] * 6
+    # Not on the API's port, which a load balancer may make public.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{api}/metrics", timeout=5)
+    assert refused.value.code == 404
 
 
 def _queries_counted(base: str) -> float:
     with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
         text = response.read().decode()
     return queries_answered(text)
+
+
+def test_the_images_workers_are_given_time_to_start() -> None:
+    """uvicorn's default worker health check (5 s) kills workers still importing on a busy
+    host, again and again (issue 53): the image waits as `serve --workers` does."""
+    assert int(image_env()["UVICORN_TIMEOUT_WORKER_HEALTHCHECK"]) >= 30

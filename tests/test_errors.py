@@ -232,3 +232,17 @@ def test_a_damaged_count_is_reported_by_id_not_by_key(empty_services: Services, 
     message = f"{kind.lower()} n1 counts no students; run graph-api check"
     assert result.user_errors == [{"code": "CONFLICT", "message": message}]
     assert node.pk not in message
+
+
+def test_a_missing_table_is_unavailable_naming_it_and_create_table(endpoint: str) -> None:
+    from support import close_services, make_settings
+
+    services = Services.create(make_settings(endpoint, table="no-such-table"))
+    try:
+        result = run(services, '{ student(id: "stu-0001") { name } }')
+        assert result.codes == ["UNAVAILABLE"]
+        message = result.errors[0]["message"]
+        assert "no-such-table" in message and "graph-api create-table" in message
+        assert dynamodb_requests(result) == 1  # the same again would fail again: no retry
+    finally:
+        close_services(services)

@@ -686,3 +686,22 @@ def test_a_client_that_failed_to_open_is_opened_again_by_the_next_request(
     assert first.codes == ["UNAVAILABLE"]
     assert second.errors == []
     assert [s["id"] for s in second.data["students"]] == ids
+
+
+def html_405(_: str) -> AWSResponse:
+    """A web server (or another API) where the DynamoDB endpoint should be."""
+    return answer(
+        405, b"<html><body><h1>405 Not Allowed</h1></body></html>", **{"Content-Type": "text/html"}
+    )
+
+
+def test_an_endpoint_that_is_not_dynamodb_is_said_so_at_once_not_retried(
+    quick: Services, faults: Faults, demo_items: list[Item]
+) -> None:
+    faults.fail("BatchGetItem", None, lambda: html_405("BatchGetItem"))
+    result = execute(quick, NAMES, {"ids": students(demo_items, 2)})
+    assert result.codes == ["UNAVAILABLE"]
+    message = result.errors[0]["message"]
+    assert "HTTP 405" in message and "AWS_ENDPOINT_URL_DYNAMODB" in message
+    assert "busy" not in message
+    assert result.extensions["dynamodb"]["requests"] == 1  # not 1 + the policy's retries

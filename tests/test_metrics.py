@@ -125,3 +125,37 @@ def test_events_of_a_subscriber_that_fell_behind_are_counted_as_shed() -> None:
     assert (REGISTRY.get_sample_value(delivered) or 0.0) - before[delivered] == 0
     assert (REGISTRY.get_sample_value(shed) or 0.0) - before[shed] == 3
     subscription.close()
+
+
+def test_metrics_on_a_remote_backend_are_off_the_apis_port_unless_asked() -> None:
+    """A remote backend's API port is often public: /metrics is not on it by default; on a
+    port of its own when GRAPH_API_METRICS_PORT names one; the embedded demo keeps it."""
+    remote = {"GRAPH_API_BACKEND": "remote"}
+    assert not Settings.from_env(remote).metrics
+    on_port = Settings.from_env({**remote, "GRAPH_API_METRICS_PORT": "9464"})
+    assert (on_port.metrics, on_port.metrics_port, on_port.metrics_host) == (
+        True,
+        9464,
+        "127.0.0.1",
+    )
+    asked = Settings.from_env({**remote, "GRAPH_API_METRICS": "true"})
+    assert asked.metrics and not asked.metrics_port  # on the API's port, as asked
+    embedded = Settings.from_env({"GRAPH_API_BACKEND": "embedded"})
+    assert embedded.metrics and not embedded.metrics_port
+    lambda_ = Settings.from_env({**remote, "AWS_LAMBDA_FUNCTION_NAME": "f"})
+    assert not lambda_.metrics
+
+
+def test_metrics_on_a_port_of_their_own_and_not_on_the_apis(endpoint: str) -> None:
+    import urllib.request
+
+    from tools.dynamodb_local import free_port
+
+    port = free_port()
+    with live(endpoint, metrics_port=port) as (client, _):
+        post(client, QUERY)
+        assert client.get("/metrics").status_code == 404
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as got:
+            text = got.read().decode()
+        names = {family.name for family in text_string_to_metric_families(text)}
+        assert "graph_api_graphql_request_duration_seconds" in names

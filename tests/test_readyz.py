@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import make_settings
+from support import fresh_services, make_settings, refusal, subscriber
 
+from graph_api.events.lease import Lease
+from graph_api.events.live import READER_DOWN, LiveEvents
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.health import stream_problem
+from graph_api.settings import Settings
 from graph_api.store import admin
 from tools import dynamodb_local
 
@@ -46,23 +49,64 @@ def test_not_ready_without_the_table(endpoint: str) -> None:
         response = client.get("/readyz")
         assert response.status_code == 503
         assert response.json()["status"] == "unavailable"
-        assert "ResourceNotFoundException" in response.json()["reason"]
+        assert "graph-api create-table" in response.json()["reason"]
         assert client.get("/healthz").status_code == 200  # alive, not ready
     services.close()
 
 
 def test_a_reader_that_holds_the_lease_but_does_not_read_is_a_problem() -> None:
-    def events(*, on: bool, holding: bool, reading: bool) -> Any:
+    def problem(
+        *, reads: bool = True, holding: bool, reading: bool, silent: float = 0.0
+    ) -> str | None:
         event = asyncio.Event()
         if reading:
             event.set()
-        reader = SimpleNamespace(holding=holding, reading=event)
-        return SimpleNamespace(subscriptions_on=on, reader=reader)
+        reader = SimpleNamespace(
+            holding=holding, reading=event, silent_for=lambda: silent, stale_after=30.0
+        )
+        events = LiveEvents(Settings())
+        events.reader, events.reads = reader, reads  # type: ignore[assignment]
+        return stream_problem(events)
 
-    assert "not reading" in str(stream_problem(events(on=True, holding=True, reading=False)))
-    assert stream_problem(events(on=True, holding=True, reading=True)) is None
-    assert stream_problem(events(on=True, holding=False, reading=False)) is None  # another reads
-    assert stream_problem(events(on=False, holding=True, reading=False)) is None  # no subscriptions
+    assert "not reading" in str(problem(holding=True, reading=False))
+    assert problem(holding=True, reading=True) is None
+    assert problem(holding=False, reading=False) is None  # another reads
+    assert problem(reads=False, holding=True, reading=False) is None  # no reader here
+    # A reader that has not heard DynamoDB answer for longer than its bound.
+    assert "has not heard DynamoDB answer for 31 s" in str(
+        problem(holding=False, reading=False, silent=31.0)
+    )
+
+
+CHEAP = 'subscription { teacherChanged(id: "t1") { kind } }'
+
+
+def test_a_crashed_stream_reader_makes_readyz_fail_refuses_subscriptions_and_restarts(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader task dies of an error it did not expect: not ready, subscriptions refused
+    (UNAVAILABLE, saying why) instead of waiting for events that never come; once the error
+    is gone, the reader starts again and both come back."""
+    take = Lease.take
+
+    async def broken(self: Lease) -> bool:
+        raise RuntimeError("a bug in the lease")
+
+    monkeypatch.setattr(Lease, "take", broken)
+    with fresh_services(endpoint) as services, TestClient(create_app(services)) as client:
+        body = _status_becomes(client, 503)
+        assert "stream reader stopped on RuntimeError" in body["reason"], body
+        with subscriber(client, services) as sub:
+            sub.send("1", CHEAP)
+            _, error = refusal(sub, "1")
+        assert error["extensions"] == {"code": "UNAVAILABLE"}
+        assert error["message"] == READER_DOWN
+        assert services.events.hub.size == 0
+
+        monkeypatch.setattr(Lease, "take", take)
+        assert _status_becomes(client, 200) == {"status": "ready"}
+        with subscriber(client, services) as sub:
+            sub.subscribe("2", CHEAP)  # held: the reader runs again
 
 
 def test_readyz_follows_dynamodb_local_down_and_back(backend: str, tmp_path: Path) -> None:

@@ -613,3 +613,36 @@ def test_requests_per_batch_of_changes(stream: Stream) -> None:
         print(f"\n40 changes in {batches} batch(es): {dict(spent)}")
 
     asyncio.run(scenario())
+
+
+def test_a_reader_that_keeps_failing_unexpectedly_logs_the_traceback_once_and_backs_off(
+    stream: Stream, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error the reader does not expect, again and again: a line each time, its
+    traceback only the first, and starting over further apart (not every second)."""
+    monkeypatch.setattr(reader_module, "RESTART_SECONDS", 0.01)
+    pauses: list[float] = []
+
+    async def broken(self: StreamReader) -> None:
+        raise RuntimeError("a bug in the reading")
+
+    monkeypatch.setattr(StreamReader, "_read", broken)
+
+    async def scenario() -> None:
+        reader = reader_of(stream, Published(), "a")
+        take = reader._failed_pause
+
+        def counted() -> float:
+            pauses.append(take())
+            return pauses[-1]
+
+        reader._failed_pause = counted  # type: ignore[method-assign]
+        async with running(reader):
+            await eventually(lambda: len(pauses) >= 4, "four failures")
+
+    caplog.set_level("ERROR", logger="graph_api.events.reader")
+    asyncio.run(scenario())
+    failed = [r for r in caplog.records if "the change stream reader failed" in r.getMessage()]
+    assert len(failed) >= 4
+    assert [bool(r.exc_info) for r in failed[:4]] == [True, False, False, False]
+    assert pauses[:4] == [0.01, 0.02, 0.04, 0.08]

@@ -183,3 +183,46 @@ def _worker(pid: int) -> bool:
     except OSError:
         return False
     return b"from multiprocessing.spawn import spawn_main; spawn_main(" in b" ".join(cmdline)
+
+
+# A worker that takes this long to start (a busy host importing everything) must be waited
+# for: uvicorn's default health check (5 s) killed and restarted such workers forever.
+SLOW_START_SECONDS = 8
+
+SLOW_START = f"""
+import sys, time
+if "--multiprocessing-fork" in sys.argv:  # uvicorn's workers (multiprocessing's spawn)
+    time.sleep({SLOW_START_SECONDS})
+"""
+
+
+def test_workers_that_start_slowly_come_up_and_are_not_killed(tmp_path: Path) -> None:
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_START)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.update(GRAPH_API_DEMO_STUDENTS="5", GRAPH_API_LOG_LEVEL="INFO", PYTHONPATH=str(slow))
+    env.pop("WEB_CONCURRENCY", None)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
+        process = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_until_healthy(port, process, log)
+        workers = [pid for pid in descendants(process.pid) if _worker(pid)]
+        assert len(workers) == 2, log.read_text()[-4000:]
+        assert "died" not in log.read_text()  # none killed by the supervisor and replaced
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

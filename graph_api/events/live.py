@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -43,6 +45,19 @@ ANOTHER_READER = (
 )
 
 
+# Why subscriptions are refused while the stream reader is down (it stopped on an error this
+# server did not expect, and starts again after a pause).
+READER_DOWN = (
+    "this server's change stream reader stopped on an unexpected error and is starting"
+    " again, so no event would reach this subscription; subscribe again shortly"
+)
+# The reader starts again after this, doubling up to the most while it keeps failing.
+RESTART_SECONDS = 1.0
+RESTART_MOST_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
+
+
 class LiveEvents:
     """Stream reader (when this instance holds the lease) -> broker -> this hub.
 
@@ -59,11 +74,11 @@ class LiveEvents:
         )
         self.broker: Broker | None = None  # while running
         self._refusal: str | None = NOT_RUNNING
-
-    @property
-    def subscriptions_on(self) -> bool:
-        """Whether this server serves subscriptions now (its pipeline runs, for them)."""
-        return self._refusal is None
+        # Whether this server runs a reader (`running`, not with several workers and the
+        # in-process broker), and why it is down when it is (None: it runs).
+        self.reads = False
+        self.reader_down: str | None = None
+        self._standby_refuses = False  # the in-process broker: a standby reader refuses
 
     def subscribe(
         self,
@@ -95,6 +110,56 @@ class LiveEvents:
         if events and self.broker is not None:
             await self.broker.publish(events)
 
+    def reader_problem(self) -> str | None:
+        """Why this server's stream reader is not doing its job, or None (`/readyz`)."""
+        reader = self.reader
+        if not self.reads or reader is None:
+            return None  # no reader here (Lambda, several workers without a broker)
+        if self.reader_down is not None:
+            return self.reader_down
+        if reader.holding and not reader.reading.is_set():
+            return "the change stream reader holds the lease but is not reading (see the log)"
+        silent = reader.silent_for()
+        if silent > reader.stale_after:
+            return (
+                f"the change stream reader has not heard DynamoDB answer for {silent:.0f} s"
+                " (see the log)"
+            )
+        return None
+
+    async def _keep_reading(self, reader: StreamReader) -> None:
+        """Run the reader; when it dies of an error it did not expect, log it (with its
+        traceback the first time only), refuse subscriptions and end those held (no event
+        would reach them), and start it again after a pause that grows while it keeps dying."""
+        pause, crashes = RESTART_SECONDS, 0
+        while True:
+            started = time.monotonic()
+            try:
+                await reader.run()
+                return
+            except Exception as error:  # cancellation (the app stopping) is not caught
+                if time.monotonic() - started > RESTART_MOST_SECONDS:
+                    pause = RESTART_SECONDS  # it had been running well: a fresh failure
+                crashes += 1
+                log.error(
+                    "the change stream reader stopped (its lease is released): %s: %s;"
+                    " starting it again in %g s",
+                    type(error).__name__,
+                    error,
+                    pause,
+                    exc_info=crashes == 1,
+                )
+                self.reader_down = (
+                    f"the change stream reader stopped on {type(error).__name__};"
+                    f" it starts again in {pause:g} s (see the log)"
+                )
+                self._refusal = READER_DOWN
+                self.hub.end_all(Unavailable(READER_DOWN))
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, RESTART_MOST_SECONDS)
+                self.reader_down = None
+                self._refusal = ANOTHER_READER if reader.standby and self._standby_refuses else None
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[LiveEvents]:
         """The pipeline while the app serves: the broker, and the stream reader, which
@@ -112,9 +177,12 @@ class LiveEvents:
         streams, dynamo = Streams(self.settings), Dynamo(self.settings)
         # With the in-process broker, only the lease holder's subscribers hear events.
         standby = self._standby if self.settings.events_broker == "memory" else None
+        self._standby_refuses = standby is not None
         reader = StreamReader(self.settings, dynamo, streams, self.publish, on_standby=standby)
-        task = None if alone else asyncio.create_task(reader.run(), name="stream reader")
-        self.reader = reader
+        task = None
+        if not alone:
+            task = asyncio.create_task(self._keep_reading(reader), name="stream reader")
+        self.reader, self.reads, self.reader_down = reader, not alone, None
         self._refusal = NO_SHARED_BROKER if alone else None
         try:
             yield self
@@ -125,7 +193,7 @@ class LiveEvents:
                 task.cancel()  # releases the lease: another instance takes over at once
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            self.reader = None
+            self.reader, self.reads = None, False
             await streams.aclose()
             await dynamo.aclose()
             await broker.close()

@@ -57,6 +57,7 @@ CHILD_DESCRIBE_SECONDS = 1.0
 CHILD_DESCRIBES = 60
 # After an unexpected failure, the reader starts over from its checkpoints after this.
 RESTART_SECONDS = 1.0
+RESTART_MOST_SECONDS = 30.0  # while unexpected failures repeat, doubling up to this
 
 # The lease item's own writes (renewals, checkpoints) are in the stream too: never published.
 _LEASE_KEYS = codec.encode(keys.stream_lease().as_item())
@@ -87,6 +88,7 @@ class StreamReader:
         describe_seconds: float = 30.0,
         on_standby: Callable[[bool], None] | None = None,
     ) -> None:
+        self._made_at = time.monotonic()
         self.table_name = settings.table
         self.poll_seconds = settings.stream_poll_seconds
         self.describe_seconds = describe_seconds
@@ -115,6 +117,26 @@ class StreamReader:
         # Whether another instance holds the lease (as last tried), and who hears of changes.
         self.standby = False
         self._on_standby = on_standby
+        # When (monotonic) the reader last heard DynamoDB answer it: a try of the lease, a
+        # DescribeStream, a GetRecords. `/readyz` fails once that is `stale_after` old.
+        self.alive_at: float | None = None
+        self._failures = 0  # unexpected failures since the stream last answered
+        self.stale_after = max(3 * settings.stream_lease_seconds, 2 * describe_seconds)
+
+    def silent_for(self) -> float:
+        """Seconds since the reader last heard DynamoDB answer (or since it was made)."""
+        return time.monotonic() - (self.alive_at or self._made_at)
+
+    def _alive(self, *, read: bool = True) -> None:
+        """DynamoDB answered; `read`: the stream itself did (not only the lease's table)."""
+        self.alive_at = time.monotonic()
+        if read:
+            self._failures = 0
+
+    def _failed_pause(self) -> float:
+        """One more unexpected failure in a row: how long to wait before starting over."""
+        self._failures += 1
+        return float(min(RESTART_SECONDS * 2 ** (self._failures - 1), RESTART_MOST_SECONDS))
 
     @property
     def holding(self) -> bool:
@@ -132,6 +154,9 @@ class StreamReader:
                     await asyncio.sleep(self.lease.renew_interval)
                     continue
                 log.info("reading %s's change stream (lease taken)", self.table_name)
+                # Slept after the handlers, not in them: a cancel arriving in a sleep inside
+                # `except*` would leave as an exception group, not as the CancelledError.
+                pause = 0.0
                 try:
                     async with asyncio.TaskGroup() as group:
                         group.create_task(self._keep_lease())
@@ -142,12 +167,21 @@ class StreamReader:
                     log.info("%s has a new change stream: reading it", self.table_name)
                 except* Unavailable as busy:
                     log.warning("the change stream reader starts over: %s", _first(busy))
-                    await asyncio.sleep(RESTART_SECONDS)
-                except* Exception:
-                    log.exception("the change stream reader failed: starting over")
-                    await asyncio.sleep(RESTART_SECONDS)
+                    pause = RESTART_SECONDS
+                except* Exception as failed:
+                    # The traceback once; while it keeps failing, a line each time, further
+                    # apart (doubling), until the stream has answered it again.
+                    pause = max(pause, self._failed_pause())
+                    log.error(
+                        "the change stream reader failed: %r; starting over in %g s",
+                        _first(failed),
+                        pause,
+                        exc_info=self._failures == 1,
+                    )
                 finally:
                     self.reading.clear()
+                if pause:
+                    await asyncio.sleep(pause)
         finally:
             await self.lease.release()
 
@@ -155,10 +189,12 @@ class StreamReader:
         """Whether the lease is ours now; None when DynamoDB did not say (it is unknown
         whether another instance holds it)."""
         try:
-            return await self.lease.take()
+            taken = await self.lease.take()
         except (Unavailable, ClientError) as error:
             log.warning("could not try the stream's lease: %s", error)
             return None
+        self._alive(read=False)
+        return taken
 
     def _set_standby(self, standby: bool) -> None:
         if standby != self.standby:
@@ -212,6 +248,7 @@ class StreamReader:
         params: dict[str, Any] = {"StreamArn": arn}
         while True:
             answer = (await self._call("DescribeStream", params))["StreamDescription"]
+            self._alive()
             for shard in answer.get("Shards", []):
                 shards.append(
                     Shard(
@@ -364,6 +401,7 @@ class StreamReader:
                 continue
             retries.answered(cost)
             retries, cost = self._retries(), 0  # each poll is a request of its own
+            self._alive()
             asked = time.monotonic()
             records = answer.get("Records", [])
             if records:

@@ -692,17 +692,24 @@ def create_app(services: Services) -> Starlette:
         Route("/readyz", health.Readiness(services).respond),
         Route("/", home),
     ]
-    if services.settings.metrics:
+    settings = services.settings
+    if settings.metrics and not settings.metrics_port:  # else on a port of its own
         routes.append(Route("/metrics", metrics))
     if services.settings.graphiql and graphiql.assets_present():
         routes.append(Mount(f"/{graphiql.ASSETS_URL}", StaticFiles(directory=graphiql.ASSETS_DIR)))
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        stop_metrics = None
+        if telemetry.metrics is not None and settings.metrics_port:
+            stop_metrics = telemetry.metrics.serve(settings.metrics_host, settings.metrics_port)
         try:
             async with services.events.running(), finisher.running(services.settings):
                 yield
-        finally:  # the DynamoDB client of this loop: its connections end with the app
+        finally:
+            if stop_metrics is not None:  # waits for its thread's loop: not on this one
+                await asyncio.to_thread(stop_metrics)
+            # The DynamoDB client of this loop: its connections end with the app.
             await services.dynamo.aclose()
             if telemetry.metrics is not None:
                 telemetry.metrics.process_exited()

@@ -3,10 +3,11 @@ serve, so a load balancer, ECS or Kubernetes sends it traffic).
 
 Ready is 200 `{"status": "ready"}` when the table answers a GetItem of a key that never
 holds an item (one read capacity unit at most, allowed by the function's IAM policy) within
-`TABLE_SECONDS`, and, where this server serves subscriptions, its change stream reader is
-not stuck: holding the lease but not reading (`stream_problem`). Otherwise 503 with
-`{"status": "unavailable", "reason": ...}`. The table's answer is kept `CACHE_SECONDS`,
-and probes that arrive meanwhile share one call: probes cannot load DynamoDB.
+`TABLE_SECONDS`, and, where this server runs a change stream reader, the reader runs and
+is not stuck: holding the lease but not reading, or silent too long (`stream_problem`).
+Otherwise 503 with `{"status": "unavailable", "reason": ...}`. The table's answer is kept
+`CACHE_SECONDS`, and probes that arrive meanwhile share one call: probes cannot load
+DynamoDB.
 """
 
 from __future__ import annotations
@@ -37,14 +38,11 @@ async def healthz(_: Request) -> Response:
 
 
 def stream_problem(events: LiveEvents) -> str | None:
-    """Why this server's subscriptions would not hear events, or None. A server whose
-    reader does not hold the lease leaves the reading to the instance that does."""
-    reader = events.reader
-    if not events.subscriptions_on or reader is None:
-        return None  # no subscriptions here (Lambda, several workers without a broker)
-    if reader.holding and not reader.reading.is_set():
-        return "the change stream reader holds the lease but is not reading (see the log)"
-    return None
+    """Why this server's subscriptions would not hear events, or None: its stream reader
+    died and is starting again, holds the lease but does not read, or has not heard
+    DynamoDB answer for a while (`LiveEvents.reader_problem`). A reader on standby (another
+    instance holds the lease) is fine while it keeps trying the lease."""
+    return events.reader_problem()
 
 
 class Readiness:

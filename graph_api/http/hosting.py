@@ -63,7 +63,8 @@ def announce(settings: Settings) -> None:
             " `graph-api token --role teacher --id tch-001` (or admin, student, guardian)"
         )
     else:
-        log.warning("auth: none configured, anyone may write (set GRAPH_API_JWKS_URL)")
+        why = " (GRAPH_API_OPEN_WRITES=true)" if settings.open_writes else ""
+        log.warning("auth: none configured, anyone may write%s (set GRAPH_API_JWKS_URL)", why)
     if settings.public_personal_data:
         log_public = log.info if settings.backend == "embedded" else log.warning
         log_public(

@@ -31,20 +31,38 @@ class Embedded:
 
 def write(endpoint: str, table: str, api: str, path: Path = PATH) -> Path:
     """Record this process's embedded endpoint (atomically: a reader sees all of it or none)."""
+    return _write(Embedded(os.getpid(), endpoint, table, api), path)
+
+
+def _write(embedded: Embedded, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps(asdict(Embedded(os.getpid(), endpoint, table, api))) + "\n")
+    partial.write_text(json.dumps(asdict(embedded)) + "\n")
     partial.replace(path)
     return path
 
 
-def remove(path: Path = PATH) -> None:
-    """Remove the file if this process wrote it (another serve may have written it since)."""
+def running(path: Path = PATH) -> Embedded | None:
+    """The file of a server that still runs, or None."""
     try:
-        if read(path).pid == os.getpid():
-            path.unlink()
+        return find(path)
+    except NotRunning:
+        return None
+
+
+def remove(path: Path = PATH, restore: Embedded | None = None) -> None:
+    """Remove the file if this process wrote it (another serve may have written it since);
+    `restore`, the file of a server this one replaced, is written back if it still runs, so
+    that the table commands find it again."""
+    try:
+        if read(path).pid != os.getpid():
+            return
     except (FileNotFoundError, NotRunning):
-        pass
+        return
+    if restore is not None and restore.pid != os.getpid() and alive(restore.pid):
+        _write(restore, path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def read(path: Path = PATH) -> Embedded:

@@ -50,7 +50,14 @@ from graph_api.store.response_parser import (
     AioDynamoResponseParserFactory,
     DynamoResponseParserFactory,
 )
-from graph_api.store.retry import THROTTLE_CODES, Failure, RetryBudget, failure_of
+from graph_api.store.retry import (
+    THROTTLE_CODES,
+    Failure,
+    RetryBudget,
+    error_code,
+    failure_of,
+    not_dynamodb,
+)
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +177,18 @@ def _unavailable(service: str, operation: str, error: Exception) -> Unavailable 
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if not_dynamodb(error):
+            log.error(
+                "%s %s: the endpoint answered HTTP %s, not as %s",
+                service,
+                operation,
+                status,
+                service,
+            )
+            return Unavailable(
+                f"the endpoint answered HTTP {status}, not as {service}: check"
+                f" {ENDPOINT_SETTING[service]}"
+            )
         if code in _UNAVAILABLE_CODES or status >= 500 or not code or code.isdigit():
             log.warning("%s %s failed: %s (HTTP %s)", service, operation, code, status)
             return Unavailable(f"{service} is busy; try again shortly")
@@ -180,6 +199,27 @@ def _unavailable(service: str, operation: str, error: Exception) -> Unavailable 
     if isinstance(error, _UNREADABLE):
         log.warning("%s %s answered unreadably: %s", service, operation, error)
         return Unavailable(f"{service} did not answer as {service}; try again shortly")
+    return None
+
+
+# The variable that names each service's endpoint (botocore's), for an endpoint that is not it.
+ENDPOINT_SETTING = {
+    "DynamoDB": "AWS_ENDPOINT_URL_DYNAMODB",
+    "DynamoDB Streams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
+}
+
+
+def _missing_table(operation: str, params: dict[str, Any], error: Exception) -> Unavailable | None:
+    """UNAVAILABLE, naming the table and the fix, when the API's table does not exist (not
+    the client's error; the same call fails again: never retried, `retry.failure_of`). The
+    command line's calls keep DynamoDB's refusal: `graph-api create-table` asks for it."""
+    if isinstance(error, ClientError) and error_code(error) == "ResourceNotFoundException":
+        table = params.get("TableName") or ", ".join(params.get("RequestItems", {})) or "?"
+        log.error("%s: table %s does not exist", operation, table)
+        return Unavailable(
+            f"table {table} does not exist: its operator must run `graph-api create-table`"
+            " (GRAPH_API_TABLE names it)"
+        )
     return None
 
 
@@ -396,7 +436,9 @@ class Dynamo:
     async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
         """One DynamoDB operation, awaited on this loop's client."""
         params = _asked(operation, params)
-        with _accounted(operation, ledger, params=params, region=self.settings.region) as answer:
+        with _accounted(
+            operation, ledger, params=params, region=self.settings.region, missing_table=True
+        ) as answer:
             client = await self._clients.current()
             answer.append(await getattr(client, _snake(operation))(**params))
             check_answer(operation, params, answer[0])
@@ -425,11 +467,13 @@ def _accounted(
     *,
     params: dict[str, Any],
     region: str,
+    missing_table: bool = False,
 ) -> Iterator[list[Any]]:
     """Around one call: its attempts counted against `ledger` (the `before-send` hook reads
     it here), its time and capacity recorded, its failure mapped once (`_unavailable`); and,
     when telemetry is on, the process's metrics and the call's span (graph_api/telemetry).
-    A read of an index the table lacks is mapped here too (`_missing_index`).
+    A read of an index the table lacks is mapped here too (`_missing_index`), and, with
+    `missing_table` (the API's calls), a table that does not exist (`_missing_table`).
     The call appends its answer to the list it is given."""
     token = _active_ledger.set(ledger)
     started = time.perf_counter()
@@ -441,8 +485,10 @@ def _accounted(
         yield answer
     except Exception as error:
         answer.clear()
-        unavailable = _unavailable(service, operation, error) or _missing_index(
-            operation, params, error
+        unavailable = (
+            _unavailable(service, operation, error)
+            or _missing_index(operation, params, error)
+            or (_missing_table(operation, params, error) if missing_table else None)
         )
         failed = unavailable or error
         if unavailable is not None:

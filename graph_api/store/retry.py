@@ -142,6 +142,15 @@ def cancellation_reasons(error: ClientError) -> list[str]:
     return [str(reason.get("Code", "None")) for reason in reasons]
 
 
+def not_dynamodb(error: ClientError) -> bool:
+    """A 4xx answer without one of DynamoDB's error codes (an HTML 403, 404, 405 page): the
+    endpoint is something else (a web server, a wrong port). It answers so again: never
+    retried. Rate limits and timeouts of a proxy on the way (429, 408) are not this."""
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    code = error_code(error)
+    return 400 <= status < 500 and status not in (408, 429) and (not code or code.isdigit())
+
+
 def failure_of(error: BaseException) -> Failure | None:
     """What a failed call means for sending it again unchanged; None: it would fail again.
 
@@ -153,6 +162,8 @@ def failure_of(error: BaseException) -> Failure | None:
         if isinstance(cause, ClientError):
             if error_code(cause) == "ValidationException":  # refused as sent: it would be again
                 return None
+            if error_code(cause) == "ResourceNotFoundException" or not_dynamodb(cause):
+                return None  # no such table, or not DynamoDB: the same again
             throttled = error_code(cause) in THROTTLE_CODES
             return Failure.THROTTLED if throttled else Failure.TRANSIENT
         if isinstance(cause, EndpointConnectionError):

@@ -13,7 +13,9 @@ Without it, a scrape reads the worker that happened to take the connection.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -25,9 +27,12 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    start_http_server,
 )
 
 from graph_api.telemetry import MULTIPROCESS_DIR
+
+log = logging.getLogger(__name__)
 
 # Operations take milliseconds (a cached query) to seconds (a rename; the deadline is 10 s).
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -130,6 +135,30 @@ class Metrics:
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+    @staticmethod
+    def serve(host: str, port: int) -> Callable[[], None] | None:
+        """`/metrics` (any path, in fact) on `host:port` of its own, on prometheus_client's
+        server in a daemon thread; the function that stops it. None when the port is taken:
+        with several workers the first one to bind serves every worker's values (in
+        multiprocess mode) and the others leave it to that one."""
+        registry: CollectorRegistry = REGISTRY
+        if os.environ.get(MULTIPROCESS_DIR):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        try:
+            server, thread = start_http_server(port, host, registry)
+        except OSError as error:
+            log.info("metrics: %s:%d not served by this process (%s)", host, port, error)
+            return None
+        log.info("metrics: GET http://%s:%d/metrics", host, port)
+
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+        return stop
 
     @staticmethod
     def process_exited(pid: int | None = None) -> None:

@@ -80,8 +80,12 @@ class EmbeddedDynamoDB:
             threading.Thread(target=self._server.serve_forever, daemon=True).start()
             port = self._server.server_port
         else:
+            # moto is DynamoDB here, not a client of AWS: the shell's AWS settings (a profile
+            # not in this machine's config, say) must not stop it from starting.
+            environ = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "graph_api.store.embedded"],
+                env=environ,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
