@@ -64,8 +64,10 @@ class Settings:
     jwt_issuer: str = ""
     jwt_audience: str = ""
     auth_reads: bool = False
-    # `serve` against AWS's own DynamoDB with no sign-in configured refuses to start unless
-    # this says that anyone may write on purpose (`cli.check_open_writes`).
+    # That anyone may write on purpose, without a token: `serve` against AWS's own DynamoDB
+    # with no sign-in configured refuses to start without it (`cli.open_writes_problem`), and
+    # the embedded demo, which otherwise wants its dev tokens, lets a caller without one
+    # write (`tokens.Authenticator.anonymous`).
     open_writes: bool = False
     # Which claims of a verified token say who the caller is (graph_api/graph/tokens.py):
     # its roles, the student or teacher node it is, the students a guardian looks after.
@@ -74,7 +76,7 @@ class Settings:
     teacher_claim: str = "graph:teacher"
     guardian_claim: str = "graph:students"
     # Students' emails and street addresses to anyone, not only to authenticated readers.
-    # Off unless asked; `from_env` turns it on for the embedded backend's generated demo.
+    # Off unless asked, on the embedded demo too: its dev tokens show the policy at work.
     public_personal_data: bool = False
     log_format: str = "text"
     naive: bool = False
@@ -158,9 +160,7 @@ class Settings:
             introspection=_bool(env, "GRAPH_API_INTROSPECTION", True),
             graphiql=_bool(env, "GRAPH_API_GRAPHIQL", True),
             **_auth(env),
-            public_personal_data=_bool(
-                env, "GRAPH_API_PUBLIC_PERSONAL_DATA", backend == "embedded"
-            ),
+            public_personal_data=_bool(env, "GRAPH_API_PUBLIC_PERSONAL_DATA", False),
             log_format=_choice(
                 env,
                 "GRAPH_API_LOG_FORMAT",

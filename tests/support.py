@@ -99,10 +99,11 @@ def make_settings(endpoint: str, **overrides: Any) -> Settings:
         endpoint_url=endpoint,
         cursor_secret=b"test-cursor-secret",
         cursor_secret_configured=True,
-        # As the embedded backend serves its generated demo (`Settings.from_env`); the tests
-        # of the setting itself, and of personal data kept private, are
-        # tests/test_personal_data.py.
+        # The embedded demo as it was before it enforced its policy with dev tokens: personal
+        # data public, writes open without a token. The tests of those defaults are
+        # tests/test_personal_data.py and tests/test_authz_reads.py.
         public_personal_data=True,
+        open_writes=True,
     )
     return dataclasses.replace(base, **overrides)
 

@@ -859,28 +859,54 @@ def embedded_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def test_the_embedded_backend_reads_dev_tokens_and_stays_open_without_one(
+def test_the_embedded_backend_enforces_the_policy_with_its_dev_tokens(
     endpoint: str,
     school: School,
     cast: Cast,
     embedded_env: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """`make run`'s defaults (`Settings.from_env` on the embedded backend): a student's dev
+    token reads that student's email only; without a token the caller is anonymous, told
+    how to get a dev token, and may not write."""
     me = school.students[cast.me]
     student = dev_token("--role", "student", "--id", cast.me, capsys=capsys)
     other = dev_token("--role", "student", "--id", cast.other, capsys=capsys)
-    with app(endpoint, school, public_personal_data=False) as client:
+    demo = Settings.from_env({})
+    defaults = {"public_personal_data": demo.public_personal_data, "open_writes": demo.open_writes}
+    with app(endpoint, school, **defaults) as client:
         own = post(client, DIRECT, {"id": cast.me}, bearer(student), status=200)
         assert own["data"]["student"]["email"] == me["email"] and "errors" not in own
         theirs = post(client, DIRECT, {"id": cast.me}, bearer(other), status=200)
         assert theirs["data"]["student"]["email"] is None and codes_of(theirs) == {"FORBIDDEN"}
-        # No token: open, as `make run` always was (no personal data unless it is public).
+        # No token: anonymous, as on a server with sign-in, and told where tokens come from.
         anyone = post(client, DIRECT, {"id": cast.me}, status=200)
         assert anyone["data"]["student"]["name"] == me["name"]
-        assert codes_of(anyone) == {"FORBIDDEN"}
+        assert codes_of(anyone) == {"UNAUTHENTICATED"}
+        assert "graph-api token" in anyone["errors"][0]["message"]
+        assert "no sign-in configured" not in str(anyone)
+        anonymous = post(client, RENAME, {"id": cast.me, "name": "X"})
+        assert anonymous.get("data") is None and codes_of(anonymous) == {"UNAUTHENTICATED"}
+        assert "pick a role in GraphiQL" in anonymous["errors"][0]["message"]
         # A token the dev signer did not sign is no one's: refused, never open.
         forged = post(client, RENAME, {"id": cast.me, "name": "X"}, bearer(hs256()))
         assert forged.get("data") is None and codes_of(forged) == {"UNAUTHENTICATED"}
+        same = {"id": cast.me, "name": me["name"]}  # the school is shared: names stay
+        renamed = post(client, RENAME, same, bearer(student))
+        assert renamed["data"]["updateStudent"]["userErrors"] == []
+
+
+def test_open_writes_keeps_the_embedded_demo_open_without_a_token(
+    endpoint: str, school: School, cast: Cast
+) -> None:
+    """GRAPH_API_OPEN_WRITES=true: the demo as it was before roles; no token writes, and
+    personal data stays the policy's."""
+    with app(endpoint, school, public_personal_data=False, open_writes=True) as client:
+        anyone = post(client, DIRECT, {"id": cast.me}, status=200)
+        assert codes_of(anyone) == {"FORBIDDEN"}
+        same = {"id": cast.other, "name": school.students[cast.other]["name"]}
+        renamed = post(client, RENAME, same)
+        assert renamed["data"]["updateStudent"]["userErrors"] == []
 
 
 def test_graph_api_token_signs_with_the_configured_secret(

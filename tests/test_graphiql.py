@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,7 +61,7 @@ def test_page_without_assets_says_so(tmp_path: Path) -> None:
 
 
 def test_default_query_cannot_break_out_of_its_script() -> None:
-    assert graphiql._js_string("</script><b>") == '"<\\/script><b>"'
+    assert graphiql._js_value("</script><b>") == '"<\\/script><b>"'
 
 
 @pytest.fixture
@@ -82,3 +83,34 @@ def test_graphiql_off_serves_no_ide_and_no_assets(no_ide_client: TestClient) -> 
     # The API itself still answers, GET included.
     query = no_ide_client.get("/graphql", params={"query": "{ __typename }"}, headers=BROWSER)
     assert query.json()["data"] == {"__typename": "Query"}
+
+
+def test_only_a_server_taking_dev_tokens_offers_roles_and_its_tokens_sign_in() -> None:
+    """The role picker's entries: the embedded backend's dev tokens, which its own
+    authenticator accepts as the role they name; none on a remote table or with sign-in
+    configured (a real issuer's tokens are not the page's to make)."""
+    import asyncio
+
+    from graph_api.graph.tokens import Authenticator
+    from graph_api.settings import Settings
+
+    embedded = Settings(backend="embedded")
+    entries = graphiql.demo_roles(embedded)
+    assert entries is not None
+    assert [e["role"] for e in entries] == ["anonymous", "admin", "teacher", "student", "guardian"]
+    assert entries[0]["headers"] == ""
+    auth = Authenticator(embedded)
+    for entry in entries[1:]:
+        header = json.loads(entry["headers"])["Authorization"]
+        principal = asyncio.run(auth.authenticate(header)).principal
+        assert principal is not None and {r.value for r in principal.roles} == {entry["role"]}
+    student = asyncio.run(auth.authenticate(json.loads(entries[3]["headers"])["Authorization"]))
+    assert student.principal is not None and student.principal.student_id == "stu-0001"
+    assert graphiql.demo_roles(Settings(backend="remote")) is None
+    signed_in = Settings(
+        backend="embedded", jwt_secret="s" * 32, jwt_issuer="https://i.test", jwt_audience="api"
+    )
+    assert graphiql.demo_roles(signed_in) is None
+    assert "const roles = null;" in graphiql.page()  # no picker
+    admin_token = json.loads(entries[1]["headers"])["Authorization"].split()[-1]
+    assert admin_token in graphiql.page(roles=entries)

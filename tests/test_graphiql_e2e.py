@@ -140,3 +140,26 @@ def test_a_front_end_on_another_origin_queries_and_mutates_through_cors(demo_api
     with urllib.request.urlopen(check, timeout=60) as response:
         student = json.load(response)["data"]["student"]
     assert student["name"] == "Cross Origin"  # the refused page's mutation never ran
+
+
+ROLES_QUERY = '{ students(ids: ["stu-0001", "stu-0002"]) { id email } }'
+
+
+def test_graphiql_acts_as_each_role_of_the_demo_in_one_click(demo_api: str) -> None:
+    """The embedded demo's role picker, in the browser: a student's button reads that
+    student's email and not another's; admin's and the guardian's read both; anonymous's
+    (the header cleared again) neither."""
+    chromium = os.environ.get("CHROMIUM") or tool("chromium", "apt-get install chromium")
+    node = tool("node", "apt-get install nodejs npm")
+    if not graphiql.assets_present():
+        missing("GraphiQL's assets are not built: run make (python -m tools.graphiql_assets)")
+    npm_package(SCRIPT.parent)
+    emails = {i["id"]: i["email"] for i in school() if i["type"] == "student"}
+    own, other = emails["stu-0001"], emails["stu-0002"]
+    steps = [
+        {"role": "student", "shown": [own, "FORBIDDEN"], "hidden": [other]},
+        {"role": "admin", "shown": [own, other], "hidden": ["FORBIDDEN"]},
+        {"role": "guardian", "shown": [own, other], "hidden": ["FORBIDDEN"]},
+        {"role": "anonymous", "shown": ['"stu-0002"'], "hidden": [own, other]},
+    ]
+    browse(node, chromium, SCRIPT, demo_api, {"roles": {"query": ROLES_QUERY, "steps": steps}})

@@ -233,17 +233,15 @@ REMOTE = {"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1"}
 @pytest.mark.parametrize(
     ("env", "public"),
     [
-        ({}, True),  # the embedded backend's generated demo school (`make run`)
-        ({"GRAPH_API_PUBLIC_PERSONAL_DATA": "false"}, False),
+        ({}, False),  # `make run`: its dev tokens show the policy at work
+        ({"GRAPH_API_PUBLIC_PERSONAL_DATA": "true"}, True),
         (REMOTE, False),  # a real table: private unless asked
         ({**REMOTE, "GRAPH_API_BACKEND": "remote"}, False),
         ({**REMOTE, "GRAPH_API_PUBLIC_PERSONAL_DATA": "true"}, True),
     ],
-    ids=["embedded", "embedded, off", "remote", "remote, explicit", "remote, on"],
+    ids=["embedded", "embedded, on", "remote", "remote, explicit", "remote, on"],
 )
-def test_personal_data_is_public_only_on_the_demo_or_when_asked(
-    env: dict[str, str], public: bool
-) -> None:
+def test_personal_data_is_public_only_when_asked(env: dict[str, str], public: bool) -> None:
     assert Settings.from_env(env).public_personal_data is public
 
 

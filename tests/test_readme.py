@@ -21,7 +21,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from graphql import (
@@ -44,6 +44,7 @@ from support import assert_clean, fresh_services, make_settings, run
 from websockets.sync.client import connect
 
 from graph_api.graph.context import Services
+from graph_api.http import graphiql
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
@@ -58,9 +59,12 @@ JSON_BLOCKS = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"
 
 @pytest.fixture(scope="module")
 def make_run_api(endpoint: str) -> Iterator[TestClient]:
-    """The API over the demo school `make run` loads (same size, same seed)."""
-    defaults = Settings()
-    services = Services.create(make_settings(endpoint))
+    """The API over the demo school `make run` loads (same size, same seed), with its
+    policy (personal data private, writes for dev tokens: `Settings.from_env`'s defaults)."""
+    defaults = Settings.from_env({})
+    policy = {"public_personal_data": False, "open_writes": False}
+    assert policy == {name: getattr(defaults, name) for name in policy}
+    services = Services.create(make_settings(endpoint, **policy))
     admin.create(services.dynamo, services.settings.table)
     school = demo.generate(students=defaults.demo_students, seed=defaults.demo_seed)
     admin.batch_write(services.dynamo, services.settings.table, school)
@@ -121,9 +125,16 @@ def _empty(value: Any) -> bool:
     return value is None or value == [] or value == {}
 
 
+def as_admin() -> dict[str, str]:
+    """The header GraphiQL's "admin" button sets on `make run`, which the README says to pick."""
+    (admin_,) = [r for r in graphiql.demo_roles(Settings()) or [] if r["role"] == "admin"]
+    return cast(dict[str, str], json.loads(admin_["headers"]))
+
+
 def test_every_readme_example_answers_with_data(make_run_api: TestClient) -> None:
+    assert "pick\nadmin to run these as written" in README.read_text(encoding="utf-8")
     for n, block in enumerate(BLOCKS, 1):
-        response = make_run_api.post("/graphql", json={"query": block})
+        response = make_run_api.post("/graphql", json={"query": block}, headers=as_admin())
         assert response.status_code == 200, (n, response.text)
         body = response.json()
         assert body.get("errors") is None, (n, block, body.get("errors"))

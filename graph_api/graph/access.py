@@ -55,8 +55,8 @@ def refusal(context: object, operation_type: OperationType) -> tuple[type[ApiErr
     or None if it may."""
     if not isinstance(context, Context):
         return None
-    # No sign-in configured: open, but for a bad token on the embedded backend's dev signer.
-    if not context.services.auth.enabled and context.auth.problem is None:
+    # No sign-in configured (nor the embedded backend's dev tokens): open.
+    if Role.OPEN in context.auth.caller.roles:
         return None
     writes = operation_type == OperationType.MUTATION
     if not (writes or context.services.settings.auth_reads) or context.auth.principal is not None:
@@ -65,7 +65,18 @@ def refusal(context: object, operation_type: OperationType) -> tuple[type[ApiErr
     what = "mutations need" if writes else "this API needs"
     # A JWKS that does not answer is ours to fix, not the client's token.
     error = Unavailable if context.auth.unavailable else Unauthenticated
-    return error, f"{what} 'Authorization: Bearer <JWT>': {reason}"
+    return error, f"{what} 'Authorization: Bearer <JWT>': {reason}{dev_hint(context)}"
+
+
+# Where the embedded demo's tokens come from, for a caller it refuses without one.
+DEV_HINT = (
+    "; this demo server signs dev tokens: pick a role in GraphiQL, or run"
+    " `graph-api token --role admin` (or teacher, student, guardian)"
+)
+
+
+def dev_hint(context: Context) -> str:
+    return DEV_HINT if context.services.auth.dev else ""
 
 
 def personal(
@@ -127,4 +138,5 @@ def _refusal(context: Context, field: str, student_id: str) -> ApiError:
     reason = auth.problem or "no token was sent"
     return Unauthenticated(
         f"{field} is personal data: send 'Authorization: Bearer <JWT>' to read it ({reason})"
+        + dev_hint(context)
     )

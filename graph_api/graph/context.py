@@ -13,7 +13,7 @@ from strawberry.types import Info as StrawberryInfo
 from graph_api import telemetry
 from graph_api.events.hub import Group, Pace
 from graph_api.events.live import LiveEvents
-from graph_api.graph.tokens import ANONYMOUS, OPEN, Authenticator, AuthResult
+from graph_api.graph.tokens import Authenticator, AuthResult
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import Kind
 from graph_api.settings import Settings
@@ -96,7 +96,7 @@ class Context:
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:
         ledger, table, loaders = _scope(services)
         if auth is None:  # what no token means on this server (`Authenticator.authenticate`)
-            auth = AuthResult(anonymous=ANONYMOUS if services.auth.enabled else OPEN)
+            auth = AuthResult(anonymous=services.auth.anonymous)
         return cls(request_id, services, ledger, table, loaders, auth)
 
     def for_operation(self) -> Context:

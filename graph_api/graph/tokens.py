@@ -1,15 +1,17 @@
 """Bearer tokens: JWTs checked against a JWKS (OIDC, e.g. Cognito) or an HS256 secret, with
 `exp`, `iss` and `aud` verified, and the `Principal` their claims make. With neither
 configured, sign-in is off and `serve` says so at startup: a request is `OPEN`. The embedded
-backend then still checks a bearer token against its development signer (`DEV_SIGNER`, what
-`graph-api token` signs with), so `make run` can act as any role while a request without a
-token stays open."""
+backend instead signs in with its development signer (`DEV_SIGNER`, what `graph-api token`
+and GraphiQL's role picker sign with), so `make run` enforces the policy as a real server
+does: a request without a token is `ANONYMOUS` (unless GRAPH_API_OPEN_WRITES=true keeps it
+`OPEN`, as the demo was before roles)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +50,39 @@ def hs256_signer(settings: Settings) -> Signer | None:
     if not settings.jwks_url and settings.backend == "embedded":
         return DEV_SIGNER
     return None
+
+
+def role_claims(
+    settings: Settings,
+    role: Role,
+    node_id: str | None = None,
+    students: Sequence[str] = (),
+    ttl: int = 3600,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """The claims of a token for `role`, under the names `settings` read them: a teacher or
+    a student is the node `node_id`, a guardian answers for `students` (checked by the
+    caller: `ops.token.claims`)."""
+    issued = int(time.time() if now is None else now)
+    body: dict[str, Any] = {
+        "sub": f"dev-{role}-{node_id}" if node_id else f"dev-{role}",
+        settings.roles_claim: [role.value],
+        "iat": issued,
+        "exp": issued + ttl,
+    }
+    if role is Role.TEACHER:
+        body[settings.teacher_claim] = node_id
+    elif role is Role.STUDENT:
+        body[settings.student_claim] = node_id
+    elif role is Role.GUARDIAN:
+        body[settings.guardian_claim] = list(students)
+    return body
+
+
+def sign(signer: Signer, body: Mapping[str, Any]) -> str:
+    """`body` as an HS256 token of `signer`, with its `iss` and `aud`."""
+    signed = {**body, "iss": signer.issuer, "aud": signer.audience}
+    return jwt.encode(signed, signer.secret, algorithm="HS256")
 
 
 @dataclass(frozen=True)
@@ -134,8 +169,12 @@ class Authenticator:
         self.settings = settings
         self.enabled = bool(settings.jwt_secret or settings.jwks_url)
         self._hs256 = hs256_signer(settings)
-        # The embedded backend without sign-in: a bearer token is checked, none is needed.
+        # The embedded backend without sign-in configured: its dev tokens are checked.
         self.dev = not self.enabled and self._hs256 is not None
+        # Whom a request without a token is: with sign-in (dev tokens too) anonymous, unless
+        # GRAPH_API_OPEN_WRITES=true opens the embedded demo to anyone; else open.
+        signs_in = self.enabled or (self.dev and not settings.open_writes)
+        self.anonymous = ANONYMOUS if signs_in else OPEN
         # The client caches keys; it fetches again only for a key id it has not seen.
         self._jwks = (
             jwt.PyJWKClient(settings.jwks_url, cache_keys=True, timeout=5)
@@ -144,11 +183,11 @@ class Authenticator:
         )
 
     async def authenticate(self, authorization: str | None) -> AuthResult:
-        anonymous = ANONYMOUS if self.enabled else OPEN
+        anonymous = self.anonymous
         if not (self.enabled or self.dev) or not authorization:
             return AuthResult(anonymous=anonymous)
         if self.dev and authorization.strip()[:7].lower() != "bearer ":
-            return AuthResult(anonymous=anonymous)  # not a token: ignored, as without sign-in
+            return AuthResult(anonymous=anonymous)  # not a bearer token: ignored
         # A token that does not verify never makes the caller `OPEN`: it is anonymous.
         try:
             claims = await self._verify(authorization)

@@ -415,6 +415,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self.services = services
         self.documents = Documents.from_settings(settings)
         self.ide_html = graphiql.page() if settings.graphiql else ""
+        # The embedded demo's role picker: its tokens are made afresh for each page served.
+        self.ide_roles = settings.graphiql and graphiql.demo_roles(settings) is not None
 
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
@@ -672,6 +674,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         return wanted
 
     async def render_graphql_ide(self, request: Request) -> Response:
+        if self.ide_roles:
+            return HTMLResponse(graphiql.page(roles=graphiql.demo_roles(self.services.settings)))
         return HTMLResponse(self.ide_html)
 
 

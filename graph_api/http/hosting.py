@@ -57,10 +57,16 @@ def announce(settings: Settings) -> None:
         reads = "reads too" if settings.auth_reads else "reads are public"
         log.info("auth: mutations need a bearer token from %s; %s", settings.jwt_issuer, reads)
     elif settings.backend == "embedded":
+        without = (
+            "anyone may write without one (GRAPH_API_OPEN_WRITES=true)"
+            if settings.open_writes
+            else "without one, public fields only and no writes"
+        )
         log.info(
-            "auth: open without a token; to act as a role, send GraphiQL's Headers"
-            ' {"Authorization": "Bearer <token>"} with the last line of'
-            " `graph-api token --role teacher --id tch-001` (or admin, student, guardian)"
+            "auth: dev tokens; pick a role in GraphiQL, or send 'Authorization: Bearer' with"
+            " the last line of `graph-api token --role teacher --id tch-001` (or admin,"
+            " student, guardian); %s",
+            without,
         )
     else:
         why = " (GRAPH_API_OPEN_WRITES=true)" if settings.open_writes else ""

@@ -9,15 +9,12 @@ checks a JWKS takes tokens from its issuer only: none is made for it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
-import jwt
-
 from graph_api.errors import BadUserInput
 from graph_api.graph.policy import CLAIMABLE, Role
-from graph_api.graph.tokens import hs256_signer
+from graph_api.graph.tokens import hs256_signer, role_claims, sign
 from graph_api.model import keys
 from graph_api.settings import Settings
 
@@ -53,20 +50,7 @@ def claims(
         wards = [keys.check_id(id_, field="--students") for id_ in students]
     except BadUserInput as error:
         raise TokenError(error.message) from None
-    issued = int(time.time() if now is None else now)
-    body: dict[str, Any] = {
-        "sub": f"dev-{role}-{node}" if node else f"dev-{role}",
-        settings.roles_claim: [role.value],
-        "iat": issued,
-        "exp": issued + ttl,
-    }
-    if role is Role.TEACHER:
-        body[settings.teacher_claim] = node
-    elif role is Role.STUDENT:
-        body[settings.student_claim] = node
-    elif role is Role.GUARDIAN:
-        body[settings.guardian_claim] = wards
-    return body
+    return role_claims(settings, role, node, wards, ttl, now)
 
 
 def token(settings: Settings, body: dict[str, Any]) -> str:
@@ -79,5 +63,4 @@ def token(settings: Settings, body: dict[str, Any]) -> str:
             else "no signer: set GRAPH_API_JWT_SECRET (with GRAPH_API_JWT_ISSUER and"
             " GRAPH_API_JWT_AUDIENCE), as the server it is for has them"
         )
-    signed = {**body, "iss": signer.issuer, "aud": signer.audience}
-    return jwt.encode(signed, signer.secret, algorithm="HS256")
+    return sign(signer, body)

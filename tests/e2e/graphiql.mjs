@@ -5,11 +5,15 @@
 // 2. runs a subscription to a class's roster, waits until GraphiQL has sent it over its
 //    websocket, enrols a student from a second connection (a plain POST from this process,
 //    not the browser), waits for the event's values in the result pane and saves a second
-//    screenshot.
+//    screenshot;
+// 3. (the embedded demo's role picker) for each role, clicks its button, runs `query`, and
+//    waits for the result pane to show each `shown` text and none of the `hidden` ones.
+// Each step runs when the plan has it.
 //
 // Usage: node graphiql.mjs URL PLAN_JSON, where PLAN_JSON is
 //   {"query": {"expected": [TEXT...], "screenshot": PNG},
-//    "subscription": {"studentId": ID, "classId": ID, "expected": [TEXT...], "screenshot": PNG}}
+//    "subscription": {"studentId": ID, "classId": ID, "expected": [TEXT...], "screenshot": PNG},
+//    "roles": {"query": TEXT, "steps": [{"role": ROLE, "shown": [TEXT...], "hidden": [TEXT...]}]}}
 // CHROMIUM overrides the browser (default /usr/bin/chromium). Exits 1 on any failure, on a
 // request or websocket to another origin (the page must need no CDN), and on a page or
 // console error.
@@ -24,7 +28,7 @@ if (!url || !planJson) {
   process.exit(2);
 }
 const plan = JSON.parse(planJson);
-const { studentId, classId } = plan.subscription;
+const { studentId, classId } = plan.subscription ?? {};
 const QUERY = `{
   student(id: "stu-0001") {
     name
@@ -108,6 +112,23 @@ try {
   await page.waitForSelector(EDITOR, { timeout: TIMEOUT });
 
   // 1. A query with a nested connection.
+  if (plan.query) await query(page);
+  // 2. A subscription, and an enrolment from another connection.
+  if (plan.subscription) await subscription(page, subscribed, sockets);
+  // 3. The role picker.
+  if (plan.roles) await roles(page);
+} catch (error) {
+  failed = true;
+  console.error(error.stack || String(error));
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+for (const request of offsite) console.error(`request to another origin: ${request}`);
+for (const problem of problems) console.error(problem);
+process.exit(failed || offsite.length || problems.length ? 1 : 0);
+
+async function query(page) {
   await run(page, QUERY);
   if (!(await waitForPane(page, plan.query.expected, TIMEOUT))) {
     const headline = `the query's result never showed ${JSON.stringify(plan.query.expected)}`;
@@ -115,8 +136,9 @@ try {
   }
   await screenshot(page, plan.query.screenshot);
   console.log(`query: GraphiQL showed ${plan.query.expected.length} expected values`);
+}
 
-  // 2. A subscription, and an enrolment from another connection.
+async function subscription(page, subscribed, sockets) {
   await run(page, SUBSCRIPTION);
   await within(subscribed, TIMEOUT, async () =>
     report('GraphiQL sent no subscribe message on a websocket', await paneNow(page), sockets),
@@ -143,16 +165,24 @@ try {
     `subscription: GraphiQL showed the event's ${expected.length} expected values` +
       ` after ${enrolments} enrolment(s)`,
   );
-} catch (error) {
-  failed = true;
-  console.error(error.stack || String(error));
-} finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
 }
-for (const request of offsite) console.error(`request to another origin: ${request}`);
-for (const problem of problems) console.error(problem);
-process.exit(failed || offsite.length || problems.length ? 1 : 0);
+
+// Each role in turn: its button, then the query, on a result pane emptied first (so that
+// what it shows is this role's answer, not the last one's).
+async function roles(page) {
+  for (const step of plan.roles.steps) {
+    await page.click(`#roles button[data-role="${step.role}"]`, { timeout: TIMEOUT });
+    await page.evaluate((selector) => document.querySelector(selector).CodeMirror.setValue(''), RESPONSE);
+    await run(page, plan.roles.query);
+    if (!(await waitForPane(page, ['"data"', ...step.shown], TIMEOUT))) {
+      throw new Error(report(`as ${step.role}, the pane never showed ${step.shown}`, await paneNow(page)));
+    }
+    const shown = await paneNow(page);
+    const leaked = step.hidden.filter((text) => shown.includes(text));
+    if (leaked.length) throw new Error(report(`as ${step.role}, the pane showed ${leaked}`, shown));
+    console.log(`roles: as ${step.role}, GraphiQL showed what the policy lets it read`);
+  }
+}
 
 function messageType(payload) {
   try {
