@@ -45,7 +45,7 @@ lock: | $(UV)  ## update uv.lock from pyproject.toml, then the exported requirem
 	$(UV) sync --quiet --frozen --compile-bytecode --extra dev --extra embedded
 
 help:  ## this list: every target with what it does
-	@awk -F ':.*## ' '/^[a-z-]+:.*## /{printf "  make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk -F ':.*## ' '/^[a-zA-Z0-9_.-]+:.*## /{printf "  make %-26s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # The embedded demo whatever the shell holds: AWS credentials or a profile in it would
 # otherwise send `serve` (GRAPH_API_BACKEND=auto) to AWS's DynamoDB.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.metadata
 import importlib.util
 import logging
 import math
@@ -76,14 +77,18 @@ def _progress_line() -> Iterator[_ProgressLine]:
         line.end()
 
 
-def seed(dynamo: Dynamo, settings: Settings, students: int, seed_value: int) -> int:
+def seed(
+    dynamo: Dynamo, settings: Settings, students: int, seed_value: int, progress: bool = True
+) -> int:
+    """Write the demo school; with `progress`, a line on stderr says how far it got."""
     items = demo.generate(students=students, seed=seed_value)
     with _progress_line() as line:
 
-        def progress(done: int, total: int) -> None:
-            line.show(f"seeding {settings.table}: {done}/{total} items")
+        def show(done: int, total: int) -> None:
+            if progress:
+                line.show(f"seeding {settings.table}: {done}/{total} items")
 
-        admin.batch_write(dynamo, settings.table, items, progress)
+        admin.batch_write(dynamo, settings.table, items, show)
     return len(items)
 
 
@@ -101,11 +106,14 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
     settings = dataclasses.replace(settings, endpoint_url=server.start())
     _say_where(settings, f" (embedded moto, {settings.demo_students} demo students)")
     dynamo = Dynamo(settings)
+    json_logs = settings.log_format == "json"
     try:
         admin.create(dynamo, settings.table)
-        seed(dynamo, settings, settings.demo_students, settings.demo_seed)
+        count = seed(dynamo, settings, settings.demo_students, settings.demo_seed, not json_logs)
     finally:
         dynamo.close()
+    if json_logs:
+        banner(settings, f"seeded {count} items into {settings.table}")
     return settings, server
 
 
@@ -122,7 +130,17 @@ def _say_where(settings: Settings, found: str) -> None:
         endpoint = settings.endpoint_url or endpoint_of("dynamodb", settings.region)
     finally:
         notes.setLevel(level)
-    print(f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}", flush=True)
+    banner(settings, f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}")
+
+
+def banner(settings: Settings, line: str) -> None:
+    """A line of `serve`'s start-up banner: on stdout for a person reading text logs; a log
+    record (a JSON line on stderr, as every other) when logs are JSON, so that what reads
+    the log reads one format."""
+    if settings.log_format == "json":
+        log.info("%s", line)
+    else:
+        print(line, flush=True)
 
 
 def _subscriptions_line(settings: Settings) -> str:
@@ -278,10 +296,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             assert settings.endpoint_url is not None
             replaced = embedded_file.running()
             found_at = embedded_file.write(settings.endpoint_url, settings.table, api)
-            print(
+            banner(
+                settings,
                 f"Embedded DynamoDB: {settings.endpoint_url}, table {settings.table}"
                 f" (`graph-api check` finds it through {found_at})",
-                flush=True,
             )
         announce(settings)
         workers = args.workers or default_workers(settings)
@@ -298,11 +316,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             if settings.metrics and not os.environ.get(MULTIPROCESS_DIR):
                 made_metrics_dir = tempfile.mkdtemp(prefix="graph-api-metrics-")
                 os.environ[MULTIPROCESS_DIR] = made_metrics_dir
-            print(f"GraphiQL: {api} ({workers} worker processes)", flush=True)
+            banner(settings, f"GraphiQL: {api} ({workers} worker processes)")
             if settings.events_broker == "memory":
-                print(f"Subscriptions: off ({NO_SHARED_BROKER})", flush=True)
+                banner(settings, f"Subscriptions: off ({NO_SHARED_BROKER})")
             else:
-                print(_subscriptions_line(settings), flush=True)
+                banner(settings, _subscriptions_line(settings))
             try:
                 uvicorn.run(
                     "graph_api.http.hosting:create_worker_app",
@@ -323,8 +341,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             return 0
         services = Services.create(settings)
         tune_collector()
-        print(f"GraphiQL: {api}", flush=True)
-        print(_subscriptions_line(settings), flush=True)
+        banner(settings, f"GraphiQL: {api}")
+        banner(settings, _subscriptions_line(settings))
         try:
             uvicorn.run(
                 create_app(services),
@@ -672,6 +690,7 @@ def _positive(raw: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="graph-api", description=__doc__)
+    root.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = root.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve GraphQL (embedded moto when no endpoint)")
     serve.add_argument("--host", help="interface to bind (GRAPH_API_HOST, default 127.0.0.1)")
@@ -679,15 +698,26 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         type=_positive,
-        help="worker processes (WEB_CONCURRENCY; default: one per core, one on the embedded"
-        " backend)",
+        help="worker processes (WEB_CONCURRENCY; default 1, or one per core on a remote"
+        " table with GRAPH_API_EVENTS_BROKER=redis://...: workers share events only through"
+        " Redis)",
     )
     serve.set_defaults(run=cmd_serve)
-    create = commands.add_parser("create-table", help="create the table and its index")
+    create = commands.add_parser("create-table", help="create the table and its indexes")
     create.set_defaults(run=cmd_create_table)
     seed_cmd = commands.add_parser("seed", help="load deterministic demo data")
-    seed_cmd.add_argument("--students", type=int, default=500)
-    seed_cmd.add_argument("--seed", type=int, default=7)
+    seed_cmd.add_argument(
+        "--students",
+        type=_positive,
+        default=Settings.demo_students,
+        help="students in the school (default %(default)s); teachers and classes scale with it",
+    )
+    seed_cmd.add_argument(
+        "--seed",
+        type=int,
+        default=Settings.demo_seed,
+        help="the generator's seed: the same seed makes the same school (default %(default)s)",
+    )
     seed_cmd.add_argument(
         "--force",
         action="store_true",
@@ -745,7 +775,7 @@ def parser() -> argparse.ArgumentParser:
         "token",
         help="print a bearer token for a role (last line), signed as the server checks them",
     )
-    token_cmd.add_argument("--role", required=True, choices=sorted(CLAIMABLE))
+    token_cmd.add_argument("--role", required=True, choices=sorted(r.value for r in CLAIMABLE))
     token_cmd.add_argument("--id", help="the teacher or student node the caller is")
     token_cmd.add_argument("--students", metavar="ID,ID", help="whom a guardian answers for")
     token_cmd.add_argument(
@@ -756,11 +786,30 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("-o", "--output", help="write to this file instead of stdout")
     model.add_argument("--table", default="graph", help="table name in the model")
     model.set_defaults(run=cmd_export_model)
+    for command in commands.choices.values():  # whose usage a bad argument prints (`parse`)
+        command.set_defaults(command_parser=command)
     return root
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("graph-api")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line; an argument a command does not take is refused with that
+    command's usage (argparse's own would print the top-level one)."""
+    root = parser()
+    args, unknown = root.parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(argv)
     try:
         settings = Settings.from_env()
         level = settings.log_level

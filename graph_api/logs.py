@@ -80,3 +80,10 @@ def configure(level: str, fmt: str) -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
+    # botocore's INFO are notes of where it found an endpoint and credentials, once per
+    # client (seven lines at start): for DEBUG only; its warnings and errors stay.
+    for name in NOTE_TAKERS:
+        logging.getLogger(name).setLevel(logging.WARNING if level == "INFO" else logging.NOTSET)
+
+
+NOTE_TAKERS = ("botocore", "aiobotocore")

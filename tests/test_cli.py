@@ -639,3 +639,93 @@ def test_the_embedded_demo_starts_whatever_aws_profile_the_shell_names(tmp_path:
             process.kill()
             process.wait()
     assert "Traceback" not in log.read_text()
+
+
+# -- the command line itself: --version, each command's --help, bad flags, make help --------
+
+
+def cli_run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "graph_api.cli", *argv], capture_output=True, text=True, timeout=120
+    )
+
+
+def help_of(command: str) -> str:
+    done = cli_run(command, "--help")
+    assert done.returncode == 0, done.stderr
+    return " ".join(done.stdout.split())  # argparse wraps to the terminal's width
+
+
+def test_version_is_the_packages() -> None:
+    from importlib.metadata import version
+
+    done = cli_run("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"graph-api {version('graph-api')}"
+
+
+def test_serve_help_says_the_workers_default_the_code_picks() -> None:
+    """One worker, unless a remote table shares events through Redis: one per core."""
+    text = help_of("serve")
+    assert "default 1, or one per core on a remote table with GRAPH_API_EVENTS_BROKER" in text
+    remote = Settings(backend="remote")
+    shared = Settings(backend="remote", events_broker="redis://localhost:6379")
+    assert cli.default_workers(remote, {}) == cli.default_workers(Settings(), {}) == 1
+    assert cli.default_workers(shared, {}) == len(os.sched_getaffinity(0))
+    assert "GRAPH_API_HOST, default 127.0.0.1" in text and Settings().host == "127.0.0.1"
+    assert "GRAPH_API_PORT, default 8000" in text and Settings().port == 8000
+
+
+def test_seed_help_shows_the_defaults_it_seeds_with() -> None:
+    text = help_of("seed")
+    settings = Settings()
+    assert f"--students STUDENTS students in the school (default {settings.demo_students})" in text
+    assert f"same seed makes the same school (default {settings.demo_seed})" in text
+    args = cli.parse(["seed"])
+    assert (args.students, args.seed) == (settings.demo_students, settings.demo_seed)
+
+
+def test_token_help_and_refusals_list_the_roles_as_typed() -> None:
+    roles = "admin,guardian,student,teacher"
+    assert f"--role {{{roles}}}" in help_of("token")
+    done = cli_run("token", "--role", "superuser")
+    assert done.returncode == 2
+    assert "(choose from 'admin', 'guardian', 'student', 'teacher')" in done.stderr
+    assert "Role." not in done.stderr
+    assert "--ttl SECONDS lifetime (default 3600)" in help_of("token")
+    assert cli.parse(["token", "--role", "admin"]).ttl == 3600
+
+
+def test_create_table_help_names_both_indexes() -> None:
+    assert "create the table and its indexes" in " ".join(cli_run("--help").stdout.split())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["seed", "--studnets", "5"],
+        ["serve", "--wokers", "2"],
+        ["token", "--role", "admin", "--tll", "60"],
+    ],
+)
+def test_a_mistyped_flag_prints_its_commands_usage(argv: list[str]) -> None:
+    done = cli_run(*argv)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"usage: graph-api {argv[0]} ")
+    typo = [word for word in argv[1:] if word.startswith("--")][-1]
+    assert f"graph-api {argv[0]}: error: unrecognized arguments: {typo}" in done.stderr
+
+
+def test_make_help_lists_every_target_the_readme_names() -> None:
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    named = set(
+        re.findall(r"(?:^|`)make ([a-z][a-z0-9-]*)\b(?!=)", (root / "README.md").read_text(), re.M)
+    )
+    assert {"run", "test", "e2e", "help"} <= named
+    done = subprocess.run(
+        ["make", "-s", "help"], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    listed = set(re.findall(r"^  make (\S+)", done.stdout, re.M))
+    assert named - listed == set()

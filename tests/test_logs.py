@@ -216,3 +216,56 @@ def test_log_format_defaults_to_text_for_embedded_and_json_for_remote() -> None:
 def test_invalid_log_settings_are_refused(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({name: value})
+
+
+def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
+    tmp_path: Any,
+) -> None:
+    """`serve` on a remote table, JSON logs: its start-up banner (where DynamoDB is, the
+    GraphiQL URL, subscriptions) is log records like the rest, and botocore's INFO notes
+    (where it found the endpoint and the credentials) are not in the log."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from tools.dynamodb_local import free_port
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.update(
+        AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:1",  # nothing listens: the reader says so
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        GRAPH_API_PORT=str(free_port()),
+        GRAPH_API_LOG_FORMAT="json",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "graph_api.cli", "serve"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader_spoke = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if '"graph_api.events.reader"' in line:  # after the clients were made
+                reader_spoke.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert reader_spoke.wait(120), "".join(lines)
+    finally:
+        process.terminate()
+        process.wait(60)
+    records = [json.loads(line) for line in lines if line.strip()]  # each line is JSON
+    messages = [r["message"] for r in records]
+    assert messages[0] == "graph-api: DynamoDB at http://127.0.0.1:1, table graph"
+    assert any(m.startswith("GraphiQL: http://127.0.0.1:") for m in messages)
+    assert any(m.startswith("Subscriptions: on") for m in messages)
+    assert not [r for r in records if r["logger"].startswith(("botocore", "aiobotocore"))]
