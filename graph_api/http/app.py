@@ -35,7 +35,11 @@ from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.base import BaseRequestProtocol
 from strawberry.schema.exceptions import InvalidOperationTypeError
-from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions import (
+    GRAPHQL_SSE_PROTOCOL,
+    GRAPHQL_TRANSPORT_WS_PROTOCOL,
+    GRAPHQL_WS_PROTOCOL,
+)
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
@@ -71,6 +75,7 @@ from graph_api.http.graphql_http import (
     is_request_error_response,
     status_for,
 )
+from graph_api.http.legacy_ws import LegacyProtocolRefusal
 from graph_api.http.middleware import BodySizeLimit, HeaderCountLimit, RequestIdMiddleware
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
@@ -393,6 +398,8 @@ class _RequestAdapter(StarletteRequestAdapter):
 
 class GraphQLEndpoint(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = WebSocketHandler
+    # The legacy subprotocol is accepted only to be refused with a reason (`legacy_ws`).
+    graphql_ws_handler_class = LegacyProtocolRefusal  # type: ignore[assignment]
     request_adapter_class = _RequestAdapter
     stream_transport_classes_by_protocol = MappingProxyType(
         {GRAPHQL_SSE_PROTOCOL: LineFeedSSETransport}  # graph_api.http.sse
@@ -404,10 +411,15 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             build_schema(settings),
             graphql_ide="graphiql" if settings.graphiql else None,
             # Subscriptions: graphql-transport-ws on the websocket, GraphQL over SSE
-            # (distinct connections) on POST/GET with `Accept: text/event-stream`.
-            # Strawberry's keep-alive is graphql-ws's (the legacy protocol, not offered):
-            # uvicorn pings every websocket itself (`ws_ping_interval`, 20 s).
-            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_SSE_PROTOCOL),
+            # (distinct connections) on POST/GET with `Accept: text/event-stream`; the
+            # legacy graphql-ws, when a client offers only it, to be refused in its words.
+            # Strawberry's keep-alive is graphql-ws's (never run here): uvicorn pings every
+            # websocket itself (`ws_ping_interval`, 20 s).
+            subscription_protocols=(
+                GRAPHQL_TRANSPORT_WS_PROTOCOL,
+                GRAPHQL_SSE_PROTOCOL,
+                GRAPHQL_WS_PROTOCOL,
+            ),
             connection_init_wait_timeout=timedelta(seconds=CONNECTION_INIT_SECONDS),
             max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
             **kwargs,
@@ -417,6 +429,16 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         self.ide_html = graphiql.page() if settings.graphiql else ""
         # The embedded demo's role picker: its tokens are made afresh for each page served.
         self.ide_roles = settings.graphiql and graphiql.demo_roles(settings) is not None
+
+    async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
+        """graphql-transport-ws whenever the client offers it, in whatever order (Strawberry
+        takes the client's first): the legacy graphql-ws only from a client that speaks
+        nothing else, to hear why it is refused."""
+        offered = request.scope.get("subprotocols") or []
+        for protocol in (GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL):
+            if protocol in offered:
+                return protocol
+        return None
 
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
