@@ -1,6 +1,48 @@
-# The API on containers (ECS, Kubernetes, ...), against a real DynamoDB: `docker build -t graph-api .`
-# Credentials come from the task role or the environment; see deploy/README.md.
-FROM python:3.11-slim
+# Two images. The last stage, the default, is the API on containers (ECS, Kubernetes, ...)
+# against a real DynamoDB: `docker build -t graph-api .`; credentials come from the task role
+# or the environment, see deploy/README.md.
+# `--target demo` is `make run` in a container, to try the API with Docker alone:
+#   docker build --target demo -t graph-api-demo . && docker run --rm -p 8000:8000 graph-api-demo
+# then open http://localhost:8000/graphql. Its data lives in the container and goes with it.
+
+# GraphiQL's bundles for the demo, from the npm packages web/graphiql pins (as `make` does).
+FROM node:20-slim AS graphiql
+WORKDIR /web
+COPY web/graphiql/package.json web/graphiql/package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+
+# The embedded demo: the `embedded` extra (moto) from uv.lock, hash-checked, and `graph-api
+# serve` on all interfaces, as `make run` serves on this machine's. Never for real data.
+FROM python:3.11-slim AS demo
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md deploy/requirements-demo.txt ./
+COPY graph_api ./graph_api
+COPY --from=graphiql \
+    /web/node_modules/graphiql/graphiql.min.css \
+    /web/node_modules/graphiql/graphiql.min.js \
+    /web/node_modules/react/umd/react.production.min.js \
+    /web/node_modules/react-dom/umd/react-dom.production.min.js \
+    ./graph_api/http/static/graphiql/
+RUN pip install --no-cache-dir --require-hashes -r requirements-demo.txt \
+    && pip install --no-cache-dir --no-deps . \
+    && rm -rf /src \
+    && useradd --system --uid 10001 --create-home --home-dir /app --shell /usr/sbin/nologin app
+# serve keeps its embedded server's address and a cursor secret under .data/ here.
+WORKDIR /app
+USER 10001
+ENV GRAPH_API_BACKEND=embedded \
+    GRAPH_API_HOST=0.0.0.0 \
+    GRAPH_API_PORT=8000
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=3s --start-period=120s \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]
+CMD ["graph-api", "serve"]
+
+# The production image.
+FROM python:3.11-slim AS production
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

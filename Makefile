@@ -42,6 +42,7 @@ lock: | $(UV)  ## update uv.lock from pyproject.toml, then the exported requirem
 	$(UV) lock
 	$(UV) export $(REQUIREMENTS_EXPORT) -o requirements.txt
 	$(UV) export $(REQUIREMENTS_EXPORT) --extra lambda -o deploy/requirements-lambda.txt
+	$(UV) export $(REQUIREMENTS_EXPORT) --extra embedded -o deploy/requirements-demo.txt
 	$(UV) sync --quiet --frozen --compile-bytecode --extra dev --extra embedded
 
 help:  ## this list: every target with what it does

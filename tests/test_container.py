@@ -24,8 +24,23 @@ DOCKERFILE = ROOT / "Dockerfile"
 STARTUP_SECONDS = 60
 
 
-def instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+def instructions(stage: str = "production") -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs of a stage (from its FROM on), continuation lines
+    joined, comments dropped."""
+    return stages()[stage]
+
+
+def stages() -> dict[str, list[tuple[str, str]]]:
+    """Each stage's instructions, by its name (`FROM image AS name`), in the file's order."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for name, args in _instructions():
+        if name == "FROM":
+            found[args.split()[-1]] = []
+        list(found.values())[-1].append((name, args))
+    return found
+
+
+def _instructions() -> list[tuple[str, str]]:
     joined: list[str] = []
     pending = ""
     for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
@@ -40,9 +55,9 @@ def instructions() -> list[tuple[str, str]]:
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in joined]
 
 
-def image_env() -> dict[str, str]:
+def image_env(stage: str = "production") -> dict[str, str]:
     env: dict[str, str] = {}
-    for name, args in instructions():
+    for name, args in instructions(stage):
         if name == "ENV":
             for token in shlex.split(args):
                 key, _, value = token.partition("=")
@@ -50,8 +65,8 @@ def image_env() -> dict[str, str]:
     return env
 
 
-def exec_form(name: str) -> list[str]:
-    (args,) = [a for n, a in instructions() if n == name]
+def exec_form(name: str, stage: str = "production") -> list[str]:
+    (args,) = [a for n, a in instructions(stage) if n == name]
     if name == "HEALTHCHECK":
         args = args.split(" CMD ", 1)[1]
     command: list[str] = json.loads(args)
@@ -59,8 +74,9 @@ def exec_form(name: str) -> list[str]:
 
 
 def test_the_image_is_slim_non_root_and_runs_uvicorn_workers() -> None:
+    assert list(stages())[-1] == "production"  # `docker build .` without --target
     steps = instructions()
-    assert steps[0] == ("FROM", "python:3.11-slim")
+    assert steps[0] == ("FROM", "python:3.11-slim AS production")
     (user,) = [a for n, a in steps if n == "USER"]
     assert user not in ("root", "0")
     command = exec_form("CMD")
@@ -180,3 +196,57 @@ def test_the_images_workers_are_given_time_to_start() -> None:
     """uvicorn's default worker health check (5 s) kills workers still importing on a busy
     host, again and again (issue 53): the image waits as `serve --workers` does."""
     assert int(image_env()["UVICORN_TIMEOUT_WORKER_HEALTHCHECK"]) >= 30
+
+
+# -- the demo target: `make run` in a container ----------------------------------------------
+
+
+def test_the_demo_target_serves_the_embedded_backend_with_the_locks_embedded_extra() -> None:
+    """`docker build --target demo` (docker does not run here: the Dockerfile read as it would
+    be): the embedded extra's exact, hashed pins; `graph-api serve` of the embedded demo on
+    every interface (a container's port is reached from outside it), not as root; and the
+    production image, the default target, still without moto."""
+    steps = instructions("demo")
+    assert steps[0][1].startswith("python:3.11-slim ")
+    runs = " ".join(a for n, a in steps if n == "RUN")
+    assert "pip install --no-cache-dir --require-hashes -r requirements-demo.txt" in runs
+    assert "pip install --no-cache-dir --no-deps ." in runs
+    demo_pins = (ROOT / "deploy" / "requirements-demo.txt").read_text(encoding="utf-8")
+    assert "--extra embedded -o deploy/requirements-demo.txt" in demo_pins.splitlines()[1]
+    assert "\nmoto==" in demo_pins and "\nflask==" in demo_pins
+    assert "moto" not in (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    env = image_env("demo")
+    settings = Settings.from_env(env)
+    assert settings.backend == "embedded" and settings.host == "0.0.0.0"
+    assert [a for n, a in steps if n == "EXPOSE"] == [str(settings.port)]
+    assert exec_form("CMD", "demo") == ["graph-api", "serve"]
+    assert f"127.0.0.1:{settings.port}/healthz" in " ".join(exec_form("HEALTHCHECK", "demo"))
+    (user,) = [a for n, a in steps if n == "USER"]
+    assert user not in ("root", "0")
+    dockerignore = (ROOT / ".dockerignore").read_text(encoding="utf-8")
+    assert "!deploy/requirements-demo.txt" in dockerignore
+
+
+def test_the_demo_target_has_the_graphiql_bundles_the_page_loads() -> None:
+    """The demo's GraphiQL works offline, as `make run`'s: the files the page loads
+    (`graphiql.ASSETS`), from the npm packages web/graphiql pins, into the package's
+    static folder before it is installed."""
+    from graph_api.http import graphiql
+
+    node = instructions("graphiql")
+    assert any(n == "RUN" and a.startswith("npm ci") for n, a in node)
+    (copy,) = [a for n, a in instructions("demo") if n == "COPY" and a.startswith("--from=")]
+    words = copy.split()
+    assert words[0] == "--from=graphiql"
+    assert words[-1] == "./" + str(graphiql.ASSETS_DIR.relative_to(ROOT)) + "/"
+    sources = sorted(words[1:-1])
+    assert sources == sorted(f"/web/node_modules/{source}" for source in graphiql.ASSETS.values())
+    assert sorted(Path(s).name for s in sources) == sorted(graphiql.ASSETS)
+    dockerignore = (ROOT / ".dockerignore").read_text(encoding="utf-8")
+    assert "!web/graphiql/package-lock.json" in dockerignore
+
+
+def test_the_readme_gives_the_demos_one_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docker build --target demo -t graph-api-demo ." in readme
+    assert "docker run --rm -p 8000:8000 graph-api-demo" in readme

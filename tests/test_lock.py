@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 from support import ROOT
 
-EXPORTED = ["requirements.txt", "deploy/requirements-lambda.txt"]
+EXPORTED = [
+    "requirements.txt",
+    "deploy/requirements-lambda.txt",
+    "deploy/requirements-demo.txt",  # the Dockerfile's demo target
+]
 
 
 def uv() -> str:
