@@ -829,6 +829,7 @@ def main() -> None:
         jwks_url="",
         jwt_secret="",
         auth_reads=False,
+        public_personal_data=True,  # its school is generated: emails as the peer serves them
     )
     local = None
     streams_beside_dynamodb()

@@ -349,6 +349,7 @@ def main() -> None:
         jwks_url="",
         jwt_secret="",
         auth_reads=False,
+        public_personal_data=True,  # its school is generated: emails as the peer serves them
     )
     stop: Callable[[], None] = lambda: None  # noqa: E731
     backend = "the endpoint in AWS_ENDPOINT_URL_DYNAMODB"
