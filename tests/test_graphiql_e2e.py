@@ -1,7 +1,7 @@
 """GraphiQL in a real browser (Debian's headless Chromium), offline: the page loads from the
 API alone, runs a query with a nested connection and shows its data; then runs a
-subscription over its websocket and shows the event of an enrolment another client makes.
-The screenshots land in test-output/graphiql.png and test-output/graphiql-subscription.png."""
+subscription over its websocket and shows the event of an enrolment another client makes;
+and acts as each role of the embedded demo's picker. The screenshots land in test-output/graphiql.png and test-output/graphiql-subscription.png."""
 
 from __future__ import annotations
 
@@ -146,9 +146,9 @@ ROLES_QUERY = '{ students(ids: ["stu-0001", "stu-0002"]) { id email } }'
 
 
 def test_graphiql_acts_as_each_role_of_the_demo_in_one_click(demo_api: str) -> None:
-    """The embedded demo's role picker, in the browser: a student's button reads that
-    student's email and not another's; admin's and the guardian's read both; anonymous's
-    (the header cleared again) neither."""
+    """The embedded demo's role picker, in the browser: each button sets the headers editor
+    (a bearer token; anonymous: empty again); as a student the query reads that student's
+    email and not another's, as admin and as the guardian both, as anonymous neither."""
     chromium = os.environ.get("CHROMIUM") or tool("chromium", "apt-get install chromium")
     node = tool("node", "apt-get install nodejs npm")
     if not graphiql.assets_present():

@@ -123,7 +123,8 @@ _PAGE = """\
         const ide = h(GraphiQL, {{
           fetcher,
           defaultQuery: {default_query},
-          defaultEditorToolsVisibility: true,
+          // With roles, the headers tab is open: a pick shows the header it sets.
+          defaultEditorToolsVisibility: roles ? "headers" : true,
           ...(roles ? {{ headers: roles[picked].headers, shouldPersistHeaders: false }} : {{}}),
         }});
         if (!roles) return h("div", {{ id: "graphiql-ide" }}, ide);

@@ -172,6 +172,16 @@ async function subscription(page, subscribed, sockets) {
 async function roles(page) {
   for (const step of plan.roles.steps) {
     await page.click(`#roles button[data-role="${step.role}"]`, { timeout: TIMEOUT });
+    // The headers editor (the editor tools' second) shows the header the role sends.
+    await page.waitForFunction(
+      (signedIn) => {
+        const editors = document.querySelectorAll('.graphiql-editor-tool .CodeMirror');
+        const text = editors[editors.length - 1]?.CodeMirror.getValue() ?? null;
+        return text !== null && (signedIn ? text.includes('"Bearer ') : text === '');
+      },
+      step.role !== 'anonymous',
+      { timeout: TIMEOUT },
+    );
     await page.evaluate((selector) => document.querySelector(selector).CodeMirror.setValue(''), RESPONSE);
     await run(page, plan.roles.query);
     if (!(await waitForPane(page, ['"data"', ...step.shown], TIMEOUT))) {
