@@ -1,7 +1,8 @@
 """GraphiQL in a real browser (Debian's headless Chromium), offline: the page loads from the
 API alone, runs a query with a nested connection and shows its data; then runs a
 subscription over its websocket and shows the event of an enrolment another client makes;
-and acts as each role of the embedded demo's picker. The screenshots land in test-output/graphiql.png and test-output/graphiql-subscription.png."""
+and acts as each role of the embedded demo's picker. The screenshots land in
+test-output/graphiql.png and test-output/graphiql-subscription.png."""
 
 from __future__ import annotations
 
