@@ -751,8 +751,16 @@ def parser() -> argparse.ArgumentParser:
     schema_check = commands.add_parser(
         "schema-check", help="fail on breaking changes since the released schema"
     )
-    schema_check.add_argument("--released", default="schema/released.graphql")
-    schema_check.add_argument("--intended", default="schema/intended-breaking-changes.txt")
+    schema_check.add_argument(
+        "--released",
+        default="schema/released.graphql",
+        help="the schema clients have (default %(default)s)",
+    )
+    schema_check.add_argument(
+        "--intended",
+        default="schema/intended-breaking-changes.txt",
+        help="the breaking changes meant, one a line (default %(default)s)",
+    )
     schema_check.add_argument(
         "--operations",
         metavar="DIR",
@@ -784,7 +792,9 @@ def parser() -> argparse.ArgumentParser:
     token_cmd.set_defaults(run=cmd_token)
     model = commands.add_parser("export-model", help="write the NoSQL Workbench data model")
     model.add_argument("-o", "--output", help="write to this file instead of stdout")
-    model.add_argument("--table", default="graph", help="table name in the model")
+    model.add_argument(
+        "--table", default="graph", help="table name in the model (default %(default)s)"
+    )
     model.set_defaults(run=cmd_export_model)
     for command in commands.choices.values():  # whose usage a bad argument prints (`parse`)
         command.set_defaults(command_parser=command)

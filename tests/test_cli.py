@@ -729,3 +729,18 @@ def test_make_help_lists_every_target_the_readme_names() -> None:
     )
     listed = set(re.findall(r"^  make (\S+)", done.stdout, re.M))
     assert named - listed == set()
+
+
+def test_every_default_a_command_uses_is_shown_in_its_help() -> None:
+    """Each option with a default (beside a flag's False) shows it in `--help`, as the code
+    has it: the help could not drift from the value argparse hands the command."""
+    import argparse
+
+    root = cli.parser()
+    (commands,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in commands.choices.items():
+        text = help_of(name)
+        for action in command._actions:
+            if not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
+                continue
+            assert f"default {action.default})" in text, (name, action.option_strings)
