@@ -35,9 +35,11 @@ class Role(StrEnum):
     TEACHER = "teacher"  # the teacher node in the token's teacher claim
     STUDENT = "student"  # the student node in the token's student claim
     GUARDIAN = "guardian"  # responsible for the students in the token's guardian claim
-    ANONYMOUS = "anonymous"  # no valid token, on a server with sign-in configured
-    # No sign-in configured at all (the embedded backend without a token, a dev server): the
-    # API is open as it was before roles, and `serve` warns about it on a remote table.
+    # No valid token, on a server with sign-in configured or the embedded demo's dev tokens.
+    ANONYMOUS = "anonymous"
+    # No sign-in configured at all (a remote table without it; the embedded demo with
+    # GRAPH_API_OPEN_WRITES=true): the API is open as it was before roles, and `serve`
+    # warns about it on a remote table.
     OPEN = "open"
 
 
