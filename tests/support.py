@@ -41,6 +41,7 @@ from graph_api.settings import Settings
 from graph_api.store import admin, codec
 from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
 from graph_api.store.codec import Item, encode
+from tools.contention import as_sent
 from tools.node import npm_ci
 
 if TYPE_CHECKING:
@@ -1350,30 +1351,6 @@ class Faults:
         for event, handler in self._handlers:
             self.dynamo.unregister(event, handler)
         self._handlers.clear()
-
-
-class _Read:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def read(self) -> bytes:
-        return self.body
-
-
-def as_sent(response: Any) -> Any:
-    """A botocore `AWSResponse` answering for the network, as the client that sent the
-    request reads it: aiobotocore's (the API's calls, on a running loop) awaits its body."""
-    if response is None:
-        return None
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # the command line's boto3 client
-        return response
-    from aiobotocore.awsrequest import AioAWSResponse
-
-    return AioAWSResponse(
-        response.url, response.status_code, dict(response.headers), _Read(response.content)
-    )
 
 
 # -- an HTTP server that misbehaves as a test asks --------------------------------------------
