@@ -25,14 +25,18 @@ job makes, else in a transaction of its own conditioned on the name scanned.
 `graph-api migrate` first adds the indexes `store.admin.definition` has and the table lacks
 (`admin.add_indexes`: UpdateTable, then a wait until the index is active).
 
+First of all, a counter kept in one item (before issue 54) is folded into its shards, online:
+its count added to shard 0 and the item deleted in one transaction conditioned on its `moves`
+as read, read again and retried while writers (the old code) move it (`fold_counters`).
+
 Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled. Every
-counter is read (a consistent Scan) *before* the pass's scan; each one whose count then
-differs from the count the scan walks is put, conditioned on its `moves` being what that
-read saw. Every write that changes a counter's list moves the counter (`writes/counts.py`
-adds 1 to `moves` in the same transaction), so a put that succeeds had no write change the
-list between the read and the put: the count walked is the list's count then. A counter
-that did move is not written and is reported ("changed during the scan: run migrate
-again"); equal ones are left alone.
+counter shard is read (a consistent Scan) *before* the pass's scan; each counter whose shard
+sum then differs from the count the scan walks gets the shards that differ put, each
+conditioned on its `moves` being what that read saw. Every write that changes a shard's
+nodes moves the shard (`writes/counts.py` adds 1 to `moves` in the same transaction), so a
+put that succeeds had no write change them between the read and the put: the count walked
+is the shard's count then. A counter that did move is not written and is reported
+("changed during the scan: run migrate again"); equal ones are left alone.
 
 Every transaction is conditioned on what the plan was made from: the node still at the
 `version` and counter scanned (a catalog's or place's counter: the `moves` read before),
