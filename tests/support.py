@@ -282,6 +282,14 @@ def drop_index(dynamo: Dynamo, table: str, index: str) -> None:
     raise AssertionError(f"{index} was never deleted")
 
 
+def held_count(services: Services, counter: keys.Key) -> int | None:
+    """What a counter holds, read strongly: the sum of its shards and of its single item of
+    the layout before shards; None when none of them exists."""
+    found = [get_item(services, *key) for key in [counter, *keys.counter_shards(counter)]]
+    held = [int(item["count"]) for item in found if item is not None]
+    return sum(held) if held else None
+
+
 def get_item(services: Services, pk: str, sk: str) -> Item | None:
     response = services.dynamo.call_sync(
         "GetItem",
