@@ -543,15 +543,18 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f" ({report.scanned} items scanned)"
         )
         return 0 if stream_ok else 1
-    if report.transactions > report.counters:
+    layout = report.transactions - report.counters - report.folded
+    if layout:
         print(
             f"migrated {settings.table}: {report.students} student(s)"
             f" ({report.edges_moved} edge(s) moved to their class or sport,"
             f" {report.homes_moved} home(s) onto the student),"
             f" {report.teachers} teacher(s) ({report.teaching_deleted} teaching edge(s) folded"
-            f" into the teacher) in {report.transactions - report.counters} transaction(s)"
+            f" into the teacher) in {layout} transaction(s)"
             + (f"; {report.search_keys} search key(s) written" if report.search_keys else "")
         )
+    if report.folded:
+        print(f"folded {report.folded} counter(s) of one item into their shards")
     if report.counters:
         print(f"set {report.counters} counter(s) of catalogs and places to the counts walked")
     if report.changed:

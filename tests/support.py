@@ -41,6 +41,7 @@ from graph_api.settings import Settings
 from graph_api.store import admin, codec
 from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
 from graph_api.store.codec import Item, encode
+from tools.contention import as_sent
 from tools.node import npm_ci
 
 if TYPE_CHECKING:
@@ -280,6 +281,14 @@ def drop_index(dynamo: Dynamo, table: str, index: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"{index} was never deleted")
+
+
+def held_count(services: Services, counter: keys.Key) -> int | None:
+    """What a counter holds, read strongly: the sum of its shards and of its single item of
+    the layout before shards; None when none of them exists."""
+    found = [get_item(services, *key) for key in [counter, *keys.counter_shards(counter)]]
+    held = [int(item["count"]) for item in found if item is not None]
+    return sum(held) if held else None
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:
@@ -1351,30 +1360,6 @@ class Faults:
         for event, handler in self._handlers:
             self.dynamo.unregister(event, handler)
         self._handlers.clear()
-
-
-class _Read:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def read(self) -> bytes:
-        return self.body
-
-
-def as_sent(response: Any) -> Any:
-    """A botocore `AWSResponse` answering for the network, as the client that sent the
-    request reads it: aiobotocore's (the API's calls, on a running loop) awaits its body."""
-    if response is None:
-        return None
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # the command line's boto3 client
-        return response
-    from aiobotocore.awsrequest import AioAWSResponse
-
-    return AioAWSResponse(
-        response.url, response.status_code, dict(response.headers), _Read(response.content)
-    )
 
 
 # -- an HTTP server that misbehaves as a test asks --------------------------------------------

@@ -116,6 +116,33 @@ def test_mutation_without_a_valid_token_is_unauthenticated_and_writes_nothing(
     assert scan(services) == []
 
 
+# Validly signed times past any date: 10**400 passed PyJWT's check, then overflowed a float
+# (an OverflowError: HTTP 500).
+BEYOND = {
+    "exp 10**400": {"exp": 10**400},
+    "exp 10**400 as a string": {"exp": str(10**400)},
+    "exp Infinity": {"exp": float("inf")},
+    "exp NaN": {"exp": float("nan")},
+    "nbf 10**400": {"nbf": 10**400},
+    "iat 10**400": {"iat": 10**400},
+}
+
+
+@pytest.mark.parametrize("times", list(BEYOND.values()), ids=list(BEYOND))
+def test_a_time_claim_past_any_date_is_unauthenticated_not_a_500(
+    refusing_app: App, times: dict[str, Any]
+) -> None:
+    client, services = refusing_app
+    response = client.post(
+        "/graphql",
+        json={"query": CREATE},
+        headers={"accept": "application/graphql-response+json", **bearer(hs256(**times))},
+    )
+    assert response.status_code == 401, response.text
+    assert_unauthenticated(response.json())
+    assert scan(services) == []
+
+
 def test_valid_hs256_token_lets_the_mutation_through(app: App) -> None:
     client, services = app
     body = post(client, CREATE, headers=bearer(hs256()))

@@ -291,17 +291,20 @@ def test_a_table_that_throttles_every_call_gets_the_policys_retries_not_a_produc
     assert len(faults.sent) == 13
 
     # A write's loops nest (read again > transaction > call) but share the count: reads
-    # that pass and a transaction that conflicts and is throttled by turns stop after 12
-    # retries in all (before: 8 conflicts x 8 throttles, 24 times over if it went stale).
+    # that pass and a transaction throttled 13 times stop after 12 retries in all (before:
+    # 8 x 8, 24 times over if it went stale). Conflicts between the throttles are retried
+    # on a count of their own (they are contention, not DynamoDB failing): 13 of them.
     faults.undo()
     turns = iter([conflict, throttle] * 20)
     faults.fail("TransactWriteItems", None, lambda: next(turns)())
     result = enrol(quick, student, klass)
     assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["message"] == "DynamoDB is busy; try again shortly"
     transactions = [body for body in faults.sent if "TransactItems" in body]
-    assert len(transactions) == 13
+    assert len(transactions) == 26
     assert len({body["ClientRequestToken"] for body in transactions}) == 1
     assert result.context.table.retries.count == 12
+    assert result.context.table.retries.conflicts == 13
 
 
 def test_a_drained_budget_fails_requests_fast_until_successes_refill_it(
@@ -455,10 +458,22 @@ def refusal(code: str, *reasons: str) -> ClientError:
         (unavailable(ReadTimeoutError(endpoint_url="x")), "TRANSIENT"),
         (unavailable(EndpointConnectionError(endpoint_url="x")), None),  # nobody listens
         (Unavailable("this request's deadline passed"), None),  # ours: final
-        (refusal("TransactionCanceledException", "None", "TransactionConflict"), "CONTENTION"),
+        (refusal("TransactionCanceledException", "None", "TransactionConflict"), "CONFLICT"),
+        (refusal("TransactionConflictException"), "CONFLICT"),  # a plain write of a held item
         (refusal("TransactionCanceledException", "ThrottlingError", "None"), "THROTTLED"),
+        (
+            refusal("TransactionCanceledException", "TransactionConflict", "ThrottlingError"),
+            "THROTTLED",
+        ),
         (refusal("TransactionCanceledException", "ConditionalCheckFailed"), None),
-        (refusal("TransactionInProgressException"), "CONTENTION"),
+        # A failed condition is the caller's answer, whatever else was held meanwhile.
+        (
+            refusal(
+                "TransactionCanceledException", "ConditionalCheckFailed", "TransactionConflict"
+            ),
+            None,
+        ),
+        (refusal("TransactionInProgressException"), "CONFLICT"),
         (refusal("ValidationException"), None),
     ],
 )

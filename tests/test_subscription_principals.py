@@ -5,7 +5,10 @@ token (a websocket closed with 4401, an SSE stream ended UNAUTHENTICATED). Both 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
+import pytest
 from support import (
     AUTH,
     SSE,
@@ -35,10 +38,11 @@ def staff() -> dict[str, str]:
 LEFT = 15
 
 
-def nearly_expired() -> tuple[dict[str, str], float]:
-    """An admin's token past its `exp`, and when it stops being accepted."""
+def nearly_expired(form: Callable[[int], Any] = int) -> tuple[dict[str, str], float]:
+    """An admin's token past its `exp` (written as `form` writes it), and when it stops
+    being accepted."""
     exp = int(time.time()) - LEEWAY + LEFT
-    return bearer(hs256(exp=exp)), float(exp + LEEWAY)
+    return bearer(hs256(exp=form(exp))), float(exp + LEEWAY)
 
 
 def watch(n: int) -> str:
@@ -76,11 +80,17 @@ def test_anonymous_sockets_from_one_address_share_one_callers_slots(endpoint: st
         second.subscribe("4", watch(4))
 
 
-def test_subscriptions_end_when_their_token_stops_being_accepted(endpoint: str) -> None:
+# PyJWT accepts `exp` as a JSON number or as a string of one: a string's subscription lived on
+# forever, read only as a number.
+@pytest.mark.parametrize("form", [int, str], ids=["exp a number", "exp a string"])
+def test_subscriptions_end_when_their_token_stops_being_accepted(
+    endpoint: str, form: Callable[[int], Any]
+) -> None:
     """A websocket and an SSE stream at once (the wait is paid once), with a token past its
     `exp` but within the leeway: accepted over HTTP and by both streams, which hear events
-    until the token stops being accepted, then end (4401; UNAUTHENTICATED)."""
-    token, ends = nearly_expired()
+    until the token stops being accepted, then end (4401; UNAUTHENTICATED), as HTTP stops
+    accepting it."""
+    token, ends = nearly_expired(form)
     with live(endpoint, **AUTH) as (client, services):
         hub = services.events.hub
         stream = SSE(client, WATCH, token)
@@ -97,3 +107,6 @@ def test_subscriptions_end_when_their_token_stops_being_accepted(endpoint: str) 
         assert first["data"]["teacherChanged"]["kind"] == "CREATED"
         assert [e["extensions"]["code"] for e in last["errors"]] == ["UNAUTHENTICATED"]
         until(lambda: hub.size == 0, "the subscriptions to end")
+        # ... and HTTP no longer accepts it either.
+        refused = client.post("/graphql", json={"query": CREATE_T1}, headers=token).json()
+        assert [e["extensions"]["code"] for e in refused["errors"]] == ["UNAUTHENTICATED"]

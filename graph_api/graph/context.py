@@ -52,6 +52,7 @@ class Services:
 
     def close(self) -> None:
         self.dynamo.close()
+        self.auth.close()
 
     def event_scope(self, event: Hashable) -> tuple[Ledger, Table, Loaders]:
         """The loaders (and their ledger and table) that resolve `event` for every

@@ -196,11 +196,12 @@ class Connection(Generic[T]):
 
 
 COUNTED = (
-    " totalCount reads the list's counter item, kept in the transactions that change the"
-    " list: one GetItem, batched with the other items read beside it; none when not selected."
+    " totalCount sums the list's counter, kept in 16 shard items by the transactions that"
+    " change the list: their keys batched with the other items read beside them (eventually"
+    " consistent in a query, strongly in a mutation's answer); none read when not selected."
     " Selected alone (with __typename), it sends no Query for the page."
 )
-TOTAL = "How many items the whole list holds (all pages), from the list's counter item."
+TOTAL = "How many items the whole list holds (all pages), from the list's counter."
 UNCOUNTED = (
     " No totalCount: the table keeps no counter for it, and counting would read every item"
     " of the list (a Scan of it); walk the pages to count."

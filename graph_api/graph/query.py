@@ -382,15 +382,17 @@ def paged(info: Info) -> bool:
 
 
 def counted(info: Info, counter: Key) -> Callable[[], Awaitable[int]]:
-    """A list's totalCount: its counter item, read through the item loader (one GetItem in
-    the BatchGetItem of its wave) when `totalCount` is resolved, so only when selected. No
-    item yet: nothing was ever counted there, 0. A drifted counter below 0 (which `graph-api
-    check` reports) says 0, and a warning names it."""
+    """A list's totalCount: the sum of its counter's shards (`keys.counter_shards`) and of
+    the counter's single item of the layout before shards (gone once `graph-api migrate`
+    folded it, until then still counted), read through the item loader (keys in the
+    BatchGetItem of its wave, at the loader's consistency) when `totalCount` is resolved, so
+    only when selected. No item yet: nothing was ever counted there, 0. A drifted total
+    below 0 (which `graph-api check` reports) says 0, and a warning names it."""
     loaders = info.context.loaders
 
     async def count() -> int:
-        item = await loaders.item.load_part(counter, _COUNT)
-        held = int(item.get(items.COUNT, 0)) if item else 0
+        found = await loaders.item.load_parts([counter, *keys.counter_shards(counter)], _COUNT)
+        held = sum(int(item.get(items.COUNT, 0)) for item in found if item)
         if held < 0:
             log.warning("counter %s / %s holds %d: run graph-api check", *counter, held)
         return max(held, 0)

@@ -8,7 +8,6 @@ does: a request without a token is `ANONYMOUS` (unless GRAPH_API_OPEN_WRITES=tru
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -18,12 +17,16 @@ from typing import Any
 import jwt
 
 from graph_api.errors import Unauthenticated
+from graph_api.graph.jwks import IssuerUnavailable, SigningKeys
 from graph_api.graph.policy import CLAIMABLE, Role
 from graph_api.settings import Settings
 
 JWKS_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
 # Seconds a token is still accepted past its `exp` (clock skew between issuer and server).
 LEEWAY = 30
+# The latest time a time claim may name: the last second of year 9999 (as far as `datetime`
+# goes). Beyond it is no time: `exp` 10**400 passed PyJWT, then overflowed a float (a 500).
+LATEST = 253_402_300_799
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ class Principal:
             ids = _ids(claims.get(claim)) if role in roles else []
             return ids[0] if len(ids) == 1 else None
 
-        exp = claims.get("exp")
+        exp = time_claims(claims).get("exp")
         return cls(
             subject=str(claims.get("sub", "")),
             roles=roles,
@@ -121,7 +124,7 @@ class Principal:
             students=frozenset(_ids(claims.get(settings.guardian_claim)))
             if Role.GUARDIAN in roles
             else frozenset(),
-            expires=float(exp) + LEEWAY if isinstance(exp, int | float) else None,
+            expires=float(exp + LEEWAY) if exp is not None else None,
             claims=claims,
         )
 
@@ -131,6 +134,26 @@ OPEN = Principal(roles=frozenset({Role.OPEN}))
 
 _CLAIMABLE = frozenset(role.value for role in CLAIMABLE)
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # keys.check_id's ids
+
+
+def time_claims(claims: Mapping[str, Any]) -> dict[str, int]:
+    """The token's `exp`, `nbf` and `iat` (those present), read as PyJWT reads them when it
+    checks them (`int(value)`: a JSON number, or a string of one, `"1767225600"`), so that what
+    HTTP accepts and when a subscription ends follow one reading. Raises Unauthenticated for
+    a value PyJWT would refuse, or one past LATEST either way (10**400, `"1e400"`)."""
+    times: dict[str, int] = {}
+    for name in ("exp", "nbf", "iat"):
+        value = claims.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise Unauthenticated(f"invalid token: its {name} is not a time") from None
+        if not -LATEST <= seconds <= LATEST:
+            raise Unauthenticated(f"invalid token: its {name} is past year 9999")
+        times[name] = seconds
+    return times
 
 
 def _strings(value: Any) -> list[str]:
@@ -175,12 +198,12 @@ class Authenticator:
         # GRAPH_API_OPEN_WRITES=true opens the embedded demo to anyone; else open.
         signs_in = self.enabled or (self.dev and not settings.open_writes)
         self.anonymous = ANONYMOUS if signs_in else OPEN
-        # The client caches keys; it fetches again only for a key id it has not seen.
-        self._jwks = (
-            jwt.PyJWKClient(settings.jwks_url, cache_keys=True, timeout=5)
-            if settings.jwks_url
-            else None
-        )
+        # The issuer's keys, cached: a slow or failing issuer delays only unknown key ids.
+        self.keys = SigningKeys(settings.jwks_url) if settings.jwks_url else None
+
+    def close(self) -> None:
+        if self.keys is not None:
+            self.keys.close()
 
     async def authenticate(self, authorization: str | None) -> AuthResult:
         anonymous = self.anonymous
@@ -191,13 +214,12 @@ class Authenticator:
         # A token that does not verify never makes the caller `OPEN`: it is anonymous.
         try:
             claims = await self._verify(authorization)
+            principal = Principal.of_claims(claims, self.settings)
         except Unauthenticated as error:
             return AuthResult(problem=error.message)
-        except jwt.PyJWKClientConnectionError as error:
-            return AuthResult(
-                problem=f"the signing keys could not be fetched: {error}", unavailable=True
-            )
-        return AuthResult(principal=Principal.of_claims(claims, self.settings))
+        except IssuerUnavailable as error:  # not the token's fault: UNAVAILABLE
+            return AuthResult(problem=str(error), unavailable=True)
+        return AuthResult(principal=principal)
 
     async def _verify(self, authorization: str) -> dict[str, Any]:
         scheme, _, token = authorization.strip().partition(" ")
@@ -206,12 +228,11 @@ class Authenticator:
         token = token.strip()
         issuer, audience = self.settings.jwt_issuer, self.settings.jwt_audience
         try:
-            if self._jwks is not None:
-                # A first sight of a key id fetches the JWKS: off the event loop.
+            if self.keys is not None:
                 # The PyJWK itself, not its key: PyJWT then verifies with the key's own
                 # algorithm and refuses a header naming another (an `ES256` header over an
                 # RSA key's `kid` raised a TypeError, a 500, when handed the bare key).
-                key: Any = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
+                key: Any = await self.keys.key(jwt.get_unverified_header(token).get("kid"))
                 algorithms = JWKS_ALGORITHMS
             else:
                 assert self._hs256 is not None  # `authenticate` checks only where one is
@@ -226,10 +247,6 @@ class Authenticator:
                 options={"require": ["exp", "iss", "aud"]},
                 leeway=LEEWAY,
             )
-        except jwt.PyJWKClientConnectionError:
-            raise  # the issuer is unreachable: not the token's fault (authenticate says so)
-        except (jwt.PyJWTError, jwt.PyJWKClientError) as error:
+        except jwt.PyJWTError as error:
             raise Unauthenticated(f"invalid token: {error}") from None
-        except ValueError as error:  # PyJWT lets some malformed JWKS answers through
-            raise Unauthenticated(f"the signing keys could not be read: {error}") from None
         return claims

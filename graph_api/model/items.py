@@ -29,8 +29,9 @@ HANDING_OVER = "handingOver"
 TODO_TYPE = "todo"
 # Not a node or an edge: the change stream's lease (`keys.stream_lease`, `events/lease.py`).
 LEASE_TYPE = "lease"
-# Not a node or an edge: a counter of a catalog or a place (`keys.catalog_counter`,
-# `keys.location_counter`), its number in `count`, moved by the writes that move what it counts.
+# Not a node or an edge: a shard of a counter of a catalog or a place (`keys.counter_shard`
+# of `keys.catalog_counter`, `keys.location_counter`), its number in `count`, moved by the
+# writes that move what it counts; a list's total is the sum of its counter's shards.
 COUNTER_TYPE = "counter"
 COUNT = "count"
 # On a counter: how many writes have moved it. `graph-api migrate` backfills a count only
@@ -290,20 +291,42 @@ def counted_by(item: Mapping[str, Any], *, damaged_ok: bool = False) -> tuple[ke
     return ()
 
 
+def shards_moved(item: Mapping[str, Any], *, damaged_ok: bool = False) -> tuple[keys.Key, ...]:
+    """The counter shards node `item` counts in: each of `counted_by`'s counters at the
+    shard its id picks (`keys.counter_shard`), so its create and its delete meet there."""
+    id_ = str(item.get("id"))
+    return tuple(keys.counter_shard(c, id_) for c in counted_by(item, damaged_ok=damaged_ok))
+
+
+def old_home_shards(home_item: Mapping[str, Any]) -> tuple[keys.Key, ...]:
+    """The counter shards an old layout's home item counts its student in (none if damaged)."""
+    id_ = str(home_item.get("studentId"))
+    return tuple(keys.counter_shard(c, id_) for c in place_counters(home_item) or ())
+
+
 def counters(all_items: Iterable[Mapping[str, Any]]) -> dict[keys.Key, int]:
-    """What every counter must hold for these items (the walked counts): the catalogs' always,
-    a place's once someone lives there."""
-    tally: Counter[keys.Key] = Counter({keys.catalog_counter(kind): 0 for kind in CATALOG_KINDS})
+    """What every counter shard must hold for these items (the walked counts): a shard
+    once a node counts in it."""
+    tally: Counter[keys.Key] = Counter()
     for item in all_items:
-        tally.update(counted_by(item))
+        tally.update(shards_moved(item))
     return dict(tally)
+
+
+def totals(by_item: Mapping[keys.Key, int]) -> dict[keys.Key, int]:
+    """Counts of counter items (shards, or a counter's single item of the layout before
+    shards) summed by the counter they belong to (`keys.counter_of`): each list's total."""
+    summed: Counter[keys.Key] = Counter()
+    for key, count in by_item.items():
+        summed[keys.counter_of(key)] += count
+    return dict(summed)
 
 
 def drifted(
     walked: Mapping[keys.Key, int], held: Mapping[keys.Key, int]
 ) -> list[tuple[keys.Key, int, int]]:
-    """(counter, count held, count walked) for each counter whose count is not what walking
-    its list counts (a counter missing from either holds 0), in key order."""
+    """(counter, count held, count walked) for each counter whose total (`totals`) is not
+    what walking its list counts (a counter missing from either holds 0), in key order."""
     return [
         (key, held.get(key, 0), walked.get(key, 0))
         for key in sorted(walked.keys() | held.keys())

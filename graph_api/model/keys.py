@@ -245,6 +245,39 @@ def location_counter(country: str, state: str | None = None, city: str | None = 
     return Key(f"{COUNT}{SEP}{_place_path(country, state, city)}", COUNT)
 
 
+# -- counter shards: no item that every write of a kind touches -------------------------
+# A counter above (catalog or place) names a *list*; its count lives in COUNTER_SHARDS items
+# `<counter PK>#<n>` / `SHARD`, each node's +1 and -1 on the shard its id picks (crc32, so
+# stable across processes), so the writes of one country meet on 1/N of its items, each in a
+# partition of its own. `totalCount` sums the shards (and the counter's own item: the one
+# item of the layout before shards, until `graph-api migrate` folds it into shard 0).
+COUNTER_SHARDS = 16
+SHARD = "SHARD"
+
+
+def counter_shard(counter: Key, node_id: str) -> Key:
+    """The shard of `counter` that node `node_id` moves: the same one for its whole life."""
+    return Key(f"{counter.pk}{SEP}{zlib.crc32(node_id.encode()) % COUNTER_SHARDS}", SHARD)
+
+
+def counter_shards(counter: Key) -> list[Key]:
+    """Every shard of `counter`, in shard order: what `totalCount` reads and sums."""
+    return [Key(f"{counter.pk}{SEP}{n}", SHARD) for n in range(COUNTER_SHARDS)]
+
+
+def shard_number(counter: Key, n: int) -> Key:
+    """Shard `n` of `counter` (`graph-api migrate` folds the old single item into shard 0)."""
+    return Key(f"{counter.pk}{SEP}{n % COUNTER_SHARDS}", SHARD)
+
+
+def counter_of(key: Key) -> Key:
+    """The counter a counter item belongs to: a shard's counter, or the item itself when it
+    is the counter's single item of the layout before shards (`SK = COUNT`)."""
+    if key.sk == SHARD:
+        return Key(key.pk.rsplit(SEP, 1)[0], COUNT)
+    return key
+
+
 def home_counters(country: str, state: str, city: str) -> tuple[Key, Key, Key]:
     """The three counters a home moves: its country's, its state's and its city's."""
     return (

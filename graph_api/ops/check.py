@@ -103,7 +103,7 @@ class _Checker:
         self.pairs: set[tuple[str, str, str]] = set()
         self.counted: Counter[tuple[str, str, str]] = Counter()  # (type, id, counter) -> edges
         self.counters: dict[keys.Key, Item] = {}  # counter items, by key
-        self.walked = Counter(items.counters(()))  # what each counter must hold
+        self.walked: Counter[keys.Key] = Counter()  # what each counter shard must hold
         self.todos: dict[tuple[str, str], Item] = {}  # (type, id) of a node -> its to-do
 
     def report(self, kind: str, item: Item, message: str) -> None:
@@ -117,10 +117,10 @@ class _Checker:
             if legacy in _RELATIONS_BY_NAME:  # an old edge still counts for its target
                 self.count_edge(_RELATIONS_BY_NAME[legacy], item)
             elif legacy == LEGACY_HOME:  # and an old home for its places
-                self.walked.update(items.place_counters(item) or ())
+                self.walked.update(items.old_home_shards(item))
         elif kind in NODE_TYPES:
             self.nodes[(kind, item.get("id", ""))] = item
-            self.walked.update(items.counted_by(item, damaged_ok=True))
+            self.walked.update(items.shards_moved(item, damaged_ok=True))
         elif kind == items.COUNTER_TYPE:
             self.counters[keys.Key(item.get(PK, ""), item.get(SK, ""))] = item
         elif kind == "email":
@@ -322,15 +322,21 @@ class _Checker:
     # -- counters of catalogs and places -------------------------------------------------
 
     def check_counters(self) -> None:
-        """Each counter holds what walking its list counts (an absent one counts 0)."""
+        """Each counter's shards sum to what walking its list counts (an absent shard counts
+        0; a shard alone may differ: `migrate` folds the counter's single item of the layout
+        before shards into shard 0, which then holds other shards' nodes too). That single
+        item, where still there, counts in the sum and is reported as old layout."""
         held = {key: c.get(items.COUNT, 0) for key, c in self.counters.items()}
-        for key, count, walked in items.drifted(self.walked, held):
-            counter = self.counters.get(key)
+        for key, item in self.counters.items():
+            if keys.counter_of(key) == key:
+                self.report("old-layout", item, "counter is one item, not shards" + _MIGRATE)
+        walked, totals = items.totals(self.walked), items.totals(held)
+        for key, count, listed in items.drifted(walked, totals):
             self.report(
                 "counter",
-                counter if counter is not None else key.as_item(),
-                f"counts {count}, the list holds {walked}"
-                + ("" if counter is not None else " (no counter item)")
+                key.as_item(),
+                f"counts {count}, the list holds {listed}"
+                + ("" if key in totals else " (no counter item)")
                 + " (`graph-api migrate` sets it)",
             )
 

@@ -169,7 +169,8 @@ def generate(students: int = 500, seed: int = 7) -> list[Item]:
         for sport in rng.sample(sports, rng.randint(0, 3)):
             out.append(_edge(items.MEMBERSHIP.attach(student, sport)))
     out += classes + sports
-    # The counters of the catalogs and places, as the writes that made the school would hold.
+    # The counter shards of the catalogs and places, as the writes that made the school would
+    # hold them.
     return out + [items.counter(key, n) for key, n in items.counters(out).items()]
 
 

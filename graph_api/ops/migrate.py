@@ -25,14 +25,18 @@ job makes, else in a transaction of its own conditioned on the name scanned.
 `graph-api migrate` first adds the indexes `store.admin.definition` has and the table lacks
 (`admin.add_indexes`: UpdateTable, then a wait until the index is active).
 
+First of all, a counter kept in one item (before issue 54) is folded into its shards, online:
+its count added to shard 0 and the item deleted in one transaction conditioned on its `moves`
+as read, read again and retried while writers (the old code) move it (`fold_counters`).
+
 Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled. Every
-counter is read (a consistent Scan) *before* the pass's scan; each one whose count then
-differs from the count the scan walks is put, conditioned on its `moves` being what that
-read saw. Every write that changes a counter's list moves the counter (`writes/counts.py`
-adds 1 to `moves` in the same transaction), so a put that succeeds had no write change the
-list between the read and the put: the count walked is the list's count then. A counter
-that did move is not written and is reported ("changed during the scan: run migrate
-again"); equal ones are left alone.
+counter shard is read (a consistent Scan) *before* the pass's scan; each counter whose shard
+sum then differs from the count the scan walks gets the shards that differ put, each
+conditioned on its `moves` being what that read saw. Every write that changes a shard's
+nodes moves the shard (`writes/counts.py` adds 1 to `moves` in the same transaction), so a
+put that succeeds had no write change them between the read and the put: the count walked
+is the shard's count then. A counter that did move is not written and is reported
+("changed during the scan: run migrate again"); equal ones are left alone.
 
 Every transaction is conditioned on what the plan was made from: the node still at the
 `version` and counter scanned (a catalog's or place's counter: the `moves` read before),
@@ -57,6 +61,7 @@ from botocore.exceptions import ClientError
 from graph_api.model import items, keys
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
 from graph_api.model.keys import PK, SK, Key, Kind
+from graph_api.store import codec
 from graph_api.store import transactions as tx
 from graph_api.store.admin import call_sync, scan
 from graph_api.store.client import Dynamo
@@ -120,7 +125,7 @@ class _School:
     homes: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     teaching: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     classes_of: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
-    walked: Counter[Key] = field(default_factory=lambda: Counter(items.counters(())))
+    walked: Counter[Key] = field(default_factory=Counter)  # what each counter shard must hold
     scanned: int = 0
 
     def add(self, item: Item) -> None:
@@ -129,7 +134,7 @@ class _School:
         legacy = legacy_kind(item)
         if legacy == LEGACY_HOME:
             self.homes[str(item.get("studentId"))].append(item)
-            self.walked.update(items.place_counters(item) or ())
+            self.walked.update(items.old_home_shards(item))
         elif legacy == LEGACY_TEACHING:
             self.teaching[str(item.get("teacherId"))].append(item)
         elif legacy is not None:
@@ -140,7 +145,7 @@ class _School:
             self.nodes[(str(type_), str(item.get("id")))] = item
             if type_ == "class":
                 self.classes_of[str(item.get("teacherId"))].append(item)
-            self.walked.update(items.counted_by(item, damaged_ok=True))
+            self.walked.update(items.shards_moved(item, damaged_ok=True))
 
     def node(self, kind: Kind, id_: str) -> Item | None:
         return self.nodes.get((kind.lower(), id_))
@@ -184,22 +189,91 @@ def read_counters(dynamo: Dynamo, table: str, page_size: int | None = None) -> d
     }
 
 
-def plan_counters(school: _School, before: dict[Key, Item]) -> list[tx.Action]:
-    """Backfill: a put of each counter whose count `before` (read before the scan) differs
-    from the count walked, conditioned on its `moves` as read then (any write to its list
-    since then fails it). Equal ones are left alone, so a second run puts nothing."""
-    puts = []
+def plan_counters(school: _School, before: dict[Key, Item]) -> list[list[tx.Action]]:
+    """Backfill: for each counter whose total `before` (read before the scan: its shards, and
+    its single item of the layout before shards if one is left) differs from the count
+    walked, one transaction that puts each shard whose count differs from the count walked
+    for it, conditioned on its `moves` as read then (any write to its nodes since fails it),
+    and deletes a single item left, conditioned the same way. A shard is fenced on its own
+    `moves`: only its own nodes move it. Equal totals are left alone (a shard alone may
+    differ: it holds what was folded), so a second run puts nothing."""
     held = {key: counter.get(items.COUNT, 0) for key, counter in before.items()}
-    for key, _, walked in items.drifted(school.walked, held):
-        counter, read = items.counter(key, walked), before.get(key)
-        guard: list[tx.Clause] = [tx.NOT_EXISTS]
-        if read is not None and items.MOVES in read:
-            counter[items.MOVES] = read[items.MOVES]
-            guard = [tx.EXISTS, ("eq", items.MOVES, read[items.MOVES])]
-        elif read is not None:
-            guard = [tx.EXISTS, ("lacks", items.MOVES)]
-        puts.append(tx.put(counter, *guard))
-    return puts
+    drifted = {key for key, _, _ in items.drifted(items.totals(school.walked), items.totals(held))}
+    by_counter: dict[Key, list[Key]] = defaultdict(list)
+    for key in sorted(school.walked.keys() | before.keys()):
+        if keys.counter_of(key) in drifted:
+            by_counter[keys.counter_of(key)].append(key)
+    transactions = []
+    for counter in sorted(by_counter):
+        actions = []
+        for key in by_counter[counter]:
+            read, walked = before.get(key), school.walked.get(key, 0)
+            if key == counter:  # the single item of the layout before shards
+                actions.append(tx.delete(key, *_moved_as(read)))
+            elif held.get(key, 0) != walked:
+                item = items.counter(key, walked)
+                if read is not None and items.MOVES in read:
+                    item[items.MOVES] = read[items.MOVES]
+                actions.append(tx.put(item, *_moved_as(read)))
+        transactions.append(actions)
+    return transactions
+
+
+def _moved_as(read: Item | None) -> tuple[tx.Clause, ...]:
+    """A counter item as read: absent, or present with the `moves` it had."""
+    if read is None:
+        return (tx.NOT_EXISTS,)
+    if items.MOVES in read:
+        return (tx.EXISTS, ("eq", items.MOVES, read[items.MOVES]))
+    return (tx.EXISTS, ("lacks", items.MOVES))
+
+
+# -- Counters of the layout before shards: folded online -------------------------------------
+
+FOLD_TRIES = 10  # reads of one busy counter's single item before migrate gives up on it
+
+
+def fold_actions(counter: Key, read: Item) -> list[tx.Action]:
+    """Fold a counter's single item of the layout before shards into its shard 0: add its
+    count there and delete it, conditioned on its `moves` as read. Shards only ever ADD, so a
+    write to shard 0 meanwhile is kept; a write that still moves the single item (an
+    instance of the old code) fails the delete and the fold is read and tried again, so no
+    write is lost and none is counted twice."""
+    shard = keys.shard_number(counter, 0)
+    add = {items.COUNT: int(read.get(items.COUNT, 0)), items.MOVES: 1}
+    return [
+        tx.update(shard, assign={items.TYPE: items.COUNTER_TYPE}, add=add),
+        tx.delete(counter, *_moved_as(read)),
+    ]
+
+
+def fold_counters(dynamo: Dynamo, table: str, counters: dict[Key, Item], report: Report) -> None:
+    """Fold every single-item counter among `counters` (read by `read_counters`) into its
+    shards, each in its own transaction, reading it again (strongly) while writers move it."""
+    for counter in sorted(key for key in counters if keys.counter_of(key) == key):
+        read: Item | None = counters[counter]
+        for _ in range(FOLD_TRIES):
+            if read is None:
+                break  # gone: another migrate folded it
+            try:
+                transact(dynamo, table, fold_actions(counter, read))
+            except Refused:
+                read = _read(dynamo, table, counter)
+                continue
+            report.transactions += 1
+            report.folded += 1
+            break
+        else:
+            report.changed.append(
+                f"counter {counter.pk} kept moving while it was folded into shards:"
+                " run migrate again"
+            )
+
+
+def _read(dynamo: Dynamo, table: str, key: Key) -> Item | None:
+    params = {"TableName": table, "Key": codec.encode(key.as_item()), "ConsistentRead": True}
+    found = call_sync(dynamo, "GetItem", params, Retries(dynamo.budget)).get("Item")
+    return None if found is None else codec.decode(found)
 
 
 def _guard(node: Item, counter: str) -> tuple[tx.Clause, ...]:
@@ -422,6 +496,7 @@ class Report:
     search_keys: int = 0  # nodes given their search key
     transactions: int = 0
     counters: int = 0  # counters of catalogs and places set to the count walked
+    folded: int = 0  # counters of the layout before shards folded into their shards
     scans: int = 0
     changed: list[str] = field(default_factory=list)  # nodes a writer changed: not migrated
     skipped: list[str] = field(default_factory=list)  # nodes migrate cannot rewrite
@@ -449,6 +524,8 @@ def migrate_table(
 ) -> Report:
     """Bring every node of `table` to the new layout; what was done and what was not."""
     report = Report()
+    fold_counters(dynamo, table, read_counters(dynamo, table, page_size), report)
+    folds_refused, report.changed = report.changed, []
     for _ in range(passes):
         before = read_counters(dynamo, table, page_size)
         school = _School()
@@ -484,18 +561,27 @@ def migrate_table(
             _backfill(dynamo, table, plan_counters(school, before), report)
         if not report.changed:
             break
+    report.changed = folds_refused + report.changed
     return report
 
 
-def _backfill(dynamo: Dynamo, table: str, puts: list[tx.Action], report: Report) -> None:
+def _backfill(
+    dynamo: Dynamo, table: str, transactions: list[list[tx.Action]], report: Report
+) -> None:
     """The counters, from the pass's scan: a layout migration moves homes, not counts."""
-    for put in puts:
+    for actions in transactions:
+        counter = keys.counter_of(_action_key(actions[0]))
         try:
-            transact(dynamo, table, [put])
+            transact(dynamo, table, actions)
         except Refused:
             report.changed.append(
-                f"counter {put.body['Item'][PK]['S']} changed during the scan: run migrate again"
+                f"counter {counter.pk} changed during the scan: run migrate again"
             )
             continue
         report.transactions += 1
         report.counters += 1
+
+
+def _action_key(action: tx.Action) -> Key:
+    wire = action.body.get("Item") or action.body["Key"]
+    return Key(wire[PK]["S"], wire[SK]["S"])

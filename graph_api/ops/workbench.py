@@ -33,7 +33,7 @@ FACET_KEYS: dict[str, tuple[str, str]] = {
     "teacher": ("TEACHER#<id>", "TEACHER#<id>"),
     "class": ("CLASS#<id>", "CLASS#<id>"),
     "sport": ("SPORT#<id>", "SPORT#<id>"),
-    "counter": ("COUNT#CATALOG#<type> | COUNT#COUNTRY#<c>[#STATE#<s>[#CITY#<c>]]", "COUNT"),
+    "counter": ("COUNT#CATALOG#<type>#<n> | COUNT#COUNTRY#<c>[#STATE#<s>[#CITY#<c>]]#<n>", "SHARD"),
 }
 
 

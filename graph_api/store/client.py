@@ -45,6 +45,7 @@ from graph_api import __version__, telemetry
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
 from graph_api.store.http_session import CappedAIOHTTPSession
+from graph_api.store.item_locks import ItemLocks
 from graph_api.store.ledger import Call, Ledger, capacity_units
 from graph_api.store.response_parser import (
     AioDynamoResponseParserFactory,
@@ -402,6 +403,8 @@ class Dynamo:
         self._clients.register("before-send.dynamodb", self._count_attempt)
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
+        # One transaction in flight per item among this process's writers (transactions.py).
+        self.item_locks = ItemLocks()
 
     @property
     def client(self) -> Any:

@@ -25,10 +25,20 @@ or a seeding chunk; in the stream reader a lease write or a poll of a shard):
   botocore's quota it belongs to a client (`Dynamo.budget`), and every request of the
   process shares that client. When DynamoDB keeps failing, the retries of every request
   drain it; once it is empty retries stop at once (UNAVAILABLE) until successes refill
-  it, so a throttling storm is not answered with a retry storm. Contention (a transaction
-  conflict, a write that must read again, a rename's copies planned again) costs 1:
-  DynamoDB answered, so it is not overloaded, but those retries stop too once throttles
-  have emptied the budget.
+  it, so a throttling storm is not answered with a retry storm. Contention (a write that
+  must read again, a rename's copies planned again) costs 1: DynamoDB answered, so it is
+  not overloaded, but those retries stop too once throttles have emptied the budget;
+- **transaction conflicts are not the caller's error** (`Failure.CONFLICT`: a transaction
+  cancelled for `TransactionConflict` alone, `TransactionConflictException`,
+  `TransactionInProgressException`): another write held the item for its commit time
+  (10-25 ms on AWS), and the same request passes once it has committed. They are sent
+  again until the deadline, on a count and a backoff of their own (`CONFLICTS`: 5 ms
+  growing to 100 ms, jittered above a 5 ms floor, 400 retries at most for a caller with
+  no deadline), and cost the budget nothing: contention never drains what throttles need,
+  nor do throttles' retries use up what contention needs. Within a process such writes
+  mostly wait for each other instead (`store/item_locks.py`); what is left is other
+  instances' writes. botocore's part is to send, sign and parse (the cancellation's
+  reasons included) in its one attempt; which reasons mean "again" is decided here.
 
 Where each loop lives, one per kind of failure, all on the request's `Retries`:
 
@@ -93,6 +103,11 @@ OFFLINE = Policy(base=0.25, cap=4.0, max_retries=7)
 # a row the reader starts over from its checkpoints.
 STREAM = Policy(base=0.025, cap=5.0, max_retries=12)
 
+# Transaction conflicts: a commit takes 10-25 ms on AWS, so the first retry comes after
+# 5-10 ms and none waits more than 100 ms; the deadline stops them, the count only a
+# caller without one (the command line).
+CONFLICTS = Policy(base=0.005, cap=0.1, max_retries=400)
+
 # botocore's standard retry quota (RetryQuota.INITIAL_CAPACITY, RetryQuotaChecker's costs).
 CAPACITY = 500
 NO_RETRY_REFILL = 1
@@ -103,7 +118,8 @@ class Failure(enum.Enum):
 
     THROTTLED = 5  # throttled, or keys and items left unprocessed (DynamoDB's throttle too)
     TRANSIENT = 14  # a timeout, a dropped connection, a 5xx
-    CONTENTION = 1  # a transaction conflict, a stale read, a rename's copies planned again
+    CONTENTION = 1  # a stale read, a rename's copies planned again
+    CONFLICT = 0  # a transaction conflict: free, on a count and a backoff of its own
 
 
 # Error codes that mean "too many requests" (DynamoDB, and Streams' LimitExceededException).
@@ -120,6 +136,8 @@ _CANCELLED_RETRYABLE = frozenset(
     {"None", "TransactionConflict", "ProvisionedThroughputExceeded", "ThrottlingError"}
 )
 _CANCELLED_THROTTLED = frozenset({"ProvisionedThroughputExceeded", "ThrottlingError"})
+# Another write holds an item: DynamoDB takes this one once that has committed.
+_CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionInProgressException"})
 
 # Added to the message of a retry the budget refused: why we were retrying stays first.
 BUDGET_SPENT = "not retried: DynamoDB keeps failing, so this server has paused its retries"
@@ -130,6 +148,14 @@ LATE = "DynamoDB did not answer within this request's deadline; try again"
 def backoff(attempt: int, base: float, cap: float) -> float:
     """Full jitter: a sleep drawn from [0, min(cap, base * 2**attempt)]."""
     return random.uniform(0.0, min(cap, base * 2**attempt))
+
+
+def conflict_backoff(attempt: int) -> float:
+    """A sleep drawn from [base, min(cap, base * 2**attempt)]: jittered so that writers
+    that met do not meet again, and never so short that a retry lands inside the other
+    write's commit."""
+    policy = CONFLICTS
+    return random.uniform(policy.base, max(policy.base, min(policy.cap, policy.base * 2**attempt)))
 
 
 def error_code(error: ClientError) -> str:
@@ -179,13 +205,14 @@ def failure_of(error: BaseException) -> Failure | None:
         return None
     if isinstance(error, ClientError):
         code = error_code(error)
-        if code == "TransactionInProgressException":  # the same token is still being applied
-            return Failure.CONTENTION
+        if code in _CONFLICT_CODES:  # another write holds the item (or this token's does)
+            return Failure.CONFLICT
         if code == "TransactionCanceledException":
             reasons = set(cancellation_reasons(error))
-            if reasons <= _CANCELLED_RETRYABLE:
-                throttled = bool(reasons & _CANCELLED_THROTTLED)
-                return Failure.THROTTLED if throttled else Failure.CONTENTION
+            if reasons <= _CANCELLED_RETRYABLE:  # never a failed condition: that is final
+                if reasons & _CANCELLED_THROTTLED:
+                    return Failure.THROTTLED
+                return Failure.CONFLICT if "TransactionConflict" in reasons else Failure.CONTENTION
     return None
 
 
@@ -221,6 +248,7 @@ class Retries:
         self.deadline = deadline  # time.monotonic() by which the request must be answered
         self.policy = policy or REQUEST
         self.count = 0  # retries taken so far, by every loop of the request
+        self.conflicts = 0  # transaction conflicts sent again (`CONFLICTS`), counted apart
 
     def remaining(self) -> float:
         """Seconds left before the deadline (infinite without one)."""
@@ -230,7 +258,10 @@ class Retries:
         """A retry's cost and its sleep, or Unavailable saying `why` we were retrying: that
         DynamoDB did not answer in time when its failures ran into the deadline (contention
         keeps `why`, which says what became of the write), and that retries are paused
-        when the budget cannot pay for it."""
+        when the budget cannot pay for it. A conflict costs nothing and draws on its own
+        count (`CONFLICTS`)."""
+        if failure is Failure.CONFLICT:
+            return self._take_conflict(why, at_least)
         if self.count >= self.policy.max_retries:
             raise Unavailable(why)
         delay = max(at_least, backoff(self.count + 1, self.policy.base, self.policy.cap))
@@ -243,6 +274,17 @@ class Retries:
         if telemetry.metrics is not None:
             telemetry.metrics.retry(failure.name.lower())
         return failure.value, delay
+
+    def _take_conflict(self, why: str, at_least: float) -> tuple[int, float]:
+        if self.conflicts >= CONFLICTS.max_retries:
+            raise Unavailable(why)
+        delay = max(at_least, conflict_backoff(self.conflicts + 1))
+        if delay >= self.remaining():
+            raise Unavailable(why)
+        self.conflicts += 1
+        if telemetry.metrics is not None:
+            telemetry.metrics.retry(Failure.CONFLICT.name.lower())
+        return Failure.CONFLICT.value, delay
 
     def _after(self, error: Exception, at_least: float = 0.0) -> tuple[int, float]:
         """`_take` for a failed call: `error` itself when sending it again cannot help; a
@@ -285,6 +327,7 @@ class Retries:
         starts again for the next step. The steps are fixed by the data, not by failures,
         so attempts stay bounded (steps x the policy) and no loop multiplies another."""
         self.count = 0
+        self.conflicts = 0
 
     def answered(self, cost: int) -> None:
         """A call succeeded after a retry that cost `cost` (0: at its first attempt)."""

@@ -6,6 +6,11 @@ or `STALE`, which means "what we read changed before we wrote: read again". Dyna
 client error. Transaction conflicts are retried (by `Table.call`, under the request's retry
 policy) with the same `ClientRequestToken`, so a retry of a transaction that did commit is a
 no-op on DynamoDB.
+
+`_apply` is the one door to TransactWriteItems: there a transaction first waits for the
+process's other transactions on any of its items (`store/item_locks.py`), so writers of one
+hot item (a class's roster count, a city's counters) take turns instead of cancelling each
+other at DynamoDB.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from graph_api.errors import ApiError, Conflict
-from graph_api.model.keys import Key
+from graph_api.errors import ApiError, Conflict, Unavailable
+from graph_api.model.keys import PK, SK, Key
 from graph_api.store import codec
 from graph_api.store.codec import Item
 from graph_api.store.retry import cancellation_reasons, error_code
@@ -164,6 +169,18 @@ def check(key: Key, *clauses: Clause, on_fail: ApiError | Stale | None = None) -
     return Action("ConditionCheck", expr.attach(body), on_fail)
 
 
+QUEUED = (
+    "other writes of the same items kept this one waiting past its deadline; nothing was"
+    " written, try again"
+)
+
+
+def _item_of(table: str, action: Action) -> tuple[str, str, str]:
+    """The item an action touches (a Put's item holds its own key)."""
+    key = action.body.get("Key") or action.body["Item"]
+    return (table, key[PK]["S"], key[SK]["S"])
+
+
 class _Failed(Exception):
     """Conditions failed: the indices of the actions whose conditions did, in order."""
 
@@ -179,8 +196,17 @@ async def _apply(table: Table, actions: Sequence[Action], token: str) -> None:
         "TransactItems": [a.request(table.name) for a in actions],
         "ClientRequestToken": token,
     }
+    remaining = table.remaining()
+    items = (_item_of(table.name, action) for action in actions)
     try:
-        await table.call("TransactWriteItems", params)
+        # Held until DynamoDB has answered, retries included: the next writer of these
+        # items is sent only once this transaction's outcome is known.
+        async with table.dynamo.item_locks.holding(
+            items, None if remaining == float("inf") else max(remaining, 0.0)
+        ):
+            await table.call("TransactWriteItems", params)
+    except TimeoutError:
+        raise Unavailable(QUEUED) from None
     except ClientError as error:
         if error_code(error) != "TransactionCanceledException":
             raise

@@ -75,7 +75,7 @@ class Metrics:
         )
         self.dynamodb_retries = Counter(
             "graph_api_dynamodb_retries_total",
-            "DynamoDB requests sent again, by why (throttled, transient, contention)",
+            "DynamoDB requests sent again, by why (throttled, transient, contention, conflict)",
             ["reason"],
             registry=registry,
         )

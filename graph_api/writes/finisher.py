@@ -25,7 +25,6 @@ from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
-from graph_api.store.transactions import STALE, Stale, check, delete, transact
 from graph_api.writes import propagation, todos
 
 log = logging.getLogger(__name__)
@@ -73,12 +72,7 @@ async def finish_one(table: Table, todo: Item) -> bool | None:
     node = await table.get(keys.node(kind, id_), consistent=True)
     if node is not None and (CLAIM in node or HANDING_OVER in node):
         return await propagation.finish(table, kind, id_, node.get(CLAIM))
-    # Nothing claimed: delete the to-do, unless a write claimed the node again meanwhile
-    # (it wrote the to-do again, with its own token).
-    idle = check(keys.node(kind, id_), ("lacks", CLAIM), ("lacks", HANDING_OVER), on_fail=STALE)
-    written = delete(keys.todo(kind, id_), ("eq", "token", todo["token"]), on_fail=STALE)
-    with contextlib.suppress(Stale):
-        await transact(table, [idle, written])
+    await todos.drop_if_idle(table, kind, id_, todo["token"])
     return None
 
 

@@ -639,6 +639,10 @@ async def take_over(
         except NotFound:
             return None  # deleted, with its copies
         if node.get(CLAIM) != claim:
+            if claim is not None and CLAIM not in node:
+                # A write that fit one transaction took the claim over and wrote every copy:
+                # our to-do has nothing left to do.
+                await todos.drop_if_idle(table, kind, id_, claim)
             return None
         state = {k: v for k, v in node.items() if k != HANDING_OVER}
         copies = await copies_for(reads, kind, state, held=False)

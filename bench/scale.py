@@ -1,0 +1,206 @@
+"""`make bench-scale`: writes that meet on one item, behind a front that contends as AWS does.
+
+Sixteen writers (tasks on one event loop: one API worker, GraphQL executed in process as
+the server executes it, without HTTP) write for `--seconds` each, every transaction's items
+held `--hold` seconds (15 ms: AWS's commit time) by `tools/contention.py`:
+
+    createStudent   each writer its own city   | all in one city
+    enrollStudent   a class each               | all into one class
+
+and the table prints each one's rate, its failures by code, the transactions the front
+cancelled for `TransactionConflict`, and the hot case's rate over the spread one's. Then
+`graph-api check`. On the embedded backend, started here, or `--endpoint` (DynamoDB Local).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from graph_api.graph.context import Context, Services
+from graph_api.graph.schema import build_schema
+from graph_api.model import items
+from graph_api.ops.check import check_table
+from graph_api.settings import Settings
+from graph_api.store import admin, codec
+from graph_api.store.embedded import EmbeddedDynamoDB
+from tools.contention import ContentionFront
+
+WRITERS = 16
+CREATE = """mutation($i: CreateStudentInput!) {
+  createStudent(input: $i) { student { id } userErrors { code } } }"""
+ENROL = """mutation($s: ID!, $c: ID!) {
+  enrollStudent(studentId: $s, classId: $c) { class { id } userErrors { code } } }"""
+Operation = Callable[[int, int], tuple[str, dict[str, Any]]]  # (writer, n) -> query, vars
+
+
+@dataclasses.dataclass
+class Tally:
+    done: int = 0
+    failed: Counter[str] = dataclasses.field(default_factory=Counter)
+    seconds: float = 0.0
+    conflicts: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds else 0.0
+
+
+def creates(same_city: bool, run: str) -> Operation:
+    def operation(writer: int, n: int) -> tuple[str, dict[str, Any]]:
+        city = "Ottawa" if same_city else f"City {writer}"
+        student = {
+            "id": f"{run}-w{writer}-{n}",
+            "name": f"S {writer} {n}",
+            "email": f"{run}-{writer}-{n}@ex.org",
+            "home": {"country": "Canada", "state": "Ontario", "city": city},
+        }
+        return CREATE, {"i": student}
+
+    return operation
+
+
+def enrolments(one_class: bool) -> Operation:
+    pool = "one" if one_class else "each"  # students of their own: none enrolled already
+
+    def operation(writer: int, n: int) -> tuple[str, dict[str, Any]]:
+        return ENROL, {"s": f"{pool}-w{writer}-{n}", "c": "c-0" if one_class else f"c-{writer}"}
+
+    return operation
+
+
+def seed_for_enrolments(services: Services, per_writer: int) -> None:
+    """A class for each writer and `per_writer` students each, written directly (with the
+    catalogs' counters, as the mutations would leave them)."""
+    teacher = items.teacher("t-0", "Teacher")
+    classes = [items.school_class(f"c-{w}", f"Class {w}", teacher) for w in range(WRITERS)]
+    for klass in classes:
+        items.TEACHING.attach(teacher, klass)  # the teacher's entries (no edge item)
+    nodes = [teacher, *classes]
+    nodes += [
+        items.student(f"{pool}-w{w}-{n}", f"E {w} {n}", f"{pool}-{w}-{n}@ex.org")
+        for pool in ("each", "one")
+        for w in range(WRITERS)
+        for n in range(per_writer)
+    ]
+    nodes += [items.email_guard(n) for n in nodes if n["type"] == "student"]
+    table = services.settings.table
+    admin.batch_write(services.dynamo, table, nodes)
+    for key, count in items.counters(nodes).items():
+        services.dynamo.call_sync(
+            "UpdateItem",
+            {
+                "TableName": table,
+                "Key": codec.encode(key.as_item()),
+                "UpdateExpression": "SET #t = :t ADD #n :n",
+                "ExpressionAttributeNames": {"#t": items.TYPE, "#n": items.COUNT},
+                "ExpressionAttributeValues": codec.encode({":t": items.COUNTER_TYPE, ":n": count}),
+            },
+            None,
+        )
+
+
+async def drive(
+    services: Services, operation: Operation, seconds: float, limit: int | None
+) -> Tally:
+    schema = build_schema(services.settings)
+    tally = Tally()
+    started = time.monotonic()
+    stop = started + seconds
+
+    async def writer(w: int) -> None:
+        n = 0
+        while time.monotonic() < stop and (limit is None or n < limit):
+            query, variables = operation(w, n)
+            n += 1
+            context = Context.create(services, f"scale-{w}-{n}")
+            result = await schema.execute(query, variable_values=variables, context_value=context)
+            codes = [str((e.extensions or {}).get("code", "INTERNAL")) for e in result.errors or []]
+            payload = next(iter((result.data or {}).values()), None) or {}
+            codes += [e["code"] for e in payload.get("userErrors", [])]
+            if codes:
+                tally.failed.update(codes)
+            else:
+                tally.done += 1
+
+    await asyncio.gather(*(writer(w) for w in range(WRITERS)))
+    tally.seconds = time.monotonic() - started
+    return tally
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="per case (default 10)")
+    parser.add_argument("--hold", type=float, default=0.015, help="seconds an item is held")
+    parser.add_argument("--endpoint", help="a DynamoDB to use (default: the embedded one)")
+    args = parser.parse_args()
+
+    embedded = None if args.endpoint else EmbeddedDynamoDB()
+    endpoint = args.endpoint or (embedded.start() if embedded else "")
+    settings = Settings(
+        table=f"scale-{uuid.uuid4().hex[:8]}",
+        backend="embedded",
+        endpoint_url=endpoint,
+        cursor_secret=b"bench-scale",
+        cursor_secret_configured=True,
+        deadline_seconds=10.0,  # the default: what a client of the API gets
+    )
+    services = Services.create(settings)
+    admin.create(services.dynamo, settings.table)
+    # Enough students that no enrolling writer runs out: 20 a second each is past what one
+    # API worker reaches.
+    per_writer = max(50, int(args.seconds * 20))
+    seed_for_enrolments(services, per_writer)
+
+    front = ContentionFront(hold=args.hold)
+    front.attach(services.dynamo)
+    run = uuid.uuid4().hex[:6]
+    cases = [
+        ("createStudent, each writer its own city", creates(False, run + "a")),
+        ("createStudent, all in one city", creates(True, run + "b")),
+        ("enrollStudent, a class each", enrolments(False)),
+        ("enrollStudent, all into one class", enrolments(True)),
+    ]
+    print(
+        f"{WRITERS} writers, one API worker, items held {args.hold * 1000:.0f} ms, "
+        f"{args.seconds:.0f} s a case, on {'the embedded backend' if embedded else endpoint}"
+    )
+    print("| case | rate | failed | conflicts | hot / spread |")
+    print("|---|---:|---:|---:|---:|")
+    spread = 0.0
+    try:
+        for n, (name, operation) in enumerate(cases):
+            before = front.counts.cancelled
+            tally = asyncio.run(drive(services, operation, args.seconds, per_writer))
+            tally.conflicts = front.counts.cancelled - before
+            failed = sum(tally.failed.values())
+            detail = (
+                f" ({', '.join(f'{c} {k}' for c, k in tally.failed.most_common())})"
+                if failed
+                else ""
+            )
+            ratio = f"{tally.rate / spread:.2f}x" if n % 2 and spread else ""
+            spread = tally.rate
+            print(
+                f"| {name} | {tally.rate:.1f} /s | {failed}{detail} | {tally.conflicts} | {ratio} |"
+            )
+        front.detach()
+        findings = check_table(services.dynamo, settings.table)
+        print("graph-api check:", "clean" if not findings else f"{len(findings)} findings")
+        for finding in findings[:10]:
+            print(f"  {finding.kind}: {finding.message}")
+    finally:
+        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        services.close()
+        if embedded is not None:
+            embedded.stop()
+
+
+if __name__ == "__main__":
+    main()
