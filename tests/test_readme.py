@@ -86,6 +86,13 @@ class MakeRun:
         assert found is not None, text[:2000]
         return float(found[1])
 
+    def until_unsubscribed(self) -> None:
+        """Wait until the server holds no subscription (it drops a closed one's soon)."""
+        deadline = time.monotonic() + RECIPE_WAIT
+        while self.subscriptions() > 0:
+            assert time.monotonic() < deadline, f"{self.subscriptions()} still held"
+            time.sleep(0.2)
+
     def until_subscribed(
         self, before: float, client: subprocess.Popen[str], output: list[str]
     ) -> None:
@@ -443,6 +450,7 @@ def test_every_readme_shell_snippet_runs_as_written(make_run: MakeRun) -> None:
                     continue
                 ran.append(command.text)
                 if text.endswith("&"):
+                    make_run.until_unsubscribed()
                     before = make_run.subscriptions()
                     stream = _start(["bash", "-c", text[:-1]], make_run.folder, env)
                     streams.append((command, stream, _drain(stream)))
@@ -511,6 +519,7 @@ def test_the_readme_javascript_runs_under_node(make_run: MakeRun, tmp_path: Path
         (class_id,) = re.findall(r'rosterChanged\(classId: "([\w-]+)"\)', block)
         script = tmp_path / f"snippet-{n}.mjs"
         script.write_text(PORT.sub(make_run.url.removeprefix("http://"), block), "utf-8")
+        make_run.until_unsubscribed()  # another test's stream, closed, may still be held
         before = make_run.subscriptions()
         process = _start([node, str(script)], tmp_path, make_run.env)
         try:
