@@ -1,9 +1,9 @@
 # Every target installs what it needs first: a fresh clone needs only `make run` or `make test`.
 # The interpreter the venv is made from: Debian's python3.11 where it can make one, else
 # python3. Debian builds it with PGO and LTO, as python:3.11-slim (the Dockerfile's) is
-# built; pyenv's default build has neither, and the API costs more CPU on it (the README's
-# "Benchmark" has the figures). `make PYTHON=...` picks another; an existing .venv stays as
-# it was made (`rm -rf .venv` first).
+# built; pyenv's default build has neither, and the API costs more CPU on it (bench/README.md,
+# "The interpreter's build", has the figures). `make PYTHON=...` picks another; an existing
+# .venv stays as it was made (`rm -rf .venv` first).
 FAST_PYTHON := /usr/bin/python3.11
 PYTHON ?= $(shell $(FAST_PYTHON) -c "import ensurepip, venv" 2>/dev/null && echo $(FAST_PYTHON) || echo python3)
 VENV := .venv

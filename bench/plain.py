@@ -426,7 +426,7 @@ def main() -> None:
             "backend": backend,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            # Which build ran: the README's "Benchmark" says how much the builds differ.
+            # Which build ran: bench/README.md says how much the builds differ.
             "python_home": sys.base_prefix,
         }
     )

@@ -1,10 +1,12 @@
-"""The README's GraphQL examples, run as a newcomer would on `make run`'s demo school.
+"""The README's snippets, run as a newcomer would, as written, on `make run`'s demo school.
 
-Every ```graphql block of README.md, in order, against a fresh table seeded exactly as
-`make run` seeds it (the default demo settings): each must answer without errors (nor user
-errors, for its mutations) and with data. A README that drifts from the API fails here.
-Each is a named operation that selects `id` wherever it can, as clients' own tools want
-(tests/test_client_conventions.py runs GraphQL Code Generator over them).
+`make run` itself, in a folder of its own: every ```graphql block of README.md, in order,
+sent as admin must answer without errors (nor user errors, for its mutations) and with data;
+every ```sh block's commands run (curl and `graph-api` against that server), answering with
+no errors but those the README names; every ```js block runs under Node. A README that
+drifts from the API fails here. Each GraphQL example is a named operation that selects `id`
+wherever it can, as clients' own tools want (tests/test_client_conventions.py runs GraphQL
+Code Generator over them).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from graphql import (
@@ -39,13 +42,10 @@ from graphql import (
     parse,
     visit,
 )
-from starlette.testclient import TestClient
-from support import assert_clean, fresh_services, make_settings, run
+from support import ROOT, assert_clean, fresh_services, npm_package, run, tool
 from websockets.sync.client import connect
 
 from graph_api.graph.context import Services
-from graph_api.http import graphiql
-from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin
@@ -54,24 +54,84 @@ from tools.dynamodb_local import free_port
 README = Path(__file__).resolve().parent.parent / "README.md"
 SCHEMA_FILE = README.parent / "schema" / "schema.graphql"
 BLOCKS = re.findall(r"```graphql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+CLIENTS = ROOT / "tests" / "clients"  # the pinned npm packages the README's JS imports
 JSON_BLOCKS = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 
+@dataclass(frozen=True)
+class MakeRun:
+    """`make run`, started as the README says, in a folder of its own: where its commands
+    (`.venv/bin/graph-api ...`) run, with the environment they run in."""
+
+    url: str  # http://127.0.0.1:PORT
+    folder: Path
+    env: dict[str, str]
+    admin: str  # the token `graph-api token --role admin` printed there
+
+    def post(self, query: str, token: str | None = None) -> dict[str, Any]:
+        headers = {"content-type": "application/json"}
+        if token is not None:
+            headers["authorization"] = f"Bearer {token}"
+        body = json.dumps({"query": query}).encode()
+        request = urllib.request.Request(f"{self.url}/graphql", body, headers)
+        with urllib.request.urlopen(request, timeout=RECIPE_WAIT) as response:
+            answer: dict[str, Any] = json.load(response)
+        return answer
+
+    def subscriptions(self) -> float:
+        """Subscriptions the server holds (its /metrics: the embedded backend serves them)."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=RECIPE_WAIT) as response:
+            text = response.read().decode()
+        found = re.search(r"^graph_api_subscriptions_open (\S+)$", text, re.M)
+        assert found is not None, text[:2000]
+        return float(found[1])
+
+    def until_unsubscribed(self) -> None:
+        """Wait until the server holds no subscription (it drops a closed one's soon)."""
+        deadline = time.monotonic() + RECIPE_WAIT
+        while self.subscriptions() > 0:
+            assert time.monotonic() < deadline, f"{self.subscriptions()} still held"
+            time.sleep(0.2)
+
+    def until_subscribed(
+        self, before: float, client: subprocess.Popen[str], output: list[str]
+    ) -> None:
+        """Wait until the server holds more subscriptions than `before`, `client` having made
+        one: from then on, a write is an event for it (graphql-transport-ws and SSE have no
+        acknowledgement of a subscription)."""
+        deadline = time.monotonic() + RECIPE_WAIT
+        while self.subscriptions() <= before:
+            assert client.poll() is None, "".join(output)[-4000:]
+            assert time.monotonic() < deadline, "".join(output)[-4000:]
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
-def make_run_api(endpoint: str) -> Iterator[TestClient]:
-    """The API over the demo school `make run` loads (same size, same seed), with its
-    policy (personal data private, writes for dev tokens: `Settings.from_env`'s defaults)."""
-    defaults = Settings.from_env({})
-    policy = {"public_personal_data": False, "open_writes": False}
-    assert policy == {name: getattr(defaults, name) for name in policy}
-    services = Services.create(make_settings(endpoint, **policy))
-    admin.create(services.dynamo, services.settings.table)
-    school = demo.generate(students=defaults.demo_students, seed=defaults.demo_seed)
-    admin.batch_write(services.dynamo, services.settings.table, school)
-    with TestClient(create_app(services)) as client:
-        yield client
-    services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
-    services.close()
+def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeRun]:
+    """`make run` word for word, on a free port (GRAPH_API_PORT, as the README says), in a
+    shell with no AWS_* or GRAPH_API_* set: the 500-student demo, as a newcomer has it. Ready
+    once /readyz answers (the stream reader runs, so a subscription hears what follows)."""
+    folder = tmp_path_factory.mktemp("make-run")
+    for name in CHECKOUT:
+        (folder / name).symlink_to(README.parent / name)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env["GRAPH_API_PORT"] = str(port)
+    process = _start(["make", "run"], folder, env)
+    try:
+        _wait_for_line(process, "GraphiQL:")
+        _until_healthy(f"http://127.0.0.1:{port}/readyz")
+        minted = subprocess.run(
+            [".venv/bin/graph-api", "token", "--role", "admin"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        yield MakeRun(f"http://127.0.0.1:{port}", folder, env, minted.stdout.splitlines()[-1])
+    finally:
+        _stop(process)
 
 
 def test_the_readme_has_examples() -> None:
@@ -125,18 +185,12 @@ def _empty(value: Any) -> bool:
     return value is None or value == [] or value == {}
 
 
-def as_admin() -> dict[str, str]:
-    """The header GraphiQL's "admin" button sets on `make run`, which the README says to pick."""
-    (admin_,) = [r for r in graphiql.demo_roles(Settings()) or [] if r["role"] == "admin"]
-    return cast(dict[str, str], json.loads(admin_["headers"]))
-
-
-def test_every_readme_example_answers_with_data(make_run_api: TestClient) -> None:
-    assert "pick admin to run these as written" in " ".join(README.read_text().split())
+def test_every_readme_example_answers_with_data(make_run: MakeRun) -> None:
+    """Each ```graphql block sent as the README says to send it: to `make run`, as admin
+    (the token `graph-api token --role admin` prints)."""
+    assert "`.venv/bin/graph-api token --role admin` prints" in README.read_text(encoding="utf-8")
     for n, block in enumerate(BLOCKS, 1):
-        response = make_run_api.post("/graphql", json={"query": block}, headers=as_admin())
-        assert response.status_code == 200, (n, response.text)
-        body = response.json()
+        body = make_run.post(block, make_run.admin)
         assert body.get("errors") is None, (n, block, body.get("errors"))
         assert body["data"] and not any(_empty(v) for v in body["data"].values()), (n, body)
         refused = [
@@ -223,8 +277,7 @@ def test_the_dynamodb_local_recipe_serves_subscriptions(backend: str, tmp_path: 
                 started.append(_start(words, tmp_path, env))
                 output = _wait_for_line(started[-1], "GraphiQL:")
                 assert (
-                    _message(output[0])
-                    == f"graph-api: DynamoDB at http://127.0.0.1:{db_port}, table graph"
+                    output[0] == f"graph-api: DynamoDB at http://127.0.0.1:{db_port}, table graph\n"
                 )
                 _until_healthy(f"http://127.0.0.1:{api_port}/healthz")
             else:
@@ -233,13 +286,18 @@ def test_the_dynamodb_local_recipe_serves_subscriptions(backend: str, tmp_path: 
         _a_subscription_hears_a_mutation(f"127.0.0.1:{api_port}")
     finally:
         for process in reversed(started):  # serve, then make and its DynamoDB Local
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Stop a process `_start` started, with its children."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def _start(words: list[str], folder: Path, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -257,31 +315,25 @@ def _start(words: list[str], folder: Path, env: dict[str, str]) -> subprocess.Po
 def _wait_for_line(process: subprocess.Popen[str], start: str) -> list[str]:
     """Read the process's output until a line starts with `start`, and return the lines so
     far (the rest is drained on a thread, so that it never blocks on a full pipe)."""
-    assert process.stdout is not None
+    seen = _drain(process)
+    deadline = time.monotonic() + RECIPE_WAIT
+    while not any(line.startswith(start) for line in list(seen)):
+        assert process.poll() is None and time.monotonic() < deadline, "".join(seen)[-4000:]
+        time.sleep(0.2)
+    return seen
+
+
+def _drain(process: subprocess.Popen[str]) -> list[str]:
+    """The process's output lines, read on a thread into the list returned as they come."""
     seen: list[str] = []
-    found = threading.Event()
 
     def read() -> None:
         assert process.stdout is not None
         for line in process.stdout:
             seen.append(line)
-            if _message(line).startswith(start):
-                found.set()
 
     threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + RECIPE_WAIT
-    while not found.wait(0.2):
-        assert process.poll() is None and time.monotonic() < deadline, "".join(seen)[-4000:]
     return seen
-
-
-def _message(line: str) -> str:
-    """A line's text: a JSON log record's message (a remote table's default logs)."""
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return line.rstrip("\n")
-    return str(record["message"]) if isinstance(record, dict) else line.rstrip("\n")
 
 
 def _until_healthy(url: str) -> None:
@@ -332,3 +384,163 @@ def _post(host: str, query: str, variables: dict[str, Any]) -> None:
     with urllib.request.urlopen(request, timeout=RECIPE_WAIT) as response:
         answer = json.load(response)
     assert answer["data"]["updateTeacher"]["userErrors"] == [], answer
+
+
+# -- the shell and JavaScript snippets, as the README writes them, on `make run` -----------
+
+SNIPPETS = re.findall(r"```(\w*)\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+PORT = re.compile(r"(?:localhost|127\.0\.0\.1):8000\b")
+# What a test cannot run, and why: each skipped command must match one of these.
+CANNOT_RUN = {
+    r"^make (run|test)\b": "`make run` is the server these run against; `make test` runs this",
+    r"^make dynamodb-local|^export AWS_|:8001\b|graph-api (create-table|seed|serve)\b": (
+        "DynamoDB Local or AWS: test_the_dynamodb_local_recipe_serves_subscriptions runs"
+        " that recipe with --backend=dynamodb-local"
+    ),
+}
+# A comment line after a command that shows its output (else it is prose about it).
+OUTPUT = re.compile(r"^(\{|event:|data:)")
+CODE = re.compile(r"\b[A-Z][A-Z_]{5,}\b")
+
+
+@dataclass
+class Command:
+    text: str
+    notes: list[str]  # the comment lines that follow it
+
+    @property
+    def shown(self) -> list[str]:
+        """The output it is shown to print: each line, up to a `...`, starts a line of it."""
+        return [n.split("...")[0] for n in self.notes if OUTPUT.match(n)]
+
+    @property
+    def allowed(self) -> set[str]:
+        """The error codes the README says it answers with."""
+        return {c for n in self.notes for c in CODE.findall(n)}
+
+
+def commands(block: str) -> list[Command]:
+    """A ```sh block's commands (continuation lines joined), each with its comment lines."""
+    found: list[Command] = []
+    for line in block.replace("\\\n", " ").splitlines():
+        if line.startswith("#") and found:
+            found[-1].notes.append(line.lstrip("# "))
+        elif line.strip():
+            found.append(Command(line.strip(), []))
+    return found
+
+
+def test_every_readme_shell_snippet_runs_as_written(make_run: MakeRun) -> None:
+    """Each ```sh block's commands, in order, in one environment (a `NAME=$(...)` line sets
+    NAME for the next ones), in `make run`'s folder and against it: each exits 0; an answer
+    in JSON has no errors but those the comments after it name; a command sent to the
+    background (a stream) prints, while the rest of its block runs, what its comments show.
+    What cannot run in a test is skipped by CANNOT_RUN, which says why."""
+    blocks = [block for kind, block in SNIPPETS if kind == "sh"]
+    ran, skipped = [], []
+    for block in blocks:
+        env = dict(make_run.env)
+        streams: list[tuple[Command, subprocess.Popen[str], list[str]]] = []
+        try:
+            for command in commands(block):
+                text = PORT.sub(make_run.url.removeprefix("http://"), command.text)
+                why = [r for pattern, r in CANNOT_RUN.items() if re.search(pattern, text)]
+                if why:
+                    skipped.append(command.text)
+                    continue
+                ran.append(command.text)
+                if text.endswith("&"):
+                    make_run.until_unsubscribed()
+                    before = make_run.subscriptions()
+                    stream = _start(["bash", "-c", text[:-1]], make_run.folder, env)
+                    streams.append((command, stream, _drain(stream)))
+                    make_run.until_subscribed(before, stream, streams[-1][2])
+                    continue
+                assigned = re.match(r"^(\w+)=", text)
+                script = f'{text}\nprintf %s "${assigned[1]}"' if assigned else text
+                done = subprocess.run(
+                    ["bash", "-c", script],
+                    cwd=make_run.folder,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=RECIPE_WAIT,
+                )
+                assert done.returncode == 0, (command.text, done.stdout, done.stderr)
+                if assigned:
+                    env[assigned[1]] = done.stdout.splitlines()[-1]
+                    continue
+                _check_output(command, done.stdout.splitlines())
+            for command, stream, lines in streams:
+                _until_shown(command, stream, lines)
+        finally:
+            for _, stream, _ in streams:
+                _stop(stream)
+    assert any("text/event-stream" in c for c in ran) and any("token" in c for c in ran), ran
+    assert skipped, "the recipe's commands are skipped for the reasons CANNOT_RUN gives"
+
+
+def _check_output(command: Command, lines: list[str]) -> None:
+    for shown in command.shown:
+        assert any(line.startswith(shown) for line in lines), (command.text, shown, lines)
+    if not lines or not lines[0].startswith("{"):
+        return
+    answer = json.loads("\n".join(lines))
+    codes = {e.get("extensions", {}).get("code") for e in answer.get("errors", [])}
+    refused = {
+        e["code"]
+        for payload in (answer.get("data") or {}).values()
+        if isinstance(payload, dict)
+        for e in payload.get("userErrors", [])
+    }
+    assert codes | refused <= command.allowed, (command.text, answer)
+    assert answer.get("data"), (command.text, answer)
+
+
+def _until_shown(command: Command, stream: subprocess.Popen[str], lines: list[str]) -> None:
+    """Wait until a background command printed what its comments show."""
+    deadline = time.monotonic() + RECIPE_WAIT
+    while not all(any(line.startswith(s) for line in lines) for s in command.shown):
+        assert stream.poll() is None, (command.text, lines)
+        assert time.monotonic() < deadline, (command.text, command.shown, lines)
+        time.sleep(0.2)
+
+
+def test_the_readme_javascript_runs_under_node(make_run: MakeRun, tmp_path: Path) -> None:
+    """Each ```js block as a Node module (the npm packages of tests/clients, pinned: they
+    include the README's graphql-ws and ws), on `make run`: its subscription hears a student
+    join the class it names, made by an admin once the server holds the subscription."""
+    node = tool("node", "apt-get install nodejs npm")
+    npm_package(CLIENTS)
+    (tmp_path / "node_modules").symlink_to(CLIENTS / "node_modules")
+    blocks = [block for kind, block in SNIPPETS if kind == "js"]
+    assert blocks
+    for n, block in enumerate(blocks):
+        (class_id,) = re.findall(r'rosterChanged\(classId: "([\w-]+)"\)', block)
+        script = tmp_path / f"snippet-{n}.mjs"
+        script.write_text(PORT.sub(make_run.url.removeprefix("http://"), block), "utf-8")
+        make_run.until_unsubscribed()  # another test's stream, closed, may still be held
+        before = make_run.subscriptions()
+        process = _start([node, str(script)], tmp_path, make_run.env)
+        try:
+            lines = _drain(process)
+            make_run.until_subscribed(before, process, lines)
+            student = f"stu-js-{n}"
+            joined = make_run.post(
+                f'mutation {{ createStudent(input: {{id: "{student}", name: "Js {n}",'
+                f' email: "js{n}@example.org"}}) {{ userErrors {{ code }} }}'
+                f' enrollStudent(studentId: "{student}", classId: "{class_id}")'
+                " { userErrors { code } } }",
+                make_run.admin,
+            )
+            assert joined.get("errors") is None, joined
+            deadline = time.monotonic() + RECIPE_WAIT
+            while not any(student in line for line in lines):
+                assert process.poll() is None, "".join(lines)
+                assert time.monotonic() < deadline, "".join(lines)
+                time.sleep(0.2)
+            (event,) = [json.loads(line) for line in lines if student in line]
+            assert event["rosterChanged"]["kind"] == "JOINED", event
+            assert event["rosterChanged"]["class"]["id"] == class_id, event
+        finally:
+            _stop(process)
