@@ -24,9 +24,9 @@ from support import (
     subscriber,
 )
 
-from graph_api.graph.budgets import Limiter
+from graph_api.graph.budgets import Limiter, LocalBuckets
 from graph_api.graph.context import Services
-from graph_api.graph.policy import BUDGETS, Role
+from graph_api.graph.policy import BUDGETS, Budget, Role
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 
@@ -107,6 +107,24 @@ def test_settings_override_rows_or_turn_the_limits_off_and_refuse_bad_ones() -> 
     for bad in ("nobody=1/1", "anonymous=10", "anonymous=0/1", "anonymous=ten/1"):
         with pytest.raises(SettingsError, match="GRAPH_API_RATE_LIMITS"):
             Settings.from_env({"GRAPH_API_RATE_LIMITS": bad})
+
+
+def test_the_process_keeps_a_bounded_number_of_buckets_dropping_full_ones_first() -> None:
+    clock = Clock()
+    buckets = LocalBuckets(size=4, clock=clock)
+    budget = Budget(10, 1)
+    assert buckets.take("spender", budget, 10).available == 0
+    for n in range(3):
+        buckets.take(f"light-{n}", budget, 1)
+    clock.now += 2  # the light ones are full again; the spender is not
+    for n in range(3):
+        buckets.take(f"new-{n}", budget, 1)
+        assert len(buckets) <= 4
+    # The spender's bucket was kept while full ones could go: it is still short.
+    assert buckets.take("spender", budget, 10).retry_after > 0
+    for n in range(100):  # none full: the oldest half goes, the count stays bounded
+        buckets.take(f"more-{n}", budget, 1)
+        assert len(buckets) <= 4
 
 
 # -- over HTTP -------------------------------------------------------------------------------

@@ -35,7 +35,11 @@ log = logging.getLogger("graph_api")
 # Buckets a process keeps: beyond it, full ones are dropped (a full bucket is what a new
 # caller gets anyway), then the oldest. About 200 bytes each: 20 MB at most.
 MAX_BUCKETS = 100_000
-POLICY = "cost"  # the quota policy's name in the RateLimit header fields
+POLICY = "cost"
+MAX_ROLE_SETS = 64  # sets of roles whose budget is kept (there are 2^6 at most)
+# After a failed Redis call, how long the process's buckets stand in before Redis is asked
+# again: a Redis that hangs costs one timeout every few seconds, not one a request.
+REDIS_BACKOFF_SECONDS = 5.0  # the quota policy's name in the RateLimit header fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +166,8 @@ return {taken, tostring(level)}
 class SharedBuckets:
     """The buckets in Redis (the events broker's), one per caller for every worker and
     instance: each take or refund one atomic script call. A call that fails or takes
-    longer than `timeout` is made on the process's buckets instead (logged, once a minute
-    at most)."""
+    longer than `timeout` is made on the process's buckets instead, and so are the calls
+    of the next `REDIS_BACKOFF_SECONDS` (logged, once a minute at most)."""
 
     def __init__(self, url: str, prefix: str, local: LocalBuckets, timeout: float = 0.5) -> None:
         self.prefix = prefix
@@ -173,15 +177,20 @@ class SharedBuckets:
         )
         self._script = self._redis.register_script(_SCRIPT)
         self._warned = 0.0
+        self._down_until = 0.0
 
     async def take(self, key: str, budget: Budget, cost: float) -> Throttle:
+        if self._down_until and time.monotonic() < self._down_until:
+            return self.local.take(key, budget, cost)
         try:
             taken, level = await self._script(
                 keys=[self.prefix + key], args=[budget.maximum, budget.restore_rate, cost]
             )
         except (RedisError, OSError) as error:
+            self._down_until = time.monotonic() + REDIS_BACKOFF_SECONDS
             self._warn(error)
             return self.local.take(key, budget, cost)
+        self._down_until = 0.0
         available = float(level)
         if taken:
             return Throttle(budget.maximum, available, budget.restore_rate)
@@ -208,6 +217,7 @@ class Limiter:
         self._default = self.budgets.get(Role.ANONYMOUS) or min(
             self.budgets.values(), key=lambda b: b.maximum
         )
+        self._by_roles: dict[frozenset[Role], Budget] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limiter | None:
@@ -225,13 +235,16 @@ class Limiter:
         return cls(budgets, shared)
 
     def budget(self, caller: Principal) -> Budget:
-        """The largest budget of the caller's roles (a token with none: anonymous's)."""
-        best: Budget | None = None
-        for role in caller.roles:
-            found = self.budgets.get(role)
-            if found is not None and (best is None or found.maximum > best.maximum):
-                best = found
-        return best or self._default
+        """The largest budget of the caller's roles (a token with none: anonymous's),
+        worked out once for each set of roles."""
+        known = self._by_roles.get(caller.roles)
+        if known is not None:
+            return known
+        found = [self.budgets[r] for r in caller.roles if r in self.budgets]
+        best = max(found, key=lambda b: b.maximum) if found else self._default
+        if len(self._by_roles) < MAX_ROLE_SETS:
+            self._by_roles[caller.roles] = best
+        return best
 
     async def aclose(self) -> None:
         if self.shared is not None:
@@ -244,10 +257,3 @@ def describe(throttle: Throttle) -> str:
         f" points left, {throttle.restore_rate} restored a second; try again in"
         f" {throttle.seconds()} s"
     )
-
-
-def cost_extension(cost: dict[str, Any], throttle: Throttle | None) -> dict[str, Any]:
-    """`extensions.cost` with the bucket's state (`throttleStatus`)."""
-    if throttle is not None:
-        cost["throttleStatus"] = throttle.status()
-    return cost

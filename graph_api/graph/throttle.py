@@ -27,6 +27,7 @@ from strawberry.types.graphql import OperationType
 from graph_api.errors import RateLimited
 from graph_api.graph.budgets import Throttle, describe
 from graph_api.graph.context import Context
+from graph_api.graph.policy import Budget
 
 RATE_LIMITED = RateLimited.code
 TOO_MANY_REQUESTS = 429
@@ -43,7 +44,7 @@ class _RateLimit(SchemaExtension):
 
     throttle: Throttle | None = None
 
-    def _payer(self) -> tuple[Context, int] | None:
+    def _payer(self) -> tuple[Context, Budget, int] | None:
         """The context and the points to take, or None: nothing to take here (no rate
         limit, refused already, a subscription: its events pay)."""
         execution = self.execution_context
@@ -57,7 +58,7 @@ class _RateLimit(SchemaExtension):
         ):
             return None
         budget = context.services.limiter.budget(context.auth.caller)
-        return context, min(context.requested_cost, budget.maximum)
+        return context, budget, min(context.requested_cost, budget.maximum)
 
     def _refuse(self, context: Context, throttle: Throttle) -> None:
         error = GraphQLError(
@@ -82,10 +83,9 @@ class LocalRateLimit(_RateLimit):
         if payer is None:
             yield
             return
-        context, spent = payer
+        context, budget, spent = payer
         limiter = context.services.limiter
         assert limiter is not None
-        budget = limiter.budget(context.auth.caller)
         holder = context.holder
         throttle = limiter.local.take(holder, budget, spent)
         if throttle.retry_after:
@@ -110,10 +110,9 @@ class SharedRateLimit(_RateLimit):
         if payer is None:
             yield
             return
-        context, spent = payer
+        context, budget, spent = payer
         limiter = context.services.limiter
         assert limiter is not None and limiter.shared is not None
-        budget = limiter.budget(context.auth.caller)
         holder = context.holder
         throttle = await limiter.shared.take(holder, budget, spent)
         if throttle.retry_after:
