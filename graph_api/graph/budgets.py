@@ -119,15 +119,17 @@ class LocalBuckets:
 
     def _evict(self, now: float) -> None:
         """Drop the buckets full by now (a full bucket is what a new caller gets anyway);
-        if that frees nothing, the oldest half, whose callers start full again."""
+        then, if over three quarters remain, the oldest down to half, whose callers start
+        full again: each sweep frees a quarter at least, so sweeps stay rare."""
         for key in [
             key
             for key, b in self._buckets.items()
             if b.level + (now - b.stamp) * b.budget.restore_rate >= b.budget.maximum
         ]:
             del self._buckets[key]
-        if len(self._buckets) >= self.size:
-            for key in list(self._buckets)[: max(1, self.size // 2)]:
+        excess = len(self._buckets) - self.size // 2
+        if len(self._buckets) > self.size * 3 // 4 and excess > 0:
+            for key in list(self._buckets)[:excess]:
                 del self._buckets[key]
 
 
