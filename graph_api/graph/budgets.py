@@ -21,13 +21,14 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING
 
 from graph_api.graph.policy import BUDGETS, Budget, Role
 from graph_api.graph.tokens import Principal
 from graph_api.settings import REDIS_SCHEMES, Settings, budget_rows
+
+if TYPE_CHECKING:  # redis-py is loaded only with a Redis broker (Lambda never loads it)
+    from redis.asyncio import Redis
 
 log = logging.getLogger("graph_api")
 
@@ -171,12 +172,17 @@ class SharedBuckets:
     of the next `REDIS_BACKOFF_SECONDS` (logged, once a minute at most)."""
 
     def __init__(self, url: str, prefix: str, local: LocalBuckets, timeout: float = 0.5) -> None:
+        from redis.asyncio import Redis
+
         self.prefix = prefix
         self.local = local
         self._redis: Redis = Redis.from_url(
             url, socket_connect_timeout=timeout, socket_timeout=timeout
         )
         self._script = self._redis.register_script(_SCRIPT)
+        from redis.exceptions import RedisError
+
+        self._errors = (RedisError, OSError)
         self._warned = 0.0
         self._down_until = 0.0
 
@@ -187,7 +193,7 @@ class SharedBuckets:
             taken, level = await self._script(
                 keys=[self.prefix + key], args=[budget.maximum, budget.restore_rate, cost]
             )
-        except (RedisError, OSError) as error:
+        except self._errors as error:  # redis-py's, and a socket's
             self._down_until = time.monotonic() + REDIS_BACKOFF_SECONDS
             self._warn(error)
             return self.local.take(key, budget, cost)
