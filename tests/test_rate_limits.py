@@ -288,3 +288,21 @@ def test_with_redis_two_processes_share_one_bucket_per_caller(
 
 
 SLACK = 5  # points Redis's clock may restore while a busy machine runs a few requests
+
+
+def test_with_redis_down_each_process_limits_on_its_own_buckets(
+    services_with: Callable[..., Services], tmp_path: Path
+) -> None:
+    """A Redis that stops answering refuses nobody and slows nobody for long: the process's
+    buckets stand in (still limiting)."""
+    with running_redis(tmp_path) as redis:
+        settings = {**AUTH, "events_broker": redis.url, "rate_limits": "anonymous=3/1"}
+        services = services_with(**settings)
+        with TestClient(create_app(services)) as client:
+            assert post(client, CHEAP).status_code == 200
+            redis.kill()
+            clock = frozen(services)
+            answers = [post(client, CHEAP).status_code for _ in range(4)]
+            assert answers == [200, 200, 200, 429]  # a fresh bucket of 3 in this process
+            clock.now += 1
+            assert post(client, CHEAP).status_code == 200
