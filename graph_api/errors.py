@@ -49,6 +49,14 @@ class QueryTooCostly(ApiError):
     code = "QUERY_TOO_COSTLY"
 
 
+class RateLimited(ApiError):
+    """The caller's budget of cost points cannot pay for this operation (or a
+    subscription's next event) now: `retryAfter` says in how many seconds it can
+    (`graph/budgets.py`). Nothing was run."""
+
+    code = "RATE_LIMITED"
+
+
 class Unauthenticated(ApiError):
     """A write (or, when reads are private, any operation, or a personal field) without a
     valid bearer token."""

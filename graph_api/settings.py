@@ -127,6 +127,10 @@ class Settings:
     documents: str = "any"
     documents_manifest: str = ""
     documents_max_age: int = 60
+    # Rate limits by cost, per caller (graph_api/graph/budgets.py): "" keeps the policy
+    # table's budgets (`policy.BUDGETS`), "off" turns them off, else rows that override it:
+    # "anonymous=50000/1000,admin=1000000/20000" (maximum points / points restored a second).
+    rate_limits: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -190,6 +194,7 @@ class Settings:
             cors_origins=origins,
             cors_origin_regex=LOCAL_ORIGINS if local else "",
             **_documents(env),
+            rate_limits=rate_limits(env.get("GRAPH_API_RATE_LIMITS", "")),
         )
 
 
@@ -442,6 +447,37 @@ def events_broker(raw: str) -> str:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def rate_limits(raw: str) -> str:
+    """GRAPH_API_RATE_LIMITS checked: "", "off", or `role=maximum/rate` rows, comma-separated
+    (`budget_rows` reads them)."""
+    raw = raw.strip()
+    if raw.lower() in ("", "off"):
+        return raw.lower()
+    budget_rows(raw)
+    return raw
+
+
+def budget_rows(raw: str) -> dict[str, tuple[int, int]]:
+    """GRAPH_API_RATE_LIMITS's rows: by role, (maximum, restore rate), each at least 1."""
+    from graph_api.graph.policy import Role  # the policy's roles; it imports no settings
+
+    rows: dict[str, tuple[int, int]] = {}
+    example = "GRAPH_API_RATE_LIMITS must be off or rows like anonymous=50000/1000"
+    for row in raw.split(","):
+        role, _, budget = row.strip().partition("=")
+        maximum, _, rate = budget.partition("/")
+        if role.strip() not in {r.value for r in Role}:
+            raise SettingsError(f"{example}; {role.strip()!r} is not a role")
+        try:
+            values = int(maximum), int(rate)
+        except ValueError:
+            raise SettingsError(f"{example}, not {row.strip()!r}") from None
+        if min(values) < 1:
+            raise SettingsError(f"{example}: maximum and rate at least 1, not {row.strip()!r}")
+        rows[role.strip()] = values
+    return rows
 
 
 def _log_level(raw: str) -> str:

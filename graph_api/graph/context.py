@@ -13,7 +13,8 @@ from strawberry.types import Info as StrawberryInfo
 from graph_api import telemetry
 from graph_api.events.hub import Group, Pace
 from graph_api.events.live import LiveEvents
-from graph_api.graph.tokens import Authenticator, AuthResult
+from graph_api.graph.budgets import Limiter, Throttle
+from graph_api.graph.tokens import ANONYMOUS, OPEN, Authenticator, AuthResult
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import Kind
 from graph_api.settings import Settings
@@ -37,6 +38,8 @@ class Services:
     _event_scopes: OrderedDict[Hashable, tuple[Ledger, Table, Loaders]] = field(
         default_factory=OrderedDict, repr=False
     )
+    # The callers' buckets of cost points (graph/budgets.py); None: no rate limits.
+    limiter: Limiter | None = None
 
     @classmethod
     def create(cls, settings: Settings) -> Services:
@@ -48,6 +51,7 @@ class Services:
             Cursors(settings.cursor_secret),
             Authenticator(settings),
             LiveEvents(settings),
+            limiter=Limiter.from_settings(settings),
         )
 
     def close(self) -> None:
@@ -92,6 +96,12 @@ class Context:
     # The caller's W3C trace context (`traceparent`, `tracestate`) when tracing is on: the
     # operation's span continues the caller's trace.
     trace_headers: dict[str, str] | None = None
+    # The operation's static cost (`cost.CostLimit`), which the rate limit takes
+    # (`throttle`); the caller's bucket as it left it; the HTTP sub-response, for its status
+    # and header fields (None on a websocket).
+    requested_cost: int | None = None
+    throttle: Throttle | None = None
+    response: Any = None
 
     @classmethod
     def create(cls, services: Services, request_id: str, auth: AuthResult | None = None) -> Context:

@@ -52,6 +52,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import QueryTooCostly
+from graph_api.graph.context import Context
 from graph_api.graph.document import (
     KeptBy,
     fragment_order,
@@ -61,6 +62,7 @@ from graph_api.graph.document import (
 )
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.graph.query import MAX_IDS
+from graph_api.graph.throttle import throttle_status
 from graph_api.internals import graphql_schema
 
 QUERY_TOO_COSTLY = QueryTooCostly.code
@@ -327,6 +329,8 @@ class CostLimit(SchemaExtension):
             self.requested = operation_cost(
                 graphql_schema(context.schema), document, context.operation_name, context.variables
             ).requested
+            if isinstance(context.context, Context):  # the rate limit takes it (`throttle`)
+                context.context.requested_cost = self.requested
             if self.requested > self.limit and context.result is None:
                 message = (
                     f"This query may cost {self.requested}, over the limit of"
@@ -349,4 +353,8 @@ class CostLimit(SchemaExtension):
     def get_results(self) -> dict[str, Any]:
         if self.requested is None:
             return {}
-        return {"cost": {"requested": self.requested, "limit": self.limit}}
+        cost: dict[str, Any] = {"requested": self.requested, "limit": self.limit}
+        status = throttle_status(self.execution_context.context)
+        if status is not None:
+            cost["throttleStatus"] = status
+        return {"cost": cost}

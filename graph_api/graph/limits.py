@@ -46,9 +46,10 @@ from strawberry.schema.schema import validate_document
 from graph_api.errors import BadUserInput
 from graph_api.graph.cost import CostLimit
 from graph_api.graph.document import fragment_order, fragments_of, operations_of
+from graph_api.graph.throttle import LocalRateLimit, SharedRateLimit
 from graph_api.internals import graphql_schema
 from graph_api.model import validation
-from graph_api.settings import Settings
+from graph_api.settings import REDIS_SCHEMES, Settings
 
 # The operation name the client sent (None: none), for the multiple-operations rule:
 # Strawberry's ExecutionContext.operation_name falls back to the first operation's name.
@@ -270,6 +271,10 @@ def limit_extensions(settings: Settings, cache_size: int) -> list[Callable[[], S
         lambda: Validation(results),
         lambda: CostLimit(settings.max_cost),
     ]
+    # The rate limit's gate, after the cost it takes (graph/throttle.py).
+    if settings.rate_limits != "off":
+        redis = settings.events_broker.partition("://")[0] in REDIS_SCHEMES
+        extensions.append(SharedRateLimit if redis else LocalRateLimit)
     if not settings.introspection:
         rules = list(DisableIntrospection().validation_rules)
         extensions.insert(1, lambda: AddValidationRules(rules))

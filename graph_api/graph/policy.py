@@ -21,6 +21,7 @@ classes but does not put them in: enrolling is staff's, or the student's own act
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +108,31 @@ WRITES: dict[str, Grant] = {
     # SELF: the student is the caller.
     "joinSport": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
     "leaveSport": {Role.ADMIN: Owner.ANY, Role.STUDENT: Owner.SELF},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A caller's token bucket of cost points (`graph/budgets.py`): it holds at most
+    `maximum` and refills at `restore_rate` points a second. A point is what the static
+    cost counts (a node), and an operation is charged at most its bucket's maximum."""
+
+    maximum: int
+    restore_rate: int
+
+
+# Per role; a caller with several roles gets the largest. `GRAPH_API_RATE_LIMITS` overrides
+# rows (`role=maximum/rate`) or turns the limits off. Anonymous callers hold one bucket per
+# client address; the anonymous maximum is GRAPH_API_MAX_COST's default, so the costliest
+# query runs from a full bucket, and a second one back to back waits for the refill.
+BUDGETS: dict[Role, Budget] = {
+    Role.ADMIN: Budget(1_000_000, 20_000),
+    Role.TEACHER: Budget(200_000, 4_000),
+    Role.STUDENT: Budget(200_000, 4_000),
+    Role.GUARDIAN: Budget(200_000, 4_000),
+    Role.ANONYMOUS: Budget(50_000, 1_000),
+    # No sign-in configured (a development server): every client, by address, as staff.
+    Role.OPEN: Budget(1_000_000, 20_000),
 }
 
 

@@ -24,6 +24,7 @@ from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
 from graph_api.graph.student import Student
 from graph_api.graph.teacher import Teacher
+from graph_api.graph.throttle import spend_event
 from graph_api.model import keys
 from graph_api.model.keys import Kind
 
@@ -151,6 +152,7 @@ async def _events(info: Info, topics: Sequence[str]) -> AsyncGenerator[Event, No
     try:
         async for event in subscription:
             info.context.renew(event)
+            await spend_event(context)  # RATE_LIMITED ends the subscription
             yield event
     finally:
         if expiry is not None:

@@ -444,6 +444,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
         context = Context.create(self.services, request.state.request_id, auth)
         context.client = request.client.host if request.client else None
+        context.response = response  # the rate limit's status and header fields
         if telemetry.tracing is not None:
             context.trace_headers = telemetry.tracing.trace_headers(request.headers)
         return context
@@ -737,6 +738,8 @@ def create_app(services: Services) -> Starlette:
                 await asyncio.to_thread(stop_metrics)
             # The DynamoDB client of this loop: its connections end with the app.
             await services.dynamo.aclose()
+            if services.limiter is not None:
+                await services.limiter.aclose()
             if telemetry.metrics is not None:
                 telemetry.metrics.process_exited()
 

@@ -16,7 +16,13 @@ from typing import Any
 
 from strawberry.types import ExecutionResult
 
-from graph_api.errors import INTERNAL_SERVER_ERROR, BadRequest, Unauthenticated, Unavailable
+from graph_api.errors import (
+    INTERNAL_SERVER_ERROR,
+    BadRequest,
+    RateLimited,
+    Unauthenticated,
+    Unavailable,
+)
 from graph_api.http.negotiation import GRAPHQL_RESPONSE_JSON, JSON
 
 __all__ = [
@@ -34,6 +40,7 @@ BAD_REQUEST = BadRequest.code
 # Request errors whose code says more than 400 does (under graphql-response+json only).
 _REQUEST_ERROR_STATUS = {
     Unauthenticated.code: 401,
+    RateLimited.code: 429,  # the rate limit sets it for application/json too (graph/throttle)
     INTERNAL_SERVER_ERROR: 500,
     Unavailable.code: 503,
 }
