@@ -168,7 +168,7 @@ def test_a_refused_request_of_a_query_that_ran_sends_nothing(
 def test_a_caller_refused_reads_sends_nothing(services_with: Any) -> None:
     services = services_with(**AUTH, auth_reads=True)
     query = fresh(STUDENTS)
-    signed_in = AuthResult(principal=Principal("user-1", {}))
+    signed_in = AuthResult(principal=Principal("user-1"))
     assert run(services, query, {"ids": ["stu-0001"]}, signed_in).errors == []
     refused = run(services, query, {"ids": ["stu-0001"]})
     assert [e["extensions"]["code"] for e in refused.errors] == ["UNAUTHENTICATED"]
