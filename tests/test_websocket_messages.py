@@ -112,6 +112,9 @@ QUERY = "subscription { teacherChanged(id: 1) { kind } }"
         ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "WebSocket message must be valid JSON"),
         ("[" * MAX_DEPTH + "]" * MAX_DEPTH, "a message must be a JSON object"),  # decoded
         ('{"q": "' + "[" * 1500 + '"}', "a message needs a string type"),  # inside a string
+        # A string never closed after deep nesting, full of escaped quotes: refused at once
+        # (the depth count once rescanned the rest of the text from every escaped quote).
+        ("[" * (MAX_DEPTH + 2) + '"' + '\\"' * 400, "WebSocket message must be valid JSON"),
         ('{"id": "1"}', "a message needs a string type"),
         ('{"type": 7}', "a message needs a string type"),
         ('{"type": "unheard-of"}', "Unknown message type: unheard-of"),
@@ -233,3 +236,12 @@ def test_a_15_mb_document_is_refused_at_once_and_healthz_keeps_answering(port: i
     assert statistics.median(refusals) < 0.1, refusals
     assert statistics.median(latencies) < 0.05, latencies
     assert max(refusals) < 1.0 and max(latencies) < 1.0, (refusals, latencies)
+
+
+def test_a_string_never_closed_is_one_string_to_the_depth_count() -> None:
+    """What follows an unclosed quote is inside a string (as a decoder reads it), counted in
+    one pass: counting from each escaped quote again rescanned the text quadratically."""
+    from graph_api.http.json_text import depth
+
+    assert depth('[[{"a": "[[[' + '\\"[' * 1000) == 3
+    assert depth(b'[[{"a": "[[[' + b'\\"[' * 1000 + b"\\") == 3

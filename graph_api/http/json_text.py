@@ -19,9 +19,12 @@ from itertools import accumulate
 MAX_DEPTH = 128
 
 # A JSON string, escapes and all (unrolled: no backtracking); what is left are the brackets.
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string never closed runs to the end of the text: were the closing quote required, each
+# escaped quote after an opening one would start a match that scans to the end again
+# (quadratic in the text's length, on the event loop).
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
-_STRINGS_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_STRINGS_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS_B = re.compile(rb"[\[\]{}]")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _STEP_B = {b"[": 1, b"{": 1, b"]": -1, b"}": -1}
