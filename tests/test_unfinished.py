@@ -291,6 +291,33 @@ def test_a_handover_interrupted_before_its_swap_is_unavailable_and_undone_by_the
     assert_clean(services)
 
 
+def test_a_class_renamed_after_a_handover_that_was_never_made_is_left_unmarked(
+    services: Services,
+) -> None:
+    """A copying write of a class a failed handover left marked (before the finisher came)
+    rewrites its entries unmarked and drops the mark: nothing stays locked with no to-do."""
+    a_large_class(services)
+    faults = Faults(services.dynamo)
+    count = itertools.count()
+    throttle_transactions_after(faults, lambda _: next(count) < 2)
+    try:
+        result = run_on(services, as_(services, STAFF, HAND_OVER))
+    finally:
+        faults.undo()
+    assert [e.extensions["code"] for e in result.errors] == ["UNAVAILABLE"]
+    rename = (
+        'mutation { updateClass(id: "c1", input: {subject: "Algebra"}) { userErrors { code } } }'
+    )
+    assert run_on(services, as_(services, STAFF, rename)).data == {
+        "updateClass": {"userErrors": []}
+    }
+    assert emails_read_by(services, "t1") == PUPILS  # the class is still t1's
+    assert emails_read_by(services, "t2") == 0
+    finish_now(services)  # drops the handover's to-do: nothing of it is left to do
+    assert not [i for i in scan(services) if "handingOver" in str(i)]
+    assert_clean(services)
+
+
 def test_a_student_enrolled_while_a_class_is_handed_over_is_read_by_neither_teacher(
     services: Services,
 ) -> None:

@@ -454,7 +454,9 @@ async def plan(
     if not copies_needed(kind, changes):
         return Copies()
     state = {**node, **changes}
-    if moving:
+    # A class still marked by a handover that was never made (its to-do not finished yet):
+    # a write that rewrites every entry drops the mark with them, as the finisher would.
+    if moving or _unmarks(kind, node):
         state.pop(HANDING_OVER, None)
     if kind is Kind.CLASS:
         teaching = not moving
@@ -494,6 +496,11 @@ async def update_node(
     await write(reads.table, kind, node, changes, head, copies, guard, moving=moving)
 
 
+def _unmarks(kind: Kind, node: Mapping[str, Any]) -> bool:
+    """Whether a write of `node` that copies must drop a handover's mark (`plan`)."""
+    return kind is Kind.CLASS and HANDING_OVER in node
+
+
 async def write(
     table: Table,
     kind: Kind,
@@ -520,7 +527,8 @@ async def write(
     teacher revokes its old teacher's copies first (`_revoke`).
     """
     rest = copies.actions()
-    remove = (HANDING_OVER,) if moving else ()
+    copying = bool(rest) or copies.targets is not None
+    remove = (HANDING_OVER,) if moving or (copying and _unmarks(kind, node)) else ()
     if copies.held and 1 + len(head) + len(rest) <= MAX_ACTIONS:
         fences = [*guard, *copies.fences]
         write_ = NodeWrite.versioned(kind, node, changes, copies, fences, remove)
