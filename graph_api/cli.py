@@ -476,15 +476,13 @@ def cmd_finish(settings: Settings, args: argparse.Namespace) -> int:
     """Finish the copies that interrupted writes left to their to-dos, now (a serving
     process finishes those older than its grace by itself)."""
     import asyncio
-    import time
 
-    from graph_api.store.table import Table
-    from graph_api.writes.finisher import Finished, finish_all, grace
+    from graph_api.writes.finisher import Finished, finish_all, grace, pass_table
 
     with _dynamodb(settings) as (settings, dynamo):
 
         async def run() -> Finished:
-            table = Table(dynamo, settings.table, deadline=time.monotonic() + 600.0)
+            table = pass_table(settings, dynamo)
             try:
                 return await finish_all(table, grace(settings) if args.wait_grace else 0.0)
             finally:

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 EVERY = 30.0  # seconds between two looks at the to-dos
 MOST = 300.0  # the longest wait between looks, while DynamoDB keeps failing
 MARGIN = 5.0  # seconds past a request's deadline before its to-do is anyone's
+PASS_SECONDS = 600.0  # the deadline of one pass over the to-dos (`pass_table`)
 
 
 def grace(settings: Settings) -> float:
@@ -76,8 +77,11 @@ async def finish_one(table: Table, todo: Item) -> bool | None:
     return None
 
 
-def _table(settings: Settings, dynamo: Dynamo) -> Table:
-    return Table(dynamo, settings.table, deadline=time.monotonic() + settings.deadline_seconds)
+def pass_table(settings: Settings, dynamo: Dynamo) -> Table:
+    """The table one pass over the to-dos writes through: with a deadline of PASS_SECONDS,
+    not a request's, since a large node's copies take longer than a request may, and a pass
+    cut short starts that node over on the next one."""
+    return Table(dynamo, settings.table, deadline=time.monotonic() + PASS_SECONDS)
 
 
 @contextlib.asynccontextmanager
@@ -100,7 +104,7 @@ async def _loop(settings: Settings, dynamo: Dynamo) -> None:
     while True:
         await asyncio.sleep(wait)
         try:
-            outcome = await finish_all(_table(settings, dynamo), grace(settings))
+            outcome = await finish_all(pass_table(settings, dynamo), grace(settings))
         except Unavailable as error:
             wait = min(wait * 2, MOST)  # DynamoDB is failing: look again later
             log.warning("finisher: %s; next look in %.0f s", error.message, wait)
