@@ -181,37 +181,6 @@ def default_workers(settings: Settings, environ: Mapping[str, str] | None = None
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def open_writes_problem(settings: Settings) -> str | None:
-    """Why `serve` must not start: AWS's own DynamoDB (no endpoint of an emulator or of this
-    process) with no sign-in configured, where anyone could write, unless
-    GRAPH_API_OPEN_WRITES says that is meant. None: it may start."""
-    from graph_api.store.client import configured_endpoint, endpoint_of
-
-    if (
-        settings.backend != "remote"
-        or settings.jwks_url
-        or settings.jwt_secret
-        or settings.open_writes
-        or settings.endpoint_url
-    ):
-        return None
-    notes = logging.getLogger("botocore.configprovider")  # its INFO notes: see _say_where
-    level = notes.level
-    notes.setLevel(logging.WARNING)
-    try:
-        if configured_endpoint("dynamodb", settings.region) is not None:
-            return None  # an emulator's (DynamoDB Local, Alternator): today's behaviour
-        endpoint = endpoint_of("dynamodb", settings.region)
-    finally:
-        notes.setLevel(level)
-    return (
-        f"AWS's DynamoDB ({endpoint}) with no sign-in configured would let anyone write:"
-        " set GRAPH_API_JWKS_URL (or GRAPH_API_JWT_SECRET) with GRAPH_API_JWT_ISSUER and"
-        " GRAPH_API_JWT_AUDIENCE, or GRAPH_API_OPEN_WRITES=true if open writes are meant"
-        " (for the embedded demo: GRAPH_API_BACKEND=embedded, as `make run` does)"
-    )
-
-
 # What the embedded demo keeps of the shell's AWS settings: the region, nothing else.
 _KEPT_AWS = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION"})
 
@@ -266,6 +235,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     )
     if not 1 <= settings.port <= 65535:  # --port; GRAPH_API_PORT is checked with the settings
         raise CommandError(f"--port must be 1 to 65535, not {settings.port}")
+    from graph_api.http.hosting import open_writes_problem
+
     refusal = open_writes_problem(settings)
     if refusal is not None:
         raise CommandError(refusal)

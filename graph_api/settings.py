@@ -65,7 +65,7 @@ class Settings:
     jwt_audience: str = ""
     auth_reads: bool = False
     # That anyone may write on purpose, without a token: `serve` against AWS's own DynamoDB
-    # with no sign-in configured refuses to start without it (`cli.open_writes_problem`), and
+    # with no sign-in configured refuses to start without it (`hosting.open_writes_problem`), and
     # the embedded demo, which otherwise wants its dev tokens, lets a caller without one
     # write (`tokens.Authenticator.anonymous`).
     open_writes: bool = False

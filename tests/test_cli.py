@@ -504,15 +504,33 @@ def test_serve_against_aws_without_sign_in_refuses_naming_the_setting(
 def test_open_writes_only_refused_on_aws_itself_without_sign_in(
     clean_env: pytest.MonkeyPatch,
 ) -> None:
+    from graph_api.http.hosting import open_writes_problem
+
     aws = Settings(backend="remote")
-    assert cli.open_writes_problem(aws) is not None
-    assert cli.open_writes_problem(dataclasses_replace(aws, open_writes=True)) is None
+    assert open_writes_problem(aws) is not None
+    assert open_writes_problem(dataclasses_replace(aws, open_writes=True)) is None
     signed = dataclasses_replace(aws, jwt_secret="s" * 32, jwt_issuer="i", jwt_audience="a")
-    assert cli.open_writes_problem(signed) is None
-    assert cli.open_writes_problem(Settings(backend="embedded")) is None
+    assert open_writes_problem(signed) is None
+    assert open_writes_problem(Settings(backend="embedded")) is None
     # An emulator the operator named keeps today's behaviour (a warning in the log).
     clean_env.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8001")
-    assert cli.open_writes_problem(aws) is None
+    assert open_writes_problem(aws) is None
+    # AWS's own endpoint named explicitly (regional, VPC) is still AWS.
+    regional = dataclasses_replace(aws, endpoint_url="https://dynamodb.eu-west-1.amazonaws.com")
+    assert open_writes_problem(regional) is not None
+    local = dataclasses_replace(aws, endpoint_url="http://127.0.0.1:8001")
+    assert open_writes_problem(local) is None
+
+
+def test_the_image_and_lambda_refuse_aws_without_sign_in(clean_env: pytest.MonkeyPatch) -> None:
+    """The hosted entry points (the image's uvicorn factory, the Lambda handler) read their
+    settings through `remote_settings`, which refuses as `serve` does."""
+    from graph_api.http.hosting import remote_settings
+
+    env = {"GRAPH_API_BACKEND": "remote", "AWS_DEFAULT_REGION": "eu-west-1"}
+    with pytest.raises(SettingsError, match="GRAPH_API_OPEN_WRITES=true"):
+        remote_settings(env)
+    assert remote_settings({**env, "GRAPH_API_OPEN_WRITES": "true"}).open_writes
 
 
 def dataclasses_replace(settings: Settings, **changes: object) -> Settings:

@@ -84,7 +84,9 @@ def body_of(response: dict[str, Any]) -> Any:
 
 def test_in_lambda_auto_settings_choose_the_remote_backend() -> None:
     # Lambda sets AWS_LAMBDA_FUNCTION_NAME (and credentials, which the hint does not need).
-    settings = hosting.remote_settings({"AWS_LAMBDA_FUNCTION_NAME": "graph-api-api"})
+    settings = hosting.remote_settings(
+        {"AWS_LAMBDA_FUNCTION_NAME": "graph-api-api", "GRAPH_API_OPEN_WRITES": "true"}
+    )
     assert settings.backend == "remote"
     assert settings.endpoint_url is None  # botocore resolves DynamoDB's own endpoint
 

@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 
@@ -26,14 +27,57 @@ log = logging.getLogger("graph_api")
 
 
 def remote_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Settings from the environment, refusing the embedded backend."""
+    """Settings from the environment, refusing the embedded backend, and AWS's DynamoDB
+    with no sign-in unless open writes are meant (`open_writes_problem`)."""
     settings = Settings.from_env(environ)
     if settings.backend == "embedded":
         raise SettingsError(
             "no DynamoDB configured: set GRAPH_API_BACKEND=remote (AWS credentials come from"
             " the task role) or AWS_ENDPOINT_URL_DYNAMODB; hosted processes never embed moto"
         )
+    refusal = open_writes_problem(settings)
+    if refusal is not None:
+        raise SettingsError(refusal)
     return settings
+
+
+def open_writes_problem(settings: Settings) -> str | None:
+    """Why a server must not start (`serve`, the image's uvicorn, the Lambda function):
+    AWS's own DynamoDB (its endpoint, or none named but botocore's) with no sign-in
+    configured, where anyone could write, unless GRAPH_API_OPEN_WRITES says that is meant.
+    None: it may start (an emulator's endpoint, named, keeps starting open)."""
+    from graph_api.store.client import configured_endpoint, endpoint_of
+
+    if (
+        settings.backend != "remote"
+        or settings.jwks_url
+        or settings.jwt_secret
+        or settings.open_writes
+        or (settings.endpoint_url and not _is_aws(settings.endpoint_url))
+    ):
+        return None
+    notes = logging.getLogger("botocore.configprovider")  # its INFO notes: see _say_where
+    level = notes.level
+    notes.setLevel(logging.WARNING)
+    try:
+        endpoint = settings.endpoint_url or configured_endpoint("dynamodb", settings.region)
+        if endpoint is not None and not _is_aws(endpoint):
+            return None  # an emulator's (DynamoDB Local, Alternator): today's behaviour
+        endpoint = endpoint or endpoint_of("dynamodb", settings.region)
+    finally:
+        notes.setLevel(level)
+    return (
+        f"AWS's DynamoDB ({endpoint}) with no sign-in configured would let anyone write:"
+        " set GRAPH_API_JWKS_URL (or GRAPH_API_JWT_SECRET) with GRAPH_API_JWT_ISSUER and"
+        " GRAPH_API_JWT_AUDIENCE, or GRAPH_API_OPEN_WRITES=true if open writes are meant"
+        " (for the embedded demo: GRAPH_API_BACKEND=embedded, as `make run` does)"
+    )
+
+
+def _is_aws(endpoint: str) -> bool:
+    """Whether an endpoint URL is AWS's own (a regional, FIPS or VPC endpoint of it)."""
+    host = (urlsplit(endpoint).hostname or "").lower()
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
 
 def announce(settings: Settings) -> None:
