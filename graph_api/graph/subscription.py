@@ -152,7 +152,7 @@ async def _events(info: Info, topics: Sequence[str]) -> AsyncGenerator[Event, No
     try:
         async for event in subscription:
             info.context.renew(event)
-            await spend_event(context)  # RATE_LIMITED ends the subscription
+            spend_event(context)  # RATE_LIMITED ends the subscription
             yield event
     finally:
         if expiry is not None:

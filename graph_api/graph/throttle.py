@@ -129,18 +129,17 @@ class SharedRateLimit(_RateLimit):
             self._answer(context, throttle)
 
 
-async def spend_event(context: Context) -> None:
-    """A subscription's event takes its requested cost from the caller's bucket; raises
-    RateLimited when the bucket cannot pay (the subscription ends with it)."""
+def spend_event(context: Context) -> None:
+    """A subscription's event takes its requested cost from the caller's bucket in this
+    process (with Redis too: the subscription lives here, and an await per event would let
+    a connection's events overtake each other); raises RateLimited when the bucket cannot
+    pay (the subscription ends with it)."""
     limiter = context.services.limiter
     if limiter is None or context.requested_cost is None:
         return
     budget = limiter.budget(context.auth.caller)
     cost = min(context.requested_cost, budget.maximum)
-    if limiter.shared is not None:
-        throttle = await limiter.shared.take(context.holder, budget, cost)
-    else:
-        throttle = limiter.local.take(context.holder, budget, cost)
+    throttle = limiter.local.take(context.holder, budget, cost)
     context.throttle = throttle
     if throttle.retry_after:
         raise RateLimited(describe(throttle), retryAfter=throttle.seconds())
