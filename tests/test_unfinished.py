@@ -259,18 +259,24 @@ def test_an_interrupted_handover_revokes_the_old_teacher_from_its_answer_on(
     assert_clean(services)
 
 
+def hand_over_throttled_after(services: Services, transactions: int) -> Any:
+    """c1 handed to t2 by staff, DynamoDB throttling every transaction after the first
+    `transactions` of it: the handover's answer."""
+    faults = Faults(services.dynamo)
+    count = itertools.count()
+    throttle_transactions_after(faults, lambda _: next(count) < transactions)
+    try:
+        return run_on(services, as_(services, STAFF, HAND_OVER))
+    finally:
+        faults.undo()
+
+
 def test_a_handover_interrupted_before_its_swap_is_unavailable_and_undone_by_the_finisher(
     services: Services,
 ) -> None:
     a_large_class(services)
-    faults = Faults(services.dynamo)
-    count = itertools.count()
     # The class marked, and the first chunk of entries revoked: then DynamoDB stops.
-    throttle_transactions_after(faults, lambda _: next(count) < 2)
-    try:
-        result = run_on(services, as_(services, STAFF, HAND_OVER))
-    finally:
-        faults.undo()
+    result = hand_over_throttled_after(services, 2)
     assert [e.extensions["code"] for e in result.errors] == ["UNAVAILABLE"]
     # Not handed over; meanwhile the students are read by no teacher (fail closed).
     klass = next(i for i in scan(services) if i["PK"] == "CLASS#c1")
@@ -297,13 +303,7 @@ def test_a_class_renamed_after_a_handover_that_was_never_made_is_left_unmarked(
     """A copying write of a class a failed handover left marked (before the finisher came)
     rewrites its entries unmarked and drops the mark: nothing stays locked with no to-do."""
     a_large_class(services)
-    faults = Faults(services.dynamo)
-    count = itertools.count()
-    throttle_transactions_after(faults, lambda _: next(count) < 2)
-    try:
-        result = run_on(services, as_(services, STAFF, HAND_OVER))
-    finally:
-        faults.undo()
+    result = hand_over_throttled_after(services, 2)
     assert [e.extensions["code"] for e in result.errors] == ["UNAVAILABLE"]
     rename = (
         'mutation { updateClass(id: "c1", input: {subject: "Algebra"}) { userErrors { code } } }'
@@ -324,13 +324,7 @@ def test_a_student_enrolled_while_a_class_is_handed_over_is_read_by_neither_teac
     """An enrolment that commits between the class's mark and its swap copies the mark."""
     a_large_class(services)
     seed(services, [items.student("late", "Late", "late@ex.org")], [])
-    faults = Faults(services.dynamo)
-    count = itertools.count()
-    throttle_transactions_after(faults, lambda _: next(count) < 1)  # only the mark
-    try:
-        result = run_on(services, as_(services, STAFF, HAND_OVER))
-    finally:
-        faults.undo()
+    result = hand_over_throttled_after(services, 1)  # only the mark
     assert [e.extensions["code"] for e in result.errors] == ["UNAVAILABLE"]
     enrol = 'mutation { enrollStudent(studentId: "late", classId: "c1") { userErrors { code } } }'
     assert run_on(services, as_(services, STAFF, enrol)).data == {
