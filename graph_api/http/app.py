@@ -447,7 +447,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
         context = Context.create(self.services, request.state.request_id, auth)
-        context.client = request.client.host if request.client else None
+        client = request.client  # a fresh Address at each look
+        context.client = client.host if client else None
         context.response = response  # the rate limit's status and header fields
         if telemetry.tracing is not None:
             context.trace_headers = telemetry.tracing.trace_headers(request.headers)
@@ -701,9 +702,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     def should_render_graphql_ide(self, request: BaseRequestProtocol) -> bool:
         # A document by id is run, not GraphiQL shown, whatever a browser's Accept says.
-        params = request.query_params
+        # (Strawberry's test first: a POST's query string is never parsed for it.)
         wanted = super().should_render_graphql_ide(request) and not (
-            "documentId" in params or "extensions" in params
+            "documentId" in request.query_params or "extensions" in request.query_params
         )
         if wanted and self.graphql_ide is None:
             raise HTTPException(404, "GraphiQL is turned off on this server (GRAPH_API_GRAPHIQL)")
