@@ -7,6 +7,10 @@ idle: polled once an hour); one keep-alive connection a side, the sides taking t
 blocks, the order reversed every block, so the machine's drift hits both alike. The figure
 is the `serve` process's own user + system CPU over the timed requests (`/proc`), divided by
 their number; the embedded DynamoDB (a child process) is not counted.
+
+On a shared machine that figure moves by 5-10 % between runs, more than a change to our own
+layer does; each checkout's Python calls per request (`CALLS`, run by its own interpreter:
+the app on uvicorn in one process, counted by cProfile, lifespan off) do not move.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import argparse
 import http.client
 import json
 import statistics
+import subprocess
 from contextlib import ExitStack
 
 from bench import proc, servers
@@ -29,6 +34,51 @@ ENV = {
     "GRAPH_API_STREAM_POLL_SECONDS": "3600",
     "GRAPH_API_STREAM_LEASE_SECONDS": "7200",
 }
+
+
+# Run by each checkout's interpreter in its own folder, so it uses only the API every version
+# has: settings from the environment, `Services.create`, `create_app`, uvicorn.
+CALLS = """
+import cProfile, http.client, json, pstats, sys, threading, time
+import uvicorn
+from graph_api.graph.context import Services
+from graph_api.http.app import create_app
+from graph_api.settings import Settings
+settings = Settings.from_env({"GRAPH_API_BACKEND": "remote", "GRAPH_API_OPEN_WRITES": "true",
+    "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:9", "GRAPH_API_CURSOR_SECRET": "calls"})
+app = create_app(Services.create(settings))
+server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+    lifespan="off", http="h11"))
+n = int(sys.argv[1])
+def client():
+    while not server.started:
+        time.sleep(0.05)
+    conn = http.client.HTTPConnection("127.0.0.1", server.servers[0].sockets[0].getsockname()[1])
+    for _ in range(n):
+        conn.request("POST", "/graphql", BODY, HEADERS)
+        conn.getresponse().read()
+    server.should_exit = True
+threading.Thread(target=client).start()
+profile = cProfile.Profile()
+profile.runcall(server.run)
+print(pstats.Stats(profile).total_calls / n)
+"""
+
+
+def calls_per_request(checkout: servers.Checkout, requests: int = 500) -> float:
+    """The Python calls the checkout's server makes for one `{ __typename }`, counted by
+    cProfile in its main thread (the client's thread is not profiled)."""
+    prelude = f"BODY = {BODY!r}\nHEADERS = {HEADERS!r}\n"
+    done = subprocess.run(
+        [str(checkout.root / ".venv" / "bin" / "python"), "-c", prelude + CALLS, str(requests)],
+        cwd=checkout.root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{checkout.label}: {done.stderr[-2000:]}")
+    return float(done.stdout.split()[-1])
 
 
 def post(conn: http.client.HTTPConnection) -> None:
@@ -81,6 +131,11 @@ def main() -> None:
         )
     if len(cpu) == 2:
         print(f"head/base: {cpu[0] / cpu[1]:.2f}x")
+    calls = [calls_per_request(checkout) for checkout in checkouts]
+    print(
+        "Python calls per request: "
+        + ", ".join(f"{c.label} {n:.0f}" for c, n in zip(checkouts, calls, strict=True))
+    )
 
 
 if __name__ == "__main__":
