@@ -20,7 +20,7 @@ from graph_api.graph.context import Services
 from graph_api.graph.cost import as_given
 from graph_api.graph.schema import build_schema
 from graph_api.http.app import create_app
-from graph_api.http.middleware import BodySizeLimit
+from graph_api.http.middleware import RequestGuard
 from graph_api.settings import Settings, SettingsError
 
 MakeClient = Callable[..., TestClient]
@@ -507,7 +507,7 @@ def test_a_query_string_over_the_limit_is_413(client_with: MakeClient) -> None:
 
 
 def run_body_limit(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple[Any, Any]:
-    """Drive BodySizeLimit(limit=100) directly with `chunks` as separate ASGI messages."""
+    """Drive RequestGuard(limit=100) directly with `chunks` as separate ASGI messages."""
     seen: list[bytes] = []
     sent: list[dict[str, Any]] = []
 
@@ -529,7 +529,7 @@ def run_body_limit(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> t
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": "/graphql", "headers": headers}
-    asyncio.run(BodySizeLimit(app, limit=100)(scope, receive, send))
+    asyncio.run(RequestGuard(app, limit=100)(scope, receive, send))
     return seen, sent
 
 

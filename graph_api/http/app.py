@@ -76,7 +76,7 @@ from graph_api.http.graphql_http import (
     status_for,
 )
 from graph_api.http.legacy_ws import LegacyProtocolRefusal
-from graph_api.http.middleware import BodySizeLimit, HeaderCountLimit, RequestIdMiddleware
+from graph_api.http.middleware import RequestGuard
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
@@ -108,6 +108,7 @@ EXPIRED_CLOSE = 4401
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
 ERRORS_BEFORE_CLOSE_SECONDS = 30.0
+WWW_AUTHENTICATE = (b"www-authenticate", b"Bearer")  # on a 401 (RFC 6750)
 
 
 # A POST's JSON body as `parse_json` decoded it, for `resolve_document` (the request's task
@@ -425,6 +426,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             **kwargs,
         )
         self.services = services
+        # Read by every request: looked up once.
+        self.max_body_bytes = settings.max_body_bytes
+        self.documents_max_age = settings.documents_max_age
         self.documents = Documents.from_settings(settings)
         self.ide_html = graphiql.page() if settings.graphiql else ""
         # The embedded demo's role picker: its tokens are made afresh for each page served.
@@ -443,7 +447,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
         context = Context.create(self.services, request.state.request_id, auth)
-        context.client = request.client.host if request.client else None
+        client = request.client  # a fresh Address at each look
+        context.client = client.host if client else None
         context.response = response  # the rate limit's status and header fields
         if telemetry.tracing is not None:
             context.trace_headers = telemetry.tracing.trace_headers(request.headers)
@@ -468,7 +473,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         """A message's JSON (a websocket's; an HTTP body, capped before it got here; a GET's
         variables): one over the byte cap is refused undecoded, one nested too deep as bad
         JSON (`json_text`: a 400, a websocket's 4400)."""
-        limit = self.services.settings.max_body_bytes
+        limit = self.max_body_bytes
         if over(data, limit):
             raise MessageTooBig(limit)
         return json_text.loads(data)
@@ -534,7 +539,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             return
         success = response.status_code == 200 and getattr(request.state, "clean", False)
         authorized = "authorization" in request.headers
-        max_age = self.services.settings.documents_max_age
+        max_age = self.documents_max_age
         response.headers["cache-control"] = cache_control(success, authorized, max_age)
         response.headers["vary"] = "Accept, Authorization"
 
@@ -645,13 +650,22 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
         sub_response: Response,
     ) -> Response:
-        response = super().create_response(response_data, sub_response)
+        """Strawberry's response (the sub-response's status, header fields and background
+        carried over), made once with its negotiated type and status (`graphql_http`)
+        rather than made as JSON's 200 and its headers rewritten."""
         media_type = sub_response.media_type or JSON
-        response.headers["content-type"] = media_type
-        if isinstance(response_data, dict) and not sub_response.status_code:
-            response.status_code = status_for(response_data, media_type)
-            if response.status_code == 401:
-                response.headers["www-authenticate"] = "Bearer"
+        status = sub_response.status_code
+        computed = not status and isinstance(response_data, dict)
+        if computed:
+            status = status_for(cast(GraphQLHTTPResponse, response_data), media_type)
+        response = Response(
+            self.encode_json(response_data), status_code=status or 200, media_type=media_type
+        )
+        response.headers.raw.extend(sub_response.headers.raw)
+        if computed and status == 401:
+            response.headers.raw.append(WWW_AUTHENTICATE)
+        if sub_response.background:
+            response.background = sub_response.background
         return response
 
     async def execute_single(
@@ -688,9 +702,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     def should_render_graphql_ide(self, request: BaseRequestProtocol) -> bool:
         # A document by id is run, not GraphiQL shown, whatever a browser's Accept says.
-        params = request.query_params
+        # (Strawberry's test first: a POST's query string is never parsed for it.)
         wanted = super().should_render_graphql_ide(request) and not (
-            "documentId" in params or "extensions" in params
+            "documentId" in request.query_params or "extensions" in request.query_params
         )
         if wanted and self.graphql_ide is None:
             raise HTTPException(404, "GraphiQL is turned off on this server (GRAPH_API_GRAPHIQL)")
@@ -749,8 +763,6 @@ def create_app(services: Services) -> Starlette:
         middleware=[
             # Outermost: refusals and errors of the inner layers carry CORS headers too.
             *cors_middleware(services.settings),
-            Middleware(RequestIdMiddleware),
-            Middleware(HeaderCountLimit),
-            Middleware(BodySizeLimit, limit=services.settings.max_body_bytes),
+            Middleware(RequestGuard, limit=services.settings.max_body_bytes),
         ],
     )
