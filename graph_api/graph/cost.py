@@ -17,7 +17,7 @@ nothing in it reads a variable, else only its counting fields.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -62,7 +62,7 @@ from graph_api.graph.document import (
 )
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
 from graph_api.graph.query import MAX_IDS
-from graph_api.graph.throttle import throttle_status
+from graph_api.graph.throttle import gate, shared_gate, throttle_status
 from graph_api.internals import graphql_schema
 
 QUERY_TOO_COSTLY = QueryTooCostly.code
@@ -323,6 +323,12 @@ class CostLimit(SchemaExtension):
         self.requested: int | None = None
 
     def on_execute(self) -> Iterator[None]:
+        self.price()
+        # The rate limit's gate rides this hook: an extension of its own costs every request.
+        yield from gate(self.execution_context, self.requested)
+
+    def price(self) -> None:
+        """The operation's requested cost, left on the context; over `limit`, a refusal."""
         context = self.execution_context
         document = context.graphql_document
         if document is not None:
@@ -348,7 +354,6 @@ class CostLimit(SchemaExtension):
                         GraphQLError(message, extensions={"code": QUERY_TOO_COSTLY, "cost": cost})
                     ],
                 )
-        yield
 
     def get_results(self) -> dict[str, Any]:
         if self.requested is None:
@@ -358,3 +363,12 @@ class CostLimit(SchemaExtension):
         if status is not None:
             cost["throttleStatus"] = status
         return {"cost": cost}
+
+
+class SharedCostLimit(CostLimit):
+    """CostLimit with the rate limit's buckets in Redis: its hook awaits them."""
+
+    async def on_execute(self) -> AsyncIterator[None]:  # type: ignore[override]
+        self.price()
+        async with shared_gate(self.execution_context, self.requested):
+            yield

@@ -44,12 +44,12 @@ from strawberry.extensions import (
 from strawberry.schema.schema import validate_document
 
 from graph_api.errors import BadUserInput
-from graph_api.graph.cost import CostLimit
+from graph_api.graph.budgets import buckets_in_redis
+from graph_api.graph.cost import CostLimit, SharedCostLimit
 from graph_api.graph.document import fragment_order, fragments_of, operations_of
-from graph_api.graph.throttle import LocalRateLimit, SharedRateLimit
 from graph_api.internals import graphql_schema
 from graph_api.model import validation
-from graph_api.settings import REDIS_SCHEMES, Settings
+from graph_api.settings import Settings
 
 # The operation name the client sent (None: none), for the multiple-operations rule:
 # Strawberry's ExecutionContext.operation_name falls back to the first operation's name.
@@ -266,15 +266,14 @@ def limit_extensions(settings: Settings, cache_size: int) -> list[Callable[[], S
     """The extensions that bound an operation; each request gets its own instances."""
     limits = DocumentLimits(settings.max_depth, settings.max_aliases)
     results = ValidationResults(limits, cache_size)
+    # The rate limit's gate is the cost extension's (graph/throttle.py); with Redis's
+    # buckets, its hook awaits them.
+    cost_limit = SharedCostLimit if buckets_in_redis(settings) else CostLimit
     extensions: list[Callable[[], SchemaExtension]] = [
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
         lambda: Validation(results),
-        lambda: CostLimit(settings.max_cost),
+        lambda: cost_limit(settings.max_cost),
     ]
-    # The rate limit's gate, after the cost it takes (graph/throttle.py).
-    if settings.rate_limits != "off":
-        redis = settings.events_broker.partition("://")[0] in REDIS_SCHEMES
-        extensions.append(SharedRateLimit if redis else LocalRateLimit)
     if not settings.introspection:
         rules = list(DisableIntrospection().validation_rules)
         extensions.insert(1, lambda: AddValidationRules(rules))
