@@ -64,7 +64,8 @@ def plan_of(info: Info) -> OperationPlan:
 
 def level(info: Info) -> Level:
     """What the plan says of the resolver's own field (by its response path)."""
-    return plan_of(info).level(info.path)
+    plan = info.context.plan
+    return (plan if plan is not None else plan_of(info)).level(info.path)
 
 
 def selected(info: Info, under: Sequence[str] = ()) -> list[FieldNode]:
@@ -76,7 +77,8 @@ def selected(info: Info, under: Sequence[str] = ()) -> list[FieldNode]:
 def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
     """The item attributes that the fields selected on this connection's nodes read
     (`attributes`: the node type's field -> attribute)."""
-    return level(info).reads(attributes)
+    plan = info.context.plan  # `level(info)`, inline: once a node of a list
+    return (plan if plan is not None else plan_of(info)).level(info.path).reads(attributes)
 
 
 def operation_parts(info: Info, tables: Mapping[str, Mapping[str, tuple[str, ...]]]) -> Parts:

@@ -54,19 +54,8 @@ SKIP, INCLUDE = GraphQLSkipDirective.name, GraphQLIncludeDirective.name
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
 
 Parts = dict[str, frozenset[str] | None]  # GraphQL type → what reads of its items ask for
-Signature = tuple[tuple[str, str | None], ...]  # a response path's keys, lists' indexes left out
-
-
-def signature(path: Path | None) -> Signature:
-    """The response keys of `path` from the root, each with its parent's type (graphql-core's
-    `Path.typename`): the same for every item of a list."""
-    keys: list[tuple[str, str | None]] = []
-    while path is not None:
-        if type(path.key) is str:
-            keys.append((path.key, path.typename))
-        path = path.prev
-    keys.reverse()
-    return tuple(keys)
+# A response path's keys, lists' indexes left out, from the field back to the root.
+Signature = tuple[tuple[str, str | None], ...]
 
 
 class OperationPlan:
@@ -94,9 +83,20 @@ class OperationPlan:
 
     def level(self, path: Path | None) -> Level:
         """The level of the field at `path` (None: the operation's root)."""
-        return self._level(signature(path))
+        # The path's response keys, each with its parent's type (graphql-core's
+        # `Path.typename`), from the field back to the root: the same for every item of a
+        # list. Inline, with no call: once a resolver call.
+        keys: Signature = ()
+        while path is not None:
+            key = path.key
+            if key.__class__ is str:
+                keys += ((key, path.typename),)
+            path = path.prev
+        known = self._levels.get(keys)
+        return known if known is not None else self._level(keys)
 
     def _level(self, keys: Signature) -> Level:
+        """The level at `keys` (`signature`: the field's first), worked out once a plan."""
         known = self._levels.get(keys)
         if known is not None:
             return known
@@ -104,8 +104,8 @@ class OperationPlan:
             root = self.schema.get_root_type(self.operation.node.operation)
             level = Level(self, (self.operation.node.selection_set,), root)
         else:
-            parent = self._level(keys[:-1])
-            key, parent_type_name = keys[-1]
+            parent = self._level(keys[1:])
+            key, parent_type_name = keys[0]
             parent_type = self.schema.get_type(parent_type_name) if parent_type_name else None
             nodes = [f for f in parent.collect(parent_type) if (f.alias or f.name).value == key]
             field = _field(parent_type, nodes[0].name.value) if nodes else None
@@ -182,7 +182,7 @@ class Level:
     collects it (fragments that apply to the type, `@skip`/`@include` as the variables
     say), once a plan."""
 
-    __slots__ = ("_fields", "_first", "_reads", "plan", "selections", "type")
+    __slots__ = ("_fields", "_first", "_read", "plan", "selections", "type")
 
     def __init__(
         self,
@@ -194,7 +194,7 @@ class Level:
         self.selections = selections
         self.type = type_
         self._fields: dict[tuple[Any, ...], list[FieldNode]] = {}
-        self._reads: dict[int, tuple[Mapping[str, str], frozenset[str]]] = {}
+        self._read: tuple[Mapping[str, str], frozenset[str]] | None = None
         self._first: dict[tuple[str, ...], int | None] = {}
 
     def collect(self, type_: GraphQLNamedType | None) -> list[FieldNode]:
@@ -229,11 +229,11 @@ class Level:
     def reads(self, attributes: Mapping[str, str]) -> frozenset[str]:
         """The item attributes the fields selected on this connection's nodes read
         (`attributes`: the node type's field → attribute, one table a type)."""
-        known = self._reads.get(id(attributes))
-        if known is None:
+        known = self._read
+        if known is None or known[0] is not attributes:  # one table a level, in practice
             names = (field.name.value for field in self.fields(NODES))
             wanted = frozenset(attributes[name] for name in names if name in attributes)
-            known = self._reads[id(attributes)] = (attributes, wanted)
+            known = self._read = (attributes, wanted)
         return known[1]
 
     def first_page_size(self, under: Sequence[str] = ()) -> int | None:
