@@ -42,20 +42,16 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from inspect import isasyncgenfunction, isawaitable
 from types import FunctionType
 from typing import Any, NamedTuple
 
 from graphql import (
-    FragmentDefinitionNode,
     GraphQLField,
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLResolveInfoHelpers,
-    GraphQLSchema,
-    OperationDefinitionNode,
-    SelectionSetNode,
     Undefined,
     get_nullable_type,
     is_leaf_type,
@@ -76,7 +72,7 @@ from strawberry.types.cast import TYPE_CAST_ATTRIBUTE
 from strawberry.types.field import StrawberryField
 from strawberry.utils.str_converters import to_camel_case
 
-from graph_api.graph.document import KeptBy, reads_variables
+from graph_api.graph.document import reads_variables
 from graph_api.internals import strawberry_info
 
 _DEFINITION = GraphQLCoreConverter.DEFINITION_BACKREF
@@ -374,9 +370,11 @@ class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
         # By parent type and grouped field set (graphql-core's, kept alive beside its plan
         # so that its id stays its own): this request's plans.
         self._plans: dict[tuple[GraphQLObjectType, int], tuple[GroupedFieldSet, Plan]] = {}
-        # The operation's plans from request to request, when its fields do not depend on
-        # its variables; and its `_CALL` steps' arguments that do, this request's.
-        self._kept = kept_plans(self.schema, self.operation, self.fragment_definitions)
+        # The operation's steps from request to request, kept on its plan (`graph/plan/`:
+        # one a set of the variables that change grouped field sets); and its `_CALL`
+        # steps' arguments that read variables, this request's.
+        plan = getattr(self.context_value, "plan", None)
+        self._kept: dict[tuple[Any, ...], Plan] | None = plan.steps if plan is not None else None
         self._arguments: dict[Step, dict[str, Any]] = {}
         # graphql-core's helpers are this context's bound methods, and it holds them: a
         # reference cycle, so every object of the request (its context, loaders and items)
@@ -747,42 +745,6 @@ async def _items_gathered(results: list[Any], pending: list[int]) -> list[Any]:
         for index, value in zip(pending, done, strict=True):
             results[index] = value
     return results
-
-
-KeptPlans = dict[tuple[Any, ...], Plan]  # by parent type and field nodes
-_kept: KeptBy[tuple[KeptPlans | None]] = KeptBy()  # by schema and operation
-
-
-def kept_plans(
-    schema: GraphQLSchema,
-    operation: OperationDefinitionNode,
-    fragments: Mapping[str, FragmentDefinitionNode],
-) -> KeptPlans | None:
-    """Where the operation's plans are kept from request to request (Strawberry's parser
-    cache hands out the same document objects for the same text), or None when its grouped
-    field sets may depend on its variables: a directive on a selection (`@skip`, `@include`)
-    or a fragment's own variables."""
-    known = _kept.get((schema, operation))
-    if known is None:
-        definitions = [operation, *fragments.values()]
-        fixed = not any(
-            isinstance(definition, FragmentDefinitionNode) and definition.variable_definitions
-            for definition in definitions
-        ) and not any(_has_directives(definition.selection_set) for definition in definitions)
-        known = _kept.put((schema, operation), ({} if fixed else None,))
-    return known[0]
-
-
-def _has_directives(selection_set: SelectionSetNode | None) -> bool:
-    pending = [selection_set] if selection_set else []
-    while pending:
-        for selection in pending.pop().selections:
-            if selection.directives:
-                return True
-            inner = getattr(selection, "selection_set", None)
-            if inner is not None:
-                pending.append(inner)
-    return False
 
 
 _owns: dict[int, tuple[GraphQLObjectType, bool]] = {}

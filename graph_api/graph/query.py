@@ -14,6 +14,7 @@ from graph_api.graph.context import Info
 from graph_api.graph.nodes import Node, by_id, parse_global_id
 from graph_api.graph.ordering import IdOrder, NameOrder, PlaceOrder
 from graph_api.graph.paging import (
+    MAX_IDS,
     After,
     Before,
     CatalogConnection,
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MAX_IDS = 100
 
 ID_RULE = "`[A-Za-z0-9_-]{1,64}`; anything else is BAD_USER_INPUT"
 # `id` of student(id:), teacher(id:), class(id:), sport(id:).

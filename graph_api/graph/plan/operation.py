@@ -1,0 +1,351 @@
+"""The plan of one operation for one set of plan variables, made once after validation.
+
+`plan_for` is called once a request, by the cost limit (`graph/cost.py`), which refuses the
+operation when the plan's cost is over the limit and otherwise puts the plan on the
+request's context (`Context.plan`). A plan is kept with the parsed document (Strawberry's
+parser cache hands out the same document for the same text), by the operation's name and
+the values of the variables that can change it (`walk.Walked.plan_variables`: those of
+`@skip`/`@include`, `first`, `last`, `ids` as a count, `after`/`before` as given or not).
+Request after request, an operation is planned by one look-up.
+
+What the layers read of it:
+
+- the cost limit and the rate limit: `cost` (`Context.requested_cost`);
+- reads of node items: `parts`, the attributes the operation's fields of each type read;
+- resolvers: `level(path)`, what is selected at their own response path (`Level`): whether
+  a roster's first page rides with its node's read, which attributes a page's nodes read;
+- the executor: `steps`, its per-field steps kept from request to request
+  (`graph/execution.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLIncludeDirective,
+    GraphQLNamedType,
+    GraphQLSchema,
+    GraphQLSkipDirective,
+    InlineFragmentNode,
+    IntValueNode,
+    NullValueNode,
+    SelectionNode,
+    SelectionSetNode,
+    ValueNode,
+    VariableNode,
+    get_named_type,
+    is_abstract_type,
+)
+from graphql.pyutils import Path
+
+from graph_api.graph.document import KeptBy
+from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
+from graph_api.graph.plan import pricing, walk
+from graph_api.graph.plan.pricing import Cost
+
+ROSTER_FIELD = "students"
+SKIP, INCLUDE = GraphQLSkipDirective.name, GraphQLIncludeDirective.name
+NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
+
+Parts = dict[str, frozenset[str] | None]  # GraphQL type → what reads of its items ask for
+# A response path's keys, lists' indexes left out, from the field back to the root.
+Signature = tuple[tuple[str, str | None], ...]
+
+
+class OperationPlan:
+    """One operation's plan (module docstring)."""
+
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        walked: walk.Walked,
+        operation: walk.Operation,
+        cost: Cost,
+        variables: Mapping[str, Any],
+    ) -> None:
+        self.schema = schema
+        self.operation = operation
+        self.fragments = walked.fragments
+        self.cost = cost
+        self.variables = variables  # the plan variables' values (coerced)
+        # The executor's steps by parent type and field nodes (`graph/execution.py`); None
+        # where graphql-core's grouped field sets may differ within one plan (a fragment's
+        # own variables).
+        self.steps: dict[tuple[Any, ...], Any] | None = None if walked.fragment_variables else {}
+        self._levels: dict[Signature, Level] = {}
+        self._parts: Parts | None = None
+
+    def level(self, path: Path | None) -> Level:
+        """The level of the field at `path` (None: the operation's root)."""
+        # The path's response keys, each with its parent's type (graphql-core's
+        # `Path.typename`), from the field back to the root: the same for every item of a
+        # list. Inline, with no call: once a resolver call.
+        keys: Signature = ()
+        while path is not None:
+            key = path.key
+            if key.__class__ is str:
+                keys += ((key, path.typename),)
+            path = path.prev
+        known = self._levels.get(keys)
+        return known if known is not None else self._level(keys)
+
+    def _level(self, keys: Signature) -> Level:
+        """The level at `keys` (`signature`: the field's first), worked out once a plan."""
+        known = self._levels.get(keys)
+        if known is not None:
+            return known
+        if not keys:
+            root = self.schema.get_root_type(self.operation.node.operation)
+            level = Level(self, (self.operation.node.selection_set,), root)
+        else:
+            parent = self._level(keys[1:])
+            key, parent_type_name = keys[0]
+            parent_type = self.schema.get_type(parent_type_name) if parent_type_name else None
+            nodes = [f for f in parent.collect(parent_type) if (f.alias or f.name).value == key]
+            field = _field(parent_type, nodes[0].name.value) if nodes else None
+            child = get_named_type(field.type) if field is not None else None
+            level = Level(self, tuple(n.selection_set for n in nodes if n.selection_set), child)
+        self._levels[keys] = level
+        return level
+
+    def parts(self, tables: Mapping[str, Mapping[str, Sequence[str]]]) -> Parts:
+        """For each type of `tables` (GraphQL type → `NodeBase.field_attributes`: the
+        process's node tables), the item attributes its fields selected anywhere in the
+        operation (its fragments included) may read, or None when one of them is not named
+        there: every read of such an item in the request asks for that one set, so that one
+        read of a key answers all the others."""
+        if self._parts is not None:
+            return self._parts
+        selected: dict[str, list[str]] = {}
+        for type_name, name in self.operation.selected:
+            selected.setdefault(type_name, []).append(name)
+        parts: Parts = {}
+        for type_name, table in tables.items():
+            attributes: set[str] | None = set()
+            for name in selected.get(type_name, ()):
+                if name in table:
+                    attributes.update(table[name])  # type: ignore[union-attr]
+                elif not name.startswith("__"):  # __typename reads nothing
+                    attributes = None
+                    break
+            parts[type_name] = frozenset(attributes) if attributes is not None else None
+        self._parts = parts
+        return parts
+
+    def included(self, node: SelectionNode) -> bool:
+        """graphql-core's `should_include_node`, for the plan's variables: not under
+        `@skip(if: true)`, nor `@include(if: false)`."""
+        for directive in node.directives or ():
+            name = directive.name.value
+            if name not in (SKIP, INCLUDE):
+                continue
+            for argument in directive.arguments or ():
+                if argument.name.value == "if" and self._condition(argument.value) is (
+                    name == SKIP
+                ):
+                    return False
+        return True
+
+    def _condition(self, value: ValueNode) -> Any:
+        if isinstance(value, VariableNode):
+            return self.variables.get(value.name.value)
+        return getattr(value, "value", None)
+
+    def applies(self, condition: str | None, type_: GraphQLNamedType | None) -> bool:
+        """Whether a fragment's type condition holds for an object of `type_` (an abstract
+        or unknown type: every condition may)."""
+        if condition is None or type_ is None or is_abstract_type(type_):
+            return True
+        conditional = self.schema.get_type(condition)
+        if conditional is type_:
+            return True
+        return is_abstract_type(conditional) and self.schema.is_sub_type(
+            conditional,
+            type_,
+        )
+
+
+def _field(type_: GraphQLNamedType | None, name: str) -> Any:
+    fields = getattr(type_, "fields", None)
+    return fields.get(name) if fields is not None else None
+
+
+class Level:
+    """A level of the response: the field at one response path, the field nodes merged
+    there (their selection sets) and its type. What it selects is collected as graphql-core
+    collects it (fragments that apply to the type, `@skip`/`@include` as the variables
+    say), once a plan."""
+
+    __slots__ = ("_fields", "_first", "_read", "plan", "selections", "type")
+
+    def __init__(
+        self,
+        plan: OperationPlan,
+        selections: tuple[SelectionSetNode, ...],
+        type_: GraphQLNamedType | None,
+    ) -> None:
+        self.plan = plan
+        self.selections = selections
+        self.type = type_
+        self._fields: dict[tuple[Any, ...], list[FieldNode]] = {}
+        self._read: tuple[Mapping[str, str], frozenset[str]] | None = None
+        self._first: dict[tuple[str, ...], int | None] = {}
+
+    def collect(self, type_: GraphQLNamedType | None) -> list[FieldNode]:
+        """The fields selected here on an object of `type_` (its fragments' as its own)."""
+        key = ("on", type_.name if type_ is not None else None)
+        found = self._fields.get(key)
+        if found is None:
+            found = self._fields[key] = _collect(self.plan, self.selections, type_)
+        return found
+
+    def fields(self, under: Sequence[str] = ()) -> list[FieldNode]:
+        """The fields selected here (fragments flattened), or at the end of the path
+        `under` (`NODES`: the fields of a connection's nodes)."""
+        key = tuple(under)
+        found = self._fields.get(key)
+        if found is not None:
+            return found
+        type_ = self.type
+        level = self.collect(type_)
+        for name in under:
+            field = _field(type_, name)
+            type_ = get_named_type(field.type) if field is not None else None
+            level = _collect(
+                self.plan, [f.selection_set for f in level if f.name.value == name], type_
+            )
+        self._fields[key] = level
+        return level
+
+    def names(self, under: Sequence[str] = ()) -> set[str]:
+        return {field.name.value for field in self.fields(under)}
+
+    def reads(self, attributes: Mapping[str, str]) -> frozenset[str]:
+        """The item attributes the fields selected on this connection's nodes read
+        (`attributes`: the node type's field → attribute, one table a type)."""
+        known = self._read
+        if known is None or known[0] is not attributes:  # one table a level, in practice
+            names = (field.name.value for field in self.fields(NODES))
+            wanted = frozenset(attributes[name] for name in names if name in attributes)
+            known = self._read = (attributes, wanted)
+        return known[1]
+
+    def first_page_size(self, under: Sequence[str] = ()) -> int | None:
+        """`first` of a `students` field selected, from the start, here (or at the end of
+        `under`): its roster's first page can ride with its node's read. Only a forward
+        first page: a backward page (`last`, `before`) reads the partition from its other
+        end, one Query of its own."""
+        key = tuple(under)
+        if key in self._first:
+            return self._first[key]
+        found: int | None = None
+        for field in self.fields(under):
+            if field.name.value != ROSTER_FIELD:
+                continue
+            args = {a.name.value: self._value(a.value) for a in field.arguments or ()}
+            if any(args.get(name) is not None for name in ("after", "last", "before")):
+                continue
+            first = args.get("first", DEFAULT_FIRST)
+            if first is None:
+                first = DEFAULT_FIRST  # `first: null` means the default
+            if type(first) is int and 1 <= first <= MAX_FIRST:
+                found = first  # out of range: the field itself says BAD_USER_INPUT
+                break
+        self._first[key] = found
+        return found
+
+    def _value(self, node: ValueNode) -> Any:
+        if isinstance(node, VariableNode):
+            return self.plan.variables.get(node.name.value)
+        if isinstance(node, NullValueNode):
+            return None
+        if isinstance(node, IntValueNode):
+            return int(node.value)
+        return getattr(node, "value", node)
+
+
+def _collect(
+    plan: OperationPlan,
+    selections: Iterable[SelectionSetNode | None],
+    type_: GraphQLNamedType | None,
+) -> list[FieldNode]:
+    found: list[FieldNode] = []
+    seen: set[str] = set()  # a fragment spread twice is collected once, as graphql-core does
+    fragments: Mapping[str, FragmentDefinitionNode] = plan.fragments
+    pending = [iter(s.selections) for s in selections if s is not None]
+    pending.reverse()
+    while pending:
+        selection = next(pending[-1], None)
+        if selection is None:
+            pending.pop()
+            continue
+        if not plan.included(selection):
+            continue
+        inner: SelectionSetNode | None = None
+        if isinstance(selection, FieldNode):
+            found.append(selection)
+        elif isinstance(selection, InlineFragmentNode):
+            condition = selection.type_condition
+            if plan.applies(condition.name.value if condition else None, type_):
+                inner = selection.selection_set
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            fragment = fragments.get(name)
+            if name not in seen and fragment is not None:
+                seen.add(name)
+                if plan.applies(fragment.type_condition.name.value, type_):
+                    inner = fragment.selection_set
+        if inner is not None:
+            pending.append(iter(inner.selections))
+    return found
+
+
+# -- planning ----------------------------------------------------------------------------
+
+
+_plans: KeptBy[OperationPlan | None] = KeptBy()  # by schema and document; name and variables
+
+
+def plan_for(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation_name: str | None,
+    variables: Mapping[str, Any] | None,
+) -> OperationPlan | None:
+    """The operation's plan for these variables (None: no single operation, or variables
+    execution refuses: it says why, before any resolver runs)."""
+    walked = walk.walked(schema, document)
+    operation = walked.operation(operation_name)
+    if operation is None or operation.formula is None:
+        return None
+    given = dict(variables or {})
+    values = pricing.coerced(schema, operation.node.variable_definitions or (), given)
+    if values is None:
+        return None
+    uses = operation.plan_variables
+    key = (operation_name, tuple(_summary(values, name, use) for name, use in uses))
+    known = _plans.get((schema, document), key)
+    if known is not None:
+        return known
+    cost = Cost(pricing.price(operation, values), walked.visited)
+    kept = {name: values.get(name) for name, use in operation.plan_variables if use != "ids"}
+    plan = OperationPlan(schema, walked, operation, cost, kept)
+    return _plans.put((schema, document), plan, key)
+
+
+def _summary(values: Mapping[str, Any], name: str, use: str) -> Any:
+    """What of a plan variable's value its plan depends on."""
+    value = values.get(name)
+    if use == "ids":
+        return len(value) if isinstance(value, list) else value is None
+    if use in ("after", "before"):
+        return value is None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return repr(value)
