@@ -22,13 +22,13 @@ from typing import Any
 import boto3
 import botocore.session
 from botocore.parsers import ResponseParserFactory
+from graph_api.store.response_parser import DynamoResponseParserFactory
 
 from graph_api.model.keys import Kind, node, roster
 from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin, codec
 from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
-from graph_api.store.response_parser import DynamoResponseParserFactory
 from tools import dynamodb_local
 
 TABLE = "parse-bench"

@@ -2,14 +2,14 @@
 stream on, writing items in bulk, and the one Scan (`graph-api check` and `migrate`; tests
 read their tables back with it).
 
-Synchronous: one caller, progress on a terminal. The retry policy is the API requests' own
-(`store/retry.py`), slept on the caller's thread. Nothing on the request path imports this;
-a GraphQL request's reads and writes go through `store/table.py`.
+Synchronous: one caller, progress on a terminal. Each call is the API's own client
+(`Dynamo.call_sync` runs `Dynamo.call` on the command line's loop); the retry policy is the
+API requests' own (`store/retry.py`), slept on the caller's thread. Nothing on the request
+path imports this; a GraphQL request's reads and writes go through `store/table.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -21,7 +21,7 @@ from graph_api.model.keys import GSI1, GSI2, INDEX_KEYS, PK, SK, stream_lease
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
-from graph_api.store.retry import OFFLINE, Failure, Retries, failure_of
+from graph_api.store.retry import OFFLINE, Failure, Retries, error_code, failure_of
 
 BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
 # The change stream feeds subscriptions (`graph_api.events`): both images, so a reader can
@@ -171,15 +171,37 @@ def create(dynamo: Dynamo, name: str) -> bool:
     try:
         call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
         return False
-    except dynamo.client.exceptions.ResourceNotFoundException:
-        pass
-    # In use: made by an attempt whose answer was lost (or by another creator): wait for it.
-    with contextlib.suppress(dynamo.client.exceptions.ResourceInUseException):
+    except ClientError as error:
+        if error_code(error) != "ResourceNotFoundException":
+            raise
+    try:
         call_sync(dynamo, "CreateTable", definition(name), Retries(dynamo.budget))
-    dynamo.client.get_waiter("table_exists").wait(
-        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-    )
+    except ClientError as error:
+        # In use: made by an attempt whose answer was lost (or by another creator): wait.
+        if error_code(error) != "ResourceInUseException":
+            raise
+    wait_active(dynamo, name)
     return True
+
+
+class TableNotReady(Exception):
+    """The table was not active within the wait."""
+
+
+def wait_active(dynamo: Dynamo, name: str, *, attempts: int = 60, poll: float = 1.0) -> None:
+    """Wait until the table exists and is active (botocore's `table_exists` waiter's
+    figures: every second, 60 times)."""
+    for _ in range(attempts):
+        try:
+            described = dynamo.call_sync("DescribeTable", {"TableName": name}, None)["Table"]
+        except ClientError as error:
+            if error_code(error) != "ResourceNotFoundException":
+                raise
+        else:
+            if described.get("TableStatus") == "ACTIVE":
+                return
+        time.sleep(poll)
+    raise TableNotReady(f"table {name} is not active after {attempts * poll:.0f} s")
 
 
 class IndexNotReady(Exception):
@@ -251,9 +273,7 @@ def enable_stream(dynamo: Dynamo, name: str) -> bool:
             raise OtherStreamView(view)
         return False
     dynamo.call_sync("UpdateTable", {"TableName": name, "StreamSpecification": dict(STREAM)}, None)
-    dynamo.client.get_waiter("table_exists").wait(
-        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-    )
+    wait_active(dynamo, name)
     return True
 
 
