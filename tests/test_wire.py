@@ -32,7 +32,7 @@ from graph_api.settings import Settings
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
 from graph_api.store.credentials import BotocoreCredentials
-from graph_api.store.wire import json_object
+from graph_api.store.wire import json_object, proxy_for
 
 # -- credentials: every source rotates -----------------------------------------------------
 
@@ -379,3 +379,15 @@ def test_the_api_imports_no_boto3_and_aiobotocore_only_for_the_stream_reader() -
     before, after = json.loads(done.stdout.strip().splitlines()[-1])
     assert before == []
     assert after == ["aiobotocore"]
+
+
+def test_the_proxy_is_the_one_botocore_would_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    aws = "https://dynamodb.eu-west-1.amazonaws.com"
+    assert proxy_for(aws) is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    assert proxy_for(aws) == "http://proxy.internal:3128"
+    assert proxy_for("http://127.0.0.1:8001") is None  # plain HTTP: HTTP_PROXY's, unset
+    monkeypatch.setenv("NO_PROXY", ".amazonaws.com")
+    assert proxy_for(aws) is None

@@ -8,7 +8,7 @@ strict answers, `AWS_CA_BUNDLE`), with the key botocore's credential chain resol
 retries are off (one attempt): our one retry policy (store/retry.py) sends again. What
 aiodynamo and aiohttp raise is mapped once (store/wire_errors.py), then into `Unavailable`
 here (`_accounted`). The command line runs the same client on a loop of its own
-(`call_sync`: `asyncio.Runner`).
+(`call_sync`, `run`: a loop on a thread of its own).
 
 An aiohttp session belongs to the event loop it was made on, so `Dynamo` makes one session
 and client per running loop, when the loop first calls, and closes it:
@@ -30,16 +30,17 @@ import dataclasses
 import functools
 import logging
 import os
+import threading
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import aiohttp
 import botocore.loaders
 import botocore.session
 from aiodynamo.client import Client
-from aiodynamo.models import RetryConfig
+from aiodynamo.models import RetryConfig, RetryTimeout
 from botocore.config import Config
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 from botocore.parsers import ResponseParserError
@@ -65,7 +66,15 @@ from graph_api.store.retry import (
     failure_of,
     not_dynamodb,
 )
-from graph_api.store.wire import CONNECT_TIMEOUT, READ_TIMEOUT, Hooks, Model, Wire, answer_slot
+from graph_api.store.wire import (
+    CONNECT_TIMEOUT,
+    READ_TIMEOUT,
+    Hooks,
+    Model,
+    Wire,
+    answer_slot,
+    proxy_for,
+)
 from graph_api.store.wire import ssl_context as _ssl_context
 from graph_api.store.wire_errors import mapping
 
@@ -122,12 +131,28 @@ CONNECTIONS = 16  # kept alive per loop's session; at least `max_concurrency`
 @dataclasses.dataclass(frozen=True)
 class _OneAttempt(RetryConfig):
     """aiodynamo's retries off: one attempt, whose failure it raises (its loop raises the
-    last error once the time limit, here none, has passed)."""
-
-    time_limit_secs: float = -1.0
+    last error once the attempts end with `RetryTimeout`). An iterator, not the base's async
+    generator: one left unfinished by a success is finalized through the loop's self-pipe
+    (`call_soon_threadsafe`), a wake-up and a task every call."""
 
     def delays(self) -> Iterator[float]:
         yield 0.0
+
+    def attempts(self) -> AsyncIterator[None]:
+        return _Once()
+
+
+class _Once:
+    def __init__(self) -> None:
+        self.left = True
+
+    def __aiter__(self) -> _Once:
+        return self
+
+    async def __anext__(self) -> None:
+        if not self.left:
+            raise RetryTimeout()
+        self.left = False
 
 
 ONE_ATTEMPT = _OneAttempt()
@@ -259,6 +284,37 @@ class _Open:
             await self.session.close()
 
 
+class _LoopThread:
+    """An event loop running on a daemon thread, for synchronous callers."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="graph-api dynamodb", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+
+    def close(self) -> None:
+        """Cancel what is left on the loop (the sessions' keepers close them), then stop."""
+        if self.loop.is_closed():
+            return
+        self.run(_cancel_all())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+async def _cancel_all() -> None:
+    current = asyncio.current_task()
+    left = [task for task in asyncio.all_tasks() if task is not current]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+
+
 class Dynamo:
     """The DynamoDB client of a process: `call` on the event loop, `call_sync` elsewhere."""
 
@@ -275,7 +331,7 @@ class Dynamo:
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Open] = (
             weakref.WeakKeyDictionary()
         )
-        self._runner: asyncio.Runner | None = None
+        self._runner: _LoopThread | None = None
         self._unclosed: Any = None
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
@@ -312,15 +368,16 @@ class Dynamo:
                     total=None, sock_connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT
                 ),
                 headers={"User-Agent": USER_AGENT},
-                trust_env=True,  # HTTPS_PROXY, NO_PROXY, as botocore reads them
+                trust_env=False,  # the proxy is looked up once (`proxy_for`)
                 skip_auto_headers=("User-Agent",),
                 auto_decompress=False,
             )
             client = Client(
-                Wire(session, self.hooks),
+                Wire(session, self.hooks, proxy=proxy_for(self.endpoint)),
                 self.credentials,
                 self.settings.region,
-                endpoint=URL(self.endpoint),
+                # botocore's URL for DynamoDB: the endpoint's root.
+                endpoint=URL(self.endpoint.rstrip("/") + "/"),
                 throttle_config=ONE_ATTEMPT,
             )
             opened = self._by_loop[loop] = _Open(client, session)
@@ -350,7 +407,6 @@ class Dynamo:
         if self._runner is not None:
             runner, self._runner = self._runner, None
             self._unclosed.detach()
-            runner.run(self.aclose())
             runner.close()
 
     async def call(
@@ -408,10 +464,11 @@ class Dynamo:
         return self.run(self.call(operation, params, ledger, missing_table=False))
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run `work` to its end on the command line's loop (one per `Dynamo`, kept until
-        `close`, so its connections are reused from call to call)."""
+        """Run `work` to its end on the command line's loop, waiting here: one loop per
+        `Dynamo`, on a thread of its own (so a caller on another loop may wait too), kept
+        until `close` so that its connections are reused from call to call."""
         if self._runner is None:
-            runner = self._runner = asyncio.Runner()
+            runner = self._runner = _LoopThread()
             # Closed with this `Dynamo` if `close` is never called: its session with it.
             self._unclosed = weakref.finalize(self, runner.close)
         return self._runner.run(work)

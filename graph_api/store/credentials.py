@@ -86,6 +86,11 @@ class BotocoreCredentials(Credentials):
             key = self._key = Key(str(frozen.access_key), str(frozen.secret_key), frozen.token)
         return key
 
+    @property
+    def resolved(self) -> Any:
+        """botocore's credentials as the chain resolved them; None until a call resolves them."""
+        return self._credentials
+
     def reset(self) -> None:
         """Forget what the chain resolved: the next call resolves again."""
         self._credentials = None

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextvars
 import json
 import ssl
+import urllib.parse
+import urllib.request
 import zlib
 from collections.abc import Awaitable
 from typing import Any
@@ -87,6 +89,16 @@ def ssl_context(ca_bundle: str | None) -> ssl.SSLContext | bool:
     return ssl.create_default_context(cafile=ca_bundle)
 
 
+def proxy_for(url: str) -> str | None:
+    """The proxy botocore would send `url` through (`HTTPS_PROXY`/`HTTP_PROXY`, unless
+    `NO_PROXY` names the host), looked up once per session: aiohttp's own lookup
+    (`trust_env`) reads the environment and `.netrc` on a worker thread every request."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
+
+
 class Model:
     """What a hook learns of the operation (botocore's `OperationModel.name`)."""
 
@@ -134,9 +146,17 @@ class Hooks:
 class Wire:
     """aiodynamo's HTTP implementation on one aiohttp session (module docstring)."""
 
-    def __init__(self, session: aiohttp.ClientSession, hooks: Hooks, limit: int = MAX_BODY):
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        hooks: Hooks,
+        *,
+        proxy: str | None = None,
+        limit: int = MAX_BODY,
+    ) -> None:
         self.session = session
         self.hooks = hooks
+        self.proxy = proxy
         self.limit = limit
 
     async def __call__(self, request: Request) -> Response:
@@ -174,7 +194,7 @@ class Wire:
             if response is not None:
                 return int(response.status_code), response.headers, bytes(response.content)
         async with self.session.post(
-            request.url, headers=request.headers, data=request.body
+            request.url, headers=request.headers, data=request.body, proxy=self.proxy
         ) as response:
             return response.status, response.headers, await read_within(response, self.limit)
 
