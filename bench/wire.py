@@ -7,9 +7,11 @@ project's codec decoding every item, for a class roster Query (21 items) and a B
 of 30 students: CPU µs per call of this process, one call in flight and sixteen, the median
 of `--rounds` rounds taken in shuffled order.
 
-    .venv/bin/python -m bench.wire [--rounds 5] [--calls 200]
+    .venv/bin/python -m bench.wire [--rounds 5] [--calls 192] [--base main]
 
-The base's figures (aiobotocore, our botocore parser, the capped session) are issue 55's.
+With `--base REF`, that ref's `graph_api` is measured too, the sides taking turns round by
+round (each round a process of its own, against the same table), so a busy machine weighs
+on both alike.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +38,7 @@ from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
 from tools import dynamodb_local, tls_terminator
 
 TABLE = "wire-bench"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def per_call_us(
@@ -68,42 +74,102 @@ async def measure(
     return {case: statistics.median(kept) for case, kept in samples.items()}
 
 
+def worker(rounds: int, calls: int) -> None:
+    """One side's rounds, in this process: the table seeded, the endpoint in the env."""
+    dynamo = Dynamo(Settings(table=TABLE, endpoint_url=None, region="us-east-1"))
+    reads = reads_of(demo.generate(students=500, seed=11))
+    gc.collect()
+    gc.freeze()  # the generated school is no collection's work during the rounds
+    results = asyncio.run(measure(dynamo, reads, rounds, calls))
+    print(json.dumps({f"{name}|{flight}": us for (name, flight), us in results.items()}))
+
+
+def side(checkout: Path, env: dict[str, str], rounds: int, calls: int) -> dict[str, float]:
+    """A round of `worker` run by the `graph_api` of `checkout` (this tree's bench)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.wire", "--worker", f"--rounds={rounds}", f"--calls={calls}"],
+        cwd=checkout,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=192)
+    parser.add_argument("--base", help="a git ref whose graph_api to measure beside this one")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker(args.rounds, args.calls)
+        return
 
-    items = demo.generate(students=500, seed=11)
     local = dynamodb_local.start()
     try:
         with tempfile.TemporaryDirectory() as workdir:
             tls = tls_terminator.start(local.endpoint, Path(workdir))
             try:
-                os.environ["AWS_CA_BUNDLE"] = str(tls.ca_bundle)
-                os.environ["AWS_ACCESS_KEY_ID"] = LOCAL_CREDENTIALS["aws_access_key_id"]
-                os.environ["AWS_SECRET_ACCESS_KEY"] = LOCAL_CREDENTIALS["aws_secret_access_key"]
-                seeder = Dynamo(Settings(table=TABLE, endpoint_url=local.endpoint))
-                admin.create(seeder, TABLE)
-                admin.batch_write(seeder, TABLE, items)
-                seeder.close()
-                # As production reaches it: AWS_ENDPOINT_URL_DYNAMODB, botocore's credentials.
-                os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = tls.endpoint
-                dynamo = Dynamo(Settings(table=TABLE, endpoint_url=None, region="us-east-1"))
-                reads = reads_of(items)
-                del items
-                gc.collect()
-                gc.freeze()  # the seeding's garbage is no collection's work during the rounds
-                results = asyncio.run(measure(dynamo, reads, args.rounds, args.calls))
+                sides = {"head": ROOT}
+                if args.base:
+                    base = Path(workdir) / "base"
+                    base.mkdir()
+                    archive = subprocess.run(
+                        ["git", "archive", args.base, "graph_api"],
+                        cwd=ROOT,
+                        capture_output=True,
+                        check=True,
+                    )
+                    subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+                    sides["base"] = base
+                figures = run_sides(local.endpoint, tls, sides, args.rounds, args.calls)
             finally:
                 tls.stop()
     finally:
         local.stop()
     print(f"CPU µs per call, TLS, median of {args.rounds} shuffled rounds of {args.calls} calls")
-    print("| call | 1 in flight | 16 in flight |")
-    print("|---|---:|---:|")
+    names = list(sides)
+    print("| call | in flight | " + " | ".join(names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
     for name in ("Query, 21 items", "BatchGetItem, 30 students"):
-        print(f"| {name} | {results[(name, 1)]:,.0f} | {results[(name, 16)]:,.0f} |")
+        for flight in (1, 16):
+            cells = " | ".join(f"{figures[s][f'{name}|{flight}']:,.0f}" for s in names)
+            print(f"| {name} | {flight} | {cells} |")
+
+
+def run_sides(
+    endpoint: str, tls: Any, sides: dict[str, Path], rounds: int, calls: int
+) -> dict[str, dict[str, float]]:
+    """Seed the table, then each side's rounds one at a time, the sides in shuffled turns;
+    the median of each side's rounds."""
+    env = {
+        **os.environ,
+        "AWS_CA_BUNDLE": str(tls.ca_bundle),
+        "AWS_ACCESS_KEY_ID": LOCAL_CREDENTIALS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIALS["aws_secret_access_key"],
+        "AWS_REGION": "us-east-1",
+    }
+    seeder = Dynamo(Settings(table=TABLE, endpoint_url=endpoint))
+    admin.create(seeder, TABLE)
+    admin.batch_write(seeder, TABLE, demo.generate(students=500, seed=11))
+    seeder.close()
+    # As production reaches it: AWS_ENDPOINT_URL_DYNAMODB, botocore's credentials.
+    env["AWS_ENDPOINT_URL_DYNAMODB"] = tls.endpoint
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        order = list(sides)
+        random.shuffle(order)
+        for name in order:
+            samples[name].append(side(sides[name], env, 1, calls))
+    return {
+        name: {case: statistics.median(r[case] for r in kept) for case in kept[0]}
+        for name, kept in samples.items()
+    }
 
 
 def reads_of(items: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:

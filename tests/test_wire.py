@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import json
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,13 +22,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import aiohttp
 import botocore.credentials
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
-from support import boto_client, make_settings
+from support import HTTPServer, boto_client, make_settings
 
+from graph_api import __version__
 from graph_api.settings import Settings
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
@@ -360,7 +363,8 @@ def test_the_api_imports_no_boto3_and_aiobotocore_only_for_the_stream_reader() -
     script = textwrap.dedent(
         """
         import json, sys
-        from graph_api.settings import Settings
+        from graph_api import __version__
+from graph_api.settings import Settings
         from graph_api.http.app import create_app
         from graph_api.graph.context import Services
         import graph_api.http.lambda_handler  # noqa: F401
@@ -391,3 +395,27 @@ def test_the_proxy_is_the_one_botocore_would_use(monkeypatch: pytest.MonkeyPatch
     assert proxy_for("http://127.0.0.1:8001") is None  # plain HTTP: HTTP_PROXY's, unset
     monkeypatch.setenv("NO_PROXY", ".amazonaws.com")
     assert proxy_for(aws) is None
+
+
+def test_requests_say_who_sends_them_and_ask_for_an_uncompressed_answer() -> None:
+    """The User-Agent names the API (an operator finds its requests in CloudTrail by it);
+    `Accept-Encoding: identity`, as botocore asks: the answer's CRC32 is checked on the bytes
+    as sent, and a gzipped body would be refused as not DynamoDB's."""
+    body = b'{"ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}}'
+
+    def reply(conn: socket.socket, _: bytes) -> bool:
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        conn.sendall(head + body)
+        return True
+
+    server = HTTPServer(reply)
+    dynamo = Dynamo(make_settings(f"http://127.0.0.1:{server.port}"))
+    try:
+        assert dynamo.call_sync("GetItem", GET, None)["ConsumedCapacity"]["CapacityUnits"] == 0.5
+    finally:
+        dynamo.close()
+        server.close()
+    (request,) = server.requests
+    head = request.split(b"\r\n\r\n")[0].decode().lower().split("\r\n")
+    assert f"user-agent: graph-api/{__version__} aiodynamo aiohttp/{aiohttp.__version__}" in head
+    assert "accept-encoding: identity" in head

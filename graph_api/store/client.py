@@ -367,7 +367,8 @@ class Dynamo:
                 timeout=aiohttp.ClientTimeout(
                     total=None, sock_connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT
                 ),
-                headers={"User-Agent": USER_AGENT},
+                # As botocore asks: an answer's CRC32 is of the bytes as sent, never gzipped.
+                headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
                 trust_env=False,  # the proxy is looked up once (`proxy_for`)
                 skip_auto_headers=("User-Agent",),
                 auto_decompress=False,
