@@ -7,8 +7,8 @@ strict answers, `AWS_CA_BUNDLE`), with the key botocore's credential chain resol
 (store/credentials.py), to the endpoint botocore resolves (`endpoint_of`). aiodynamo's own
 retries are off (one attempt): our one retry policy (store/retry.py) sends again. What
 aiodynamo and aiohttp raise is mapped once (store/wire_errors.py), then into `Unavailable`
-here (`_accounted`). The command line runs the same client on a loop of its own
-(`call_sync`, `run`: a loop on a thread of its own).
+here (`accounted`). The command line runs the same client on an event loop of its own, on a
+thread of its own (`run`, `call_sync`).
 
 An aiohttp session belongs to the event loop it was made on, so `Dynamo` makes one session
 and client per running loop, when the loop first calls, and closes it:
