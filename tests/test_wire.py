@@ -363,8 +363,7 @@ def test_the_api_imports_no_boto3_and_aiobotocore_only_for_the_stream_reader() -
     script = textwrap.dedent(
         """
         import json, sys
-        from graph_api import __version__
-from graph_api.settings import Settings
+        from graph_api.settings import Settings
         from graph_api.http.app import create_app
         from graph_api.graph.context import Services
         import graph_api.http.lambda_handler  # noqa: F401
@@ -419,3 +418,45 @@ def test_requests_say_who_sends_them_and_ask_for_an_uncompressed_answer() -> Non
     head = request.split(b"\r\n\r\n")[0].decode().lower().split("\r\n")
     assert f"user-agent: graph-api/{__version__} aiodynamo aiohttp/{aiohttp.__version__}" in head
     assert "accept-encoding: identity" in head
+
+
+def test_a_request_to_an_endpoint_on_a_port_carries_a_signature_that_verifies() -> None:
+    """An endpoint that checks SigV4 (Alternator with authorization on, a signing proxy)
+    recomputes the signature from the headers it received: botocore's signer, fed what the
+    server got, must find the signature the request carries."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    body = b'{"ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}}'
+
+    def reply(conn: socket.socket, _: bytes) -> bool:
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        return True
+
+    server = HTTPServer(reply)
+    endpoint = f"http://127.0.0.1:{server.port}"
+    dynamo = Dynamo(make_settings(endpoint))
+    try:
+        dynamo.call_sync("GetItem", GET, None)
+    finally:
+        dynamo.close()
+        server.close()
+    (request,) = server.requests
+    head, sent = request.split(b"\r\n\r\n", 1)
+    received = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    headers = {name.lower(): value for name, value in received.items()}
+    authorization = headers["authorization"]
+    signed = re.search(r"SignedHeaders=([^,]+)", authorization).group(1).split(";")  # type: ignore[union-attr]
+    assert "host" in signed
+    checked = AWSRequest(
+        method="POST",
+        url=f"{endpoint}/",
+        data=sent,
+        headers={name: headers[name] for name in signed},
+    )
+    checked.context["timestamp"] = headers["x-amz-date"]
+    auth = SigV4Auth(botocore.credentials.Credentials("local", "local"), "dynamodb", "us-east-1")
+    expected = auth.signature(
+        auth.string_to_sign(checked, auth.canonical_request(checked)), checked
+    )
+    assert authorization.endswith(f"Signature={expected}")

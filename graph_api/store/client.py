@@ -74,6 +74,7 @@ from graph_api.store.wire import (
     Wire,
     answer_slot,
     proxy_for,
+    signed_host,
 )
 from graph_api.store.wire import ssl_context as _ssl_context
 from graph_api.store.wire_errors import mapping
@@ -374,7 +375,12 @@ class Dynamo:
                 auto_decompress=False,
             )
             client = Client(
-                Wire(session, self.hooks, proxy=proxy_for(self.endpoint)),
+                Wire(
+                    session,
+                    self.hooks,
+                    proxy=proxy_for(self.endpoint),
+                    host=signed_host(self.endpoint),
+                ),
                 self.credentials,
                 self.settings.region,
                 # botocore's URL for DynamoDB: the endpoint's root.

@@ -99,6 +99,15 @@ def proxy_for(url: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme)
 
 
+def signed_host(url: str) -> str | None:
+    """The Host header to send to `url` when it names a port: aiodynamo's SigV4 signs the
+    host without it (`host:<name>`), aiohttp would send `<name>:<port>`, and an endpoint that
+    checks signatures (Alternator with authorization on, a signing proxy) would refuse the
+    mismatch. None on the scheme's own port (AWS), where both agree."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.hostname if parts.port is not None else None
+
+
 class Model:
     """What a hook learns of the operation (botocore's `OperationModel.name`)."""
 
@@ -152,11 +161,14 @@ class Wire:
         hooks: Hooks,
         *,
         proxy: str | None = None,
+        host: str | None = None,
         limit: int = MAX_BODY,
     ) -> None:
         self.session = session
         self.hooks = hooks
         self.proxy = proxy
+        # The Host header sent, when it must differ from aiohttp's (`signed_host`).
+        self.host = {"Host": host} if host else None
         self.limit = limit
 
     async def __call__(self, request: Request) -> Response:
@@ -193,8 +205,9 @@ class Wire:
             )
             if response is not None:
                 return int(response.status_code), response.headers, bytes(response.content)
+        headers = request.headers if self.host is None else {**(request.headers or {}), **self.host}
         async with self.session.post(
-            request.url, headers=request.headers, data=request.body, proxy=self.proxy
+            request.url, headers=headers, data=request.body, proxy=self.proxy
         ) as response:
             return response.status, response.headers, await read_within(response, self.limit)
 
