@@ -33,7 +33,6 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.base import BaseRequestProtocol
 from strawberry.subscriptions import (
     GRAPHQL_SSE_PROTOCOL,
     GRAPHQL_TRANSPORT_WS_PROTOCOL,
@@ -70,8 +69,10 @@ from graph_api.http.middleware import RequestGuard
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
+from graph_api.internals.starlette import header_fields
 from graph_api.internals.strawberry import (
     BaseGraphQLTransportWSHandler,
+    BaseRequestProtocol,
     ConnectionInitMessage,
     InvalidOperationTypeError,
     Message,
@@ -661,9 +662,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         response = Response(
             self.encode_json(response_data), status_code=status or 200, media_type=media_type
         )
-        response.headers.raw.extend(sub_response.headers.raw)
+        fields = header_fields(response)
+        fields.extend(header_fields(sub_response))
         if computed and status == 401:
-            response.headers.raw.append(WWW_AUTHENTICATE)
+            fields.append(WWW_AUTHENTICATE)
         if sub_response.background:
             response.background = sub_response.background
         return response

@@ -6,7 +6,9 @@ Strawberry's view and websocket handler beyond the hooks its integration docs li
 lives behind an accessor, or for a method a subclass overrides, in a hook table, in the
 module of its library; `tests/test_internals.py` pins each one (`test_<pin>` below, one
 case per name in a table): an upgrade that renames, removes or changes one fails there, not
-in a request. 68 touches: botocore 2, graphql-core 14, Strawberry 52.
+in a request. 70 touches: botocore 2, graphql-core 14, Strawberry 52, Starlette 2 (uvicorn:
+none, its options are all documented settings; the head and header caps are ours, in
+http/middleware and http/hosting's `uvicorn_limits`).
 
 | # | library | attribute | used in | here | pin |
 |---|---|---|---|---|---|
@@ -33,7 +35,7 @@ in a request. 68 touches: botocore 2, graphql-core 14, Strawberry 52.
 | 31 | Strawberry | `strawberry.utils.operation.get_operation_type` | graph/schema | `strawberry.get_operation_type` | get_operation_type |
 | 32 | Strawberry | `strawberry.types.execution.PreExecutionError` | graph/schema | `strawberry.PreExecutionError` | pre_execution_error |
 | 33-34 | Strawberry | `Schema.execute(allowed_operation_types=, operation_extensions=)`, `Schema.stream` | graph/schema | `strawberry.SCHEMA_HOOKS` | schema_hook_signature |
-| 35-43 | Strawberry | `GraphQL.run`, `pick_websocket_subprotocol`, `parse_json`, `parse_http_body`, `execute_operation`, `execute_single`, `get_sub_response`, `create_response`, `should_render_graphql_ide` | http/app | `strawberry.VIEW_HOOKS` | view_hook_signature |
+| 35-43 | Strawberry | `GraphQL.run`, `pick_websocket_subprotocol`, `parse_json`, `parse_http_body`, `execute_operation`, `execute_single`, `get_sub_response` (its status None until set), `create_response`, `should_render_graphql_ide` | http/app | `strawberry.VIEW_HOOKS` | view_hook_signature; sub_response_has_no_status_until_set |
 | 44-48 | Strawberry | `GraphQL.graphql_transport_ws_handler_class`, `graphql_ws_handler_class` (built with `websocket=`, then `handle()`), `request_adapter_class`, `stream_transport_classes_by_protocol`, `graphql_ide` | http/app, legacy_ws | `strawberry.VIEW_ATTRIBUTES` | view_attribute; legacy_handler_is_built_and_run_as_relied_on |
 | 49 | Strawberry | `InvalidOperationTypeError` (`.operation_type`) as the cause of `execute_single`'s `HTTPException` | http/app | `strawberry.InvalidOperationTypeError` | invalid_operation_type_is_the_cause |
 | 50 | Strawberry | `GraphQLRequestData.protocol` | http/app | `strawberry.protocol_of`, `run_as` | request_data_protocol |
@@ -42,6 +44,7 @@ in a request. 68 touches: botocore 2, graphql-core 14, Strawberry 52.
 | 62-66 | Strawberry | the handler's `view`, `websocket`, `context`, `connection_acknowledged`, `max_subscriptions_per_connection` | http/app | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
 | 67 | Strawberry | the handler's `operations`, changed only by `[]=`, `del`, `pop` (`_Operations`); `Operation.task` | http/app | `strawberry.WS_ATTRIBUTES` | ws_operations_change_only_as_relied_on |
 | 68 | Strawberry | `connection_params` set on a context object by `connection_init` | http/app | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
+| 69-70 | Starlette | `Response.raw_headers` / `MutableHeaders.raw` (the live list of header fields) | graph/throttle, http/app | `starlette.header_fields` | header_fields_are_what_the_response_sends |
 """
 
 from __future__ import annotations

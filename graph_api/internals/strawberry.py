@@ -18,6 +18,7 @@ from graphql import DocumentNode, GraphQLField, GraphQLObjectType, GraphQLResolv
 from strawberry import ID
 from strawberry.extensions import AddValidationRules, ParserCache
 from strawberry.http import GraphQLRequestData
+from strawberry.http.base import BaseRequestProtocol
 from strawberry.http.streaming import SSETransport
 from strawberry.resolvers import is_default_resolver
 from strawberry.schema.base import BaseSchema
@@ -50,6 +51,7 @@ __all__ = [
     "WS_ATTRIBUTES",
     "WS_HOOKS",
     "BaseGraphQLTransportWSHandler",
+    "BaseRequestProtocol",
     "ConnectionInitMessage",
     "InvalidOperationTypeError",
     "Message",
