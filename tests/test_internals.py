@@ -48,6 +48,7 @@ from strawberry.subscriptions import GRAPHQL_SSE_PROTOCOL, GRAPHQL_WS_PROTOCOL
 from strawberry.types import Info
 from strawberry.types.graphql import OperationType
 
+from graph_api import internals
 from graph_api.internals import botocore as boto_internals
 from graph_api.internals import graphql_core
 from graph_api.internals import strawberry as sb
@@ -286,6 +287,7 @@ def test_graphql_schema_is_the_schema_strawberry_built() -> None:
 
     built = sb.graphql_schema(strawberry.Schema(query=Query))
     assert isinstance(built, GraphQLSchema)
+    assert internals.graphql_schema is sb.graphql_schema  # the package's old name for it
     assert built.query_type is not None and "hello" in built.query_type.fields
 
 

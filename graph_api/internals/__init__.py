@@ -49,7 +49,20 @@ http/middleware and http/hosting's `uvicorn_limits`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from graph_api.internals.botocore import ParserHooks
-from graph_api.internals.strawberry import graphql_schema, raw_info, strawberry_info
 
 __all__ = ["ParserHooks", "graphql_schema", "raw_info", "strawberry_info"]
+
+# Strawberry's accessors under their old names, imported when first asked for: the store
+# imports this package for `ParserHooks` alone, and need not import Strawberry with it.
+_STRAWBERRY = frozenset({"graphql_schema", "raw_info", "strawberry_info"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _STRAWBERRY:
+        from graph_api.internals import strawberry
+
+        return getattr(strawberry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
