@@ -777,3 +777,13 @@ def test_no_touch_outside_internals() -> None:
         for touch in _touches(path)
     ]
     assert found == []
+
+
+@pytest.mark.parametrize("name", sb.VIEW_OPTIONS)
+def test_view_option(name: str) -> None:
+    """Row 71: the view takes the option, and hands it to the websocket handler it builds
+    (as `BaseGraphQLTransportWSHandler.__init__`'s parameter of the same name)."""
+    assert name in inspect.signature(GraphQL).parameters
+    assert name in sb.WS_HOOKS["__init__"]
+    view = GraphQL(ITEMS, **{name: timedelta(seconds=3) if "timeout" in name else 4})
+    assert getattr(view, name) in (4, timedelta(seconds=3))

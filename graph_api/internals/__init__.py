@@ -6,7 +6,7 @@ Strawberry's view and websocket handler beyond the hooks its integration docs li
 lives behind an accessor, or for a method a subclass overrides, in a hook table, in the
 module of its library; `tests/test_internals.py` pins each one (`test_<pin>` below, one
 case per name in a table): an upgrade that renames, removes or changes one fails there, not
-in a request. 70 touches: botocore 2, graphql-core 14, Strawberry 52, Starlette 2 (uvicorn:
+in a request. 71 touches: botocore 2, graphql-core 14, Strawberry 53, Starlette 2 (uvicorn:
 none, its options are all documented settings; the head and header caps are ours, in
 http/middleware and http/hosting's `uvicorn_limits`).
 
@@ -45,6 +45,7 @@ http/middleware and http/hosting's `uvicorn_limits`).
 | 67 | Strawberry | the handler's `operations`, changed only by `[]=`, `del`, `pop` (`_Operations`); `Operation.task` | http/app | `strawberry.WS_ATTRIBUTES` | ws_operations_change_only_as_relied_on |
 | 68 | Strawberry | `connection_params` set on a context object by `connection_init` | http/app | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
 | 69-70 | Starlette | `Response.raw_headers` / `MutableHeaders.raw` (the live list of header fields) | graph/throttle, http/app | `starlette.header_fields` | header_fields_are_what_the_response_sends |
+| 71 | Strawberry | `GraphQL(max_subscriptions_per_connection=, connection_init_wait_timeout=)` | http/app | `strawberry.VIEW_OPTIONS` | view_option |
 """
 
 from __future__ import annotations

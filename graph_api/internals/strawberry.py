@@ -48,6 +48,7 @@ __all__ = [
     "SSE_HOOKS",
     "VIEW_ATTRIBUTES",
     "VIEW_HOOKS",
+    "VIEW_OPTIONS",
     "WS_ATTRIBUTES",
     "WS_HOOKS",
     "BaseGraphQLTransportWSHandler",
@@ -228,6 +229,9 @@ VIEW_ATTRIBUTES = (
     "stream_transport_classes_by_protocol",
     "graphql_ide",  # the constructor's option, as given
 )
+# The view's options http/app.py passes that its docs do not list: the per-connection limit
+# of operations, and how long a websocket may wait before `connection_init`.
+VIEW_OPTIONS = ("max_subscriptions_per_connection", "connection_init_wait_timeout")
 # graphql-transport-ws's handler (http/app.py's `WebSocketHandler`): its methods overridden
 # or called, with their parameters.
 WS_HOOKS: dict[str, tuple[str, ...]] = {
