@@ -787,3 +787,23 @@ def test_view_option(name: str) -> None:
     assert name in sb.WS_HOOKS["__init__"]
     view = GraphQL(ITEMS, **{name: timedelta(seconds=3) if "timeout" in name else 4})
     assert getattr(view, name) in (4, timedelta(seconds=3))
+
+
+def test_the_table_names_a_pin_for_every_touch() -> None:
+    """`graph_api.internals`' table: its rows number every touch it counts, and each names
+    tests of this module that exist."""
+    rows = [line for line in (internals.__doc__ or "").splitlines() if re.match(r"\| \d", line)]
+    numbered: list[int] = []
+    by_library: dict[str, int] = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        first, _, last = cells[0].partition("-")
+        numbers = range(int(first), int(last or first) + 1)
+        numbered.extend(numbers)
+        by_library[cells[1]] = by_library.get(cells[1], 0) + len(numbers)
+        for pin in cells[-1].split(";"):
+            assert callable(globals().get(f"test_{pin.strip()}")), pin
+    count = re.search(r"(\d+) touches", internals.__doc__ or "")
+    assert count is not None and sorted(numbered) == list(range(1, int(count[1]) + 1))
+    for library, touches in by_library.items():
+        assert f"{library} {touches}" in " ".join((internals.__doc__ or "").split()), library
