@@ -9,7 +9,7 @@ from graphql.pyutils import Path
 from graph_api.graph.plan import walk
 from graph_api.graph.plan.operation import plan_for
 from graph_api.graph.schema import schema
-from graph_api.internals import graphql_schema
+from graph_api.internals.strawberry import graphql_schema
 
 DOCUMENT = parse("""query($ids: [ID!]!, $n: Int, $homes: Boolean!) {
   students(ids: $ids) {

@@ -45,7 +45,7 @@ from bench import queries as bench_queries
 from graph_api.graph import execution
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
-from graph_api.internals import graphql_schema
+from graph_api.internals.strawberry import graphql_schema
 from graph_api.store.codec import Item
 
 SEED = 55

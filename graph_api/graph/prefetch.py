@@ -37,7 +37,7 @@ from graphql import DocumentNode, FieldNode
 from graph_api.graph.context import Info
 from graph_api.graph.plan import operation
 from graph_api.graph.plan.operation import NODES, Level, OperationPlan, Parts
-from graph_api.internals import graphql_schema, raw_info
+from graph_api.internals.strawberry import graphql_schema, raw_info
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Kind, Range
 from graph_api.store.codec import Item
