@@ -99,8 +99,7 @@ def school_class(id_: str, subject: str, teacher_item: Item) -> Item:
         subject=subject,
         teacherId=teacher_item["id"],
         teacherName=teacher_item["name"],  # copy: Class.teacher { name } without a read
-        studentCount=0,
-    )
+    )  # its studentCount: in its roster counter's shards (`roster_shards`)
 
 
 def sport(id_: str, name: str, coach: str | None) -> Item:
@@ -150,6 +149,9 @@ class Relation:
     target_count: str | None  # the target's, if it keeps one
     limit: int  # at most this many entries in one owner's map
     flags: tuple[str, ...] = ()  # target fields copied into the entry only while it has them
+    # The target's count in shards (`keys.roster_shards`), which also carry the fields an
+    # entry copies (`writes/roster_shards.py`): a link writes no target item.
+    sharded: bool = False
 
     def roster_fields(self) -> tuple[str, ...]:
         """The owner's fields its edge items copy."""
@@ -194,7 +196,7 @@ class Relation:
         edge item, if the relation has one."""
         owner_item.setdefault(self.field, {})[target_item["id"]] = self.entry_of(target_item)
         owner_item[self.owner_count] = owner_item.get(self.owner_count, 0) + 1
-        if self.target_count:
+        if self.target_count and not self.sharded:  # a sharded count: `roster_shards`
             target_item[self.target_count] = target_item.get(self.target_count, 0) + 1
         return self.edge_item(owner_item, target_item) if self.roster is not None else None
 
@@ -210,6 +212,7 @@ ENROLMENT = Relation(
     target_count="studentCount",
     limit=100,
     flags=(HANDING_OVER,),
+    sharded=True,
 )
 MEMBERSHIP = Relation(
     "membership",
@@ -256,6 +259,42 @@ def todo(kind: Kind, id_: str, token: str, at: int) -> Item:
 
 def counter(key: keys.Key, count: int) -> Item:
     return {**key.as_item(), TYPE: COUNTER_TYPE, COUNT: count}
+
+
+def stamped(target_item: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a sharded roster's shards copy from its class: those its entries copy,
+    flags included while the class has them (`writes/roster_shards.py`)."""
+    return ENROLMENT.entry_of(target_item)
+
+
+def roster_shard(key: keys.Key, target_item: Mapping[str, Any], count: int) -> Item:
+    """A shard of a class's roster counter: its part of the count, and the class's copies."""
+    return {**counter(key, count), **stamped(target_item)}
+
+
+def in_sharded_layout(relation: Relation, target_item: Mapping[str, Any]) -> bool:
+    """Whether the target counts its relations in shards: a sharded relation's target
+    without a count of its own (the layout before keeps it until `graph-api migrate`)."""
+    return relation.sharded and relation.target_count not in target_item
+
+
+def roster_shards(all_items: Iterable[Mapping[str, Any]]) -> list[Item]:
+    """The roster counter shards of these items' classes, counting these items' edges:
+    what seeding writes beside the nodes (each shard stamped with its class's fields)."""
+    relation = ENROLMENT
+    tally: Counter[keys.Key] = Counter()
+    classes = []
+    for item in all_items:
+        if item.get(TYPE) == relation.name:
+            owner_id, target_id = item[f"{relation.owner.lower()}Id"], item["classId"]
+            tally[keys.roster_shard(Kind.CLASS, target_id, owner_id)] += 1
+        elif item.get(TYPE) == Kind.CLASS.lower() and in_sharded_layout(relation, item):
+            classes.append(item)
+    return [
+        roster_shard(key, klass, tally[key])
+        for klass in classes
+        for key in keys.roster_shards(Kind.CLASS, klass["id"])
+    ]
 
 
 def place_counters(home: Any) -> tuple[keys.Key, ...] | None:

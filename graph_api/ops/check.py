@@ -103,6 +103,8 @@ class _Checker:
         self.pairs: set[tuple[str, str, str]] = set()
         self.counted: Counter[tuple[str, str, str]] = Counter()  # (type, id, counter) -> edges
         self.counters: dict[keys.Key, Item] = {}  # counter items, by key
+        # A class's roster counter shards, by the class: shard key -> item
+        self.rosters: dict[str, dict[keys.Key, Item]] = defaultdict(dict)
         self.walked: Counter[keys.Key] = Counter()  # what each counter shard must hold
         self.todos: dict[tuple[str, str], Item] = {}  # (type, id) of a node -> its to-do
 
@@ -122,7 +124,12 @@ class _Checker:
             self.nodes[(kind, item.get("id", ""))] = item
             self.walked.update(items.shards_moved(item, damaged_ok=True))
         elif kind == items.COUNTER_TYPE:
-            self.counters[keys.Key(item.get(PK, ""), item.get(SK, ""))] = item
+            key = keys.Key(item.get(PK, ""), item.get(SK, ""))
+            roster = keys.roster_counted(key)
+            if roster is not None:
+                self.rosters[roster[1]][key] = item
+            else:
+                self.counters[key] = item
         elif kind == "email":
             self.guards.append(item)
         elif kind == items.LEASE_TYPE and _key_of(item) == _STREAM_LEASE:
@@ -178,6 +185,7 @@ class _Checker:
                 self.checked(edge, partial(self.check_edge, relation))
         self.check_guards()
         self.check_counters()
+        self.check_orphan_rosters()
         return self.findings
 
     def checked(self, item: Item, check: Callable[[Item], None]) -> None:
@@ -209,6 +217,7 @@ class _Checker:
             self.report("bad-key", node, f"{', '.join(bad)} disagree with {where}")
         if kind is Kind.CLASS:
             self.check_class(node)
+            self.check_roster_shards(node)
         relations = OWNED[kind]
         if missing := [r.field for r in relations if not isinstance(node.get(r.field), dict)]:
             self.report(
@@ -286,8 +295,49 @@ class _Checker:
                 continue  # an old-layout node: no maps to count
             else:
                 actual, what = self.counted[(kind.lower(), node["id"], counter)], "edges"
-            if node.get(counter, 0) != actual:
-                self.report("count", node, f"{counter} is {node.get(counter)}, {what} say {actual}")
+            held = node.get(counter)
+            if kind is Kind.CLASS and counter == items.ENROLMENT.target_count:
+                shards = self.rosters.get(node["id"], {}).values()
+                held = (held or 0) + sum(s.get(items.COUNT, 0) for s in shards)
+            if (held or 0) != actual:
+                self.report("count", node, f"{counter} is {held}, {what} say {actual}")
+
+    def check_roster_shards(self, klass: Item) -> None:
+        """A class counts its students in its roster counter's shards, every one of them
+        there (a link conditions its shard on existing), each carrying the class's copied
+        fields (a link conditions its shard on them: `writes/roster_shards.py`)."""
+        relation = items.ENROLMENT
+        if not items.in_sharded_layout(relation, klass):
+            self.report(
+                "old-layout", klass, "studentCount is on the class item, not in shards" + _MIGRATE
+            )
+            return
+        held = self.rosters.get(klass["id"], {})
+        wanted = keys.roster_shards(Kind.CLASS, klass["id"])
+        if missing := [str(n) for n, key in enumerate(wanted) if key not in held]:
+            self.report(
+                "roster-shard",
+                klass,
+                f"class {klass['id']}'s roster counter lacks shard(s) {', '.join(missing)}"
+                " (`graph-api migrate` makes them)",
+            )
+        stamped = items.stamped(klass)
+        for _, shard in sorted(held.items()):
+            if stale := sorted(
+                f for f in (*relation.entry, *relation.flags) if shard.get(f) != stamped.get(f)
+            ):
+                self.stale(
+                    shard,
+                    Kind.CLASS,
+                    klass["id"],
+                    f"{', '.join(stale)} unlike class {klass['id']}'s",
+                )
+
+    def check_orphan_rosters(self) -> None:
+        for class_id, held in sorted(self.rosters.items()):
+            if self.node(Kind.CLASS, class_id) is None:
+                for shard in held.values():
+                    self.report("orphan-counter", shard, f"class {class_id} does not exist")
 
     # -- edges ---------------------------------------------------------------------------
 
