@@ -217,6 +217,11 @@ def test_migrate_moves_class_counts_into_shards_while_old_and_new_code_enrol(
     assert unenroll(svc, "s00", "c1").problems == []
     _old_code_enrols(svc, "s05", "c1")
     assert ok(svc, COUNTS)["class"] == {"studentCount": 5, "students": {"totalCount": 5}}
+    delete = 'mutation { deleteStudent(id: "s01") { userErrors { code } } }'
+    assert ok(svc, delete)["deleteStudent"]["userErrors"] == []  # its count: on the item
+    create_student(svc, id="s01", name="S1")
+    all_ok(execute_concurrently(svc, [(ENROLL_MIN, {"s": "s01", "c": "c1"})]))
+    assert ok(svc, COUNTS)["class"] == {"studentCount": 5, "students": {"totalCount": 5}}
 
     original, moves = migrate.transact, []
 
