@@ -262,11 +262,15 @@ def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Ite
     stamps: dict[keys.Key, dict[str, Any]] = {}
     for shard in items.roster_shards(out):
         key = keys.Key(shard["PK"], shard["SK"])
-        stamps[key] = items.stamped(shard)
+        roster = keys.roster_counted(key)
+        assert roster is not None
+        stamps[key] = items.stamped(roster[0], shard)
         added[key] += 0
     for item in out:
-        if item["type"] == items.ENROLMENT.name:
-            added[keys.roster_shard(keys.Kind.CLASS, item["classId"], item["studentId"])] += 1
+        for kind, relation in items.SHARDED.items():
+            if item["type"] == relation.name:
+                target_id = item[f"{kind.lower()}Id"]
+                added[keys.roster_shard(kind, target_id, item["studentId"])] += 1
     for key, n in added.items():
         setting = {"#t": items.TYPE, **{f"#s{i}": f for i, f in enumerate(stamps.get(key, {}))}}
         values = {":t": items.COUNTER_TYPE, ":n": n}
@@ -307,12 +311,16 @@ def held_count(services: Services, counter: keys.Key) -> int | None:
     return sum(held) if held else None
 
 
-def class_count(services: Services, class_id: str) -> int:
-    """A class's studentCount as the table holds it, read strongly: its roster shards' sum
-    (and the count on its item, a class of the layout before issue 54)."""
-    klass = get_item(services, *keys.node(keys.Kind.CLASS, class_id)) or {}
-    shards = [get_item(services, *key) for key in keys.roster_shards(keys.Kind.CLASS, class_id)]
-    return int(klass.get("studentCount", 0)) + sum(int(s["count"]) for s in shards if s)
+def class_count(services: Services, class_id: str, kind: keys.Kind = keys.Kind.CLASS) -> int:
+    """A class's (sport's) studentCount as the table holds it, read strongly: its roster
+    shards' sum (and the count on its item, a node of the layout before issue 54)."""
+    node = get_item(services, *keys.node(kind, class_id)) or {}
+    shards = [get_item(services, *key) for key in keys.roster_shards(kind, class_id)]
+    return int(node.get("studentCount", 0)) + sum(int(s["count"]) for s in shards if s)
+
+
+def sport_count(services: Services, sport_id: str) -> int:
+    return class_count(services, sport_id, keys.Kind.SPORT)
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:

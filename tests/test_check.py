@@ -325,10 +325,10 @@ def test_cli_exit_status_says_clean_or_not(
     monkeypatch.setenv("GRAPH_API_TABLE", graph.settings.table)
     assert cli.main(["check"]) == 0
     assert "clean" in capsys.readouterr().out
-    set_attr(graph, *node("SPORT", "spt-01"), "studentCount", -1)
+    set_attr(graph, *node("TEACHER", "tch-001"), "classCount", -1)
     assert cli.main(["check"]) == 1
     out = capsys.readouterr().out
-    assert "SPORT#spt-01" in out and "studentCount is -1" in out and "1 finding(s)" in out
+    assert "TEACHER#tch-001" in out and "classCount is -1" in out and "1 finding(s)" in out
 
 
 class ScanTimeouts:

@@ -456,10 +456,11 @@ class Model:
     def resolve(self, obj: Obj, sels: list[Sel]) -> None:
         carried = obj.carried
         missing = [s for s in sels if carried is not None and s.name not in carried]
-        if obj.kind == "class" and any(s.name == "studentCount" for s in missing):
+        if obj.kind in ("class", "sport") and any(s.name == "studentCount" for s in missing):
             # Asked with the class's item, but the item may be on its way already (a page's
             # nodes get their items first): a batch of their own, by the per-batch count.
-            self.roster_shards(obj.id, self.shard_sites.setdefault(id(sels), object()))
+            site = self.shard_sites.setdefault(id(sels), object())
+            self.roster_shards(obj.kind, obj.id, site)
         for sel in sels:
             if carried is None or sel.name in carried:
                 self.field(obj, sel)
@@ -468,22 +469,21 @@ class Model:
             self.item(obj.kind, obj.id, lambda: self.resolve(loaded, missing), sels)
 
     def shards_read(self, kind: str, id_: str) -> None:
-        """A class's roster shards, read by the Query of its partition with the node."""
-        if kind == "class":
-            self.items_read |= {("roster shard", f"{id_}#{n}") for n in range(keys.ROSTER_SHARDS)}
+        """A class's (sport's) roster shards, read by the Query of its partition."""
+        self.items_read |= {(f"{kind} shard", f"{id_}#{n}") for n in range(keys.ROSTER_SHARDS)}
 
-    def roster_shards(self, class_id: str, asking: object) -> None:
-        """A class's studentCount: its roster shards' keys, in the wave it resolves in."""
+    def roster_shards(self, kind: str, id_: str, asking: object) -> None:
+        """A class's (sport's) studentCount: its roster shards' keys, in the wave it resolves."""
         for n in range(keys.ROSTER_SHARDS):
-            self.item("roster shard", f"{class_id}#{n}", lambda: None, asking)
+            self.item(f"{kind} shard", f"{id_}#{n}", lambda: None, asking)
 
     def field(self, obj: Obj, sel: Sel) -> None:
         """A field whose object carries what it needs (or has its item)."""
         school = self.school
         item = school.node[obj.kind, obj.id]
         name, first = sel.name, first_of(sel)
-        if obj.kind == "class" and name == "studentCount":
-            self.roster_shards(obj.id, sel)
+        if obj.kind in ("class", "sport") and name == "studentCount":
+            self.roster_shards(obj.kind, obj.id, sel)
         if obj.kind == "student" and name in ("classes", "sports"):
             kind = "class" if name == "classes" else "sport"
             for id_ in sorted(item[name])[:first]:

@@ -15,6 +15,7 @@ from support import (
     assert_clean,
     class_students,
     create_class,
+    create_sport,
     create_student,
     create_teacher,
     execute_concurrently,
@@ -34,7 +35,7 @@ from graph_api.ops import migrate
 from graph_api.ops.check import check_table
 from graph_api.store import transactions as tx
 from graph_api.store.table import Table
-from graph_api.writes import classes, memberships, roster_shards, teachers
+from graph_api.writes import classes, memberships, roster_shards, sports, teachers
 from graph_api.writes.guards import Guard
 
 COUNTS = 'query { class(id: "c1") { studentCount students { totalCount } } }'
@@ -265,3 +266,46 @@ def test_a_class_handed_over_stamps_its_shards_and_its_new_teacher_enrols(
         )
     write(svc, lambda table: memberships.unlink(table, items.ENROLMENT, "s00", "c1", Guard("t2")))
     assert_counted(svc, 2)
+
+
+SPORT_COUNTS = 'query { sport(id: "p1") { studentCount students { totalCount } } }'
+JOIN = """mutation($s: ID!, $p: ID!) {
+  joinSport(studentId: $s, sportId: $p) { sport { id } userErrors { code } } }"""
+
+
+def test_memberships_write_no_sport_item_and_a_rename_between_read_and_write_reaches_them(
+    svc: Services, touched: list[set[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sport counts its members in roster shards too: 12 memberships at once touch no sport
+    item (before: each added to its studentCount, and rewrote its catalog entry); a rename
+    committed between a membership's read and its write is copied; an empty sport's delete
+    takes its shards."""
+    create_sport(svc, "p1", name="Chess")
+    for n in range(13):
+        create_student(svc, id=f"s{n:02d}", name=f"S{n}")
+    touched.clear()
+    all_ok(execute_concurrently(svc, [(JOIN, {"s": f"s{n:02d}", "p": "p1"}) for n in range(12)]))
+    sport_key = tuple(keys.node(Kind.SPORT, "p1"))
+    assert len(touched) == 12 and not [t for t in touched if sport_key in t]
+    original = memberships.transact
+    renamed: list[bool] = []
+
+    async def rename_first(table: Any, actions: Any, token: str | None = None) -> None:
+        if not renamed:
+            renamed.append(True)
+            await sports.update(table, "p1", "Go", sports.UNSET, None)
+        await original(table, actions, token)
+
+    monkeypatch.setattr(memberships, "transact", rename_first)
+    all_ok(execute_concurrently(svc, [(JOIN, {"s": "s12", "p": "p1"})]))
+    student = get_item(svc, *keys.node(Kind.STUDENT, "s12"))
+    assert student is not None and student["sports"]["p1"] == {"name": "Go"}
+    counts = ok(svc, SPORT_COUNTS)["sport"]
+    assert counts == {"studentCount": 13, "students": {"totalCount": 13}}
+    assert_clean(svc)
+    leave = """mutation($s: ID!) { leaveSport(studentId: $s, sportId: "p1") {
+      userErrors { code } } }"""
+    all_ok(execute_concurrently(svc, [(leave, {"s": f"s{n:02d}"}) for n in range(13)]))
+    assert ok(svc, 'mutation { deleteSport(id: "p1") { userErrors { code } } }')
+    assert [i for i in scan(svc) if keys.roster_counted(keys.Key(i["PK"], i["SK"]))] == []
+    assert_clean(svc)

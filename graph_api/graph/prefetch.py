@@ -308,8 +308,8 @@ async def _read_partition(
 
 
 def _shards(kind: Kind, id_: str) -> list[Key]:
-    """A node's roster shards, read with its partition (a class's; a sport has none)."""
-    return keys.roster_shards(kind, id_) if kind is Kind.CLASS else []
+    """A class's or a sport's roster shards, read with its partition."""
+    return keys.roster_shards(kind, id_)
 
 
 def _primed(
@@ -323,7 +323,7 @@ def _primed(
     edges = [i for i in items if i[SK].startswith(roster.prefix)][: first + 1]
     loaders.item.prime(keys.node(kind, id_), node)
     found = {(i[PK], i[SK]): i for i in items}
-    for shard in _shards(kind, id_):  # a class's count: none, one of the layout before
+    for shard in _shards(kind, id_):  # its count: none, one of the layout before
         loaders.item.prime(shard, found.get(shard))
     if node is not None:
         loaders.page.prime(PageRequest(roster, first + 1), edges)

@@ -81,8 +81,8 @@ class Class(NodeBase, Node):
     )
     student_count: int = strawberry.field(
         description="How many students are enrolled: the sum of the class's 4 counter shards"
-        " (read in its level's one BatchGetItem), exact (the same as `students {"
-        " totalCount }`)."
+        " (read with its roster, or in its level's one BatchGetItem), exact (the same as"
+        " `students { totalCount }`)."
     )
     version: int = strawberry.field(
         description="Grows with each write of the class's own fields (subject, teacher), not"

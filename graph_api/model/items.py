@@ -103,7 +103,8 @@ def school_class(id_: str, subject: str, teacher_item: Item) -> Item:
 
 
 def sport(id_: str, name: str, coach: str | None) -> Item:
-    return node_item(Kind.SPORT, id_, name=name, coach=coach, studentCount=0)
+    # its studentCount: in its roster shards (`roster_shards`), as a class's
+    return node_item(Kind.SPORT, id_, name=name, coach=coach)
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,7 @@ MEMBERSHIP = Relation(
     owner_count="edgeCount",
     target_count="studentCount",
     limit=50,
+    sharded=True,
 )
 # A class has one teacher (its `teacherId`): no edge item, no count on the class.
 TEACHING = Relation(
@@ -261,15 +263,26 @@ def counter(key: keys.Key, count: int) -> Item:
     return {**key.as_item(), TYPE: COUNTER_TYPE, COUNT: count}
 
 
-def stamped(target_item: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields a sharded roster's shards copy from its class: those its entries copy,
-    flags included while the class has them (`writes/roster_shards.py`)."""
-    return ENROLMENT.entry_of(target_item)
+# The relation whose count each kind keeps in roster shards: a class's enrolments, a sport's
+# memberships (`keys.roster_shards`, `writes/roster_shards.py`).
+SHARDED = {Kind.CLASS: ENROLMENT, Kind.SPORT: MEMBERSHIP}
 
 
-def roster_shard(key: keys.Key, target_item: Mapping[str, Any], count: int) -> Item:
-    """A shard of a class's roster counter: its part of the count, and the class's copies."""
-    return {**counter(key, count), **stamped(target_item)}
+def stamped(kind: Kind, target_item: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a sharded roster's shards copy from their class (sport): those its
+    entries copy, flags included while it has them (`writes/roster_shards.py`)."""
+    return SHARDED[kind].entry_of(target_item)
+
+
+def stamp_fields(kind: Kind) -> tuple[str, ...]:
+    """Every field a roster shard of `kind` may copy (flags too)."""
+    relation = SHARDED[kind]
+    return (*relation.entry, *relation.flags)
+
+
+def roster_shard(key: keys.Key, kind: Kind, target_item: Mapping[str, Any], count: int) -> Item:
+    """A roster shard: its part of the count, and its class's (sport's) copies."""
+    return {**counter(key, count), **stamped(kind, target_item)}
 
 
 def in_sharded_layout(relation: Relation, target_item: Mapping[str, Any]) -> bool:
@@ -279,21 +292,23 @@ def in_sharded_layout(relation: Relation, target_item: Mapping[str, Any]) -> boo
 
 
 def roster_shards(all_items: Iterable[Mapping[str, Any]]) -> list[Item]:
-    """The roster counter shards of these items' classes, counting these items' edges:
-    what seeding writes beside the nodes (each shard stamped with its class's fields)."""
-    relation = ENROLMENT
+    """The roster shards of these items' classes and sports, counting these items' edges:
+    what seeding writes beside the nodes (each shard stamped with its node's fields)."""
     tally: Counter[keys.Key] = Counter()
-    classes = []
+    targets: list[tuple[Kind, Mapping[str, Any]]] = []
+    by_type = {relation.name: (kind, relation) for kind, relation in SHARDED.items()}
     for item in all_items:
-        if item.get(TYPE) == relation.name:
-            owner_id, target_id = item[f"{relation.owner.lower()}Id"], item["classId"]
-            tally[keys.roster_shard(Kind.CLASS, target_id, owner_id)] += 1
-        elif item.get(TYPE) == Kind.CLASS.lower() and in_sharded_layout(relation, item):
-            classes.append(item)
+        if (edge := by_type.get(item.get(TYPE, ""))) is not None:
+            kind, relation = edge
+            owner_id = item[f"{relation.owner.lower()}Id"]
+            tally[keys.roster_shard(kind, item[f"{kind.lower()}Id"], owner_id)] += 1
+        for kind, relation in SHARDED.items():
+            if item.get(TYPE) == kind.lower() and in_sharded_layout(relation, item):
+                targets.append((kind, item))
     return [
-        roster_shard(key, klass, tally[key])
-        for klass in classes
-        for key in keys.roster_shards(Kind.CLASS, klass["id"])
+        roster_shard(key, kind, node, tally[key])
+        for kind, node in targets
+        for key in keys.roster_shards(kind, node["id"])
     ]
 
 

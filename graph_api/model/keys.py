@@ -278,12 +278,13 @@ def counter_of(key: Key) -> Key:
     return key
 
 
-# -- a class's roster count in shards ------------------------------------------------------
+# -- a class's (a sport's) roster count in shards ------------------------------------------
 # A class's `studentCount` is ROSTER_SHARDS items in the class's own partition, between the
 # node and its roster (`CLASS#c` < `CLASS#c#COUNT#<n>` < `STUDENT#…`), each enrolment on the
 # shard its student's id picks: the enrolments of one class meet on 1/ROSTER_SHARDS of them
 # and never on the class item, and the Query that reads a class with its roster's first page
-# reads its count too. Fewer than a list's counter: they are read per class a page shows.
+# reads its count too. A sport's the same (`SPORT#s#COUNT#<n>`). Fewer than a list's
+# counter: they are read per class a page shows.
 # Four take one class's enrolments in four lanes (bench/README.md, `make bench-scale`). Each
 # shard also carries the class's copied fields (`writes/roster_shards.py` says why).
 ROSTER_SHARDS = 4
@@ -308,11 +309,11 @@ def roster_counted(counter: Key) -> tuple[Kind, str] | None:
     """The node whose roster a counter item counts (a roster shard's key), or None for a
     counter of a catalog or a place."""
     kind, _, id_ = counter.pk.partition(SEP)
-    if kind != Kind.CLASS or not ID_PATTERN.fullmatch(id_):
+    if kind not in (Kind.CLASS, Kind.SPORT) or not ID_PATTERN.fullmatch(id_):
         return None
     if not counter.sk.startswith(f"{counter.pk}{SEP}{COUNT}{SEP}"):
         return None
-    return Kind.CLASS, id_
+    return Kind(kind), id_
 
 
 def home_counters(country: str, state: str, city: str) -> tuple[Key, Key, Key]:

@@ -103,8 +103,8 @@ class _Checker:
         self.pairs: set[tuple[str, str, str]] = set()
         self.counted: Counter[tuple[str, str, str]] = Counter()  # (type, id, counter) -> edges
         self.counters: dict[keys.Key, Item] = {}  # counter items, by key
-        # A class's roster counter shards, by the class: shard key -> item
-        self.rosters: dict[str, dict[keys.Key, Item]] = defaultdict(dict)
+        # A class's (sport's) roster shards, by the node: shard key -> item
+        self.rosters: dict[tuple[Kind, str], dict[keys.Key, Item]] = defaultdict(dict)
         self.walked: Counter[keys.Key] = Counter()  # what each counter shard must hold
         self.todos: dict[tuple[str, str], Item] = {}  # (type, id) of a node -> its to-do
 
@@ -127,7 +127,7 @@ class _Checker:
             key = keys.Key(item.get(PK, ""), item.get(SK, ""))
             roster = keys.roster_counted(key)
             if roster is not None:
-                self.rosters[roster[1]][key] = item
+                self.rosters[roster][key] = item
             else:
                 self.counters[key] = item
         elif kind == "email":
@@ -217,7 +217,8 @@ class _Checker:
             self.report("bad-key", node, f"{', '.join(bad)} disagree with {where}")
         if kind is Kind.CLASS:
             self.check_class(node)
-            self.check_roster_shards(node)
+        if kind in items.SHARDED:
+            self.check_roster_shards(kind, node)
         relations = OWNED[kind]
         if missing := [r.field for r in relations if not isinstance(node.get(r.field), dict)]:
             self.report(
@@ -296,48 +297,44 @@ class _Checker:
             else:
                 actual, what = self.counted[(kind.lower(), node["id"], counter)], "edges"
             held = node.get(counter)
-            if kind is Kind.CLASS and counter == items.ENROLMENT.target_count:
-                shards = self.rosters.get(node["id"], {}).values()
+            if kind in items.SHARDED and counter == items.SHARDED[kind].target_count:
+                shards = self.rosters.get((kind, node["id"]), {}).values()
                 held = (held or 0) + sum(s.get(items.COUNT, 0) for s in shards)
             if (held or 0) != actual:
                 self.report("count", node, f"{counter} is {held}, {what} say {actual}")
 
-    def check_roster_shards(self, klass: Item) -> None:
-        """A class counts its students in its roster counter's shards, every one of them
-        there (a link conditions its shard on existing), each carrying the class's copied
+    def check_roster_shards(self, kind: Kind, node: Item) -> None:
+        """A class (sport) counts its students in its roster shards, every one of them
+        there (a link conditions its shard on existing), each carrying the node's copied
         fields (a link conditions its shard on them: `writes/roster_shards.py`)."""
-        relation = items.ENROLMENT
-        if not items.in_sharded_layout(relation, klass):
+        label = _label(kind, node["id"])
+        if not items.in_sharded_layout(items.SHARDED[kind], node):
             self.report(
-                "old-layout", klass, "studentCount is on the class item, not in shards" + _MIGRATE
+                "old-layout",
+                node,
+                f"studentCount is on the {kind.lower()} item, not in shards" + _MIGRATE,
             )
             return
-        held = self.rosters.get(klass["id"], {})
-        wanted = keys.roster_shards(Kind.CLASS, klass["id"])
+        held = self.rosters.get((kind, node["id"]), {})
+        wanted = keys.roster_shards(kind, node["id"])
         if missing := [str(n) for n, key in enumerate(wanted) if key not in held]:
             self.report(
                 "roster-shard",
-                klass,
-                f"class {klass['id']}'s roster counter lacks shard(s) {', '.join(missing)}"
+                node,
+                f"{label}'s roster counter lacks shard(s) {', '.join(missing)}"
                 " (`graph-api migrate` makes them)",
             )
-        stamped = items.stamped(klass)
+        stamped = items.stamped(kind, node)
         for _, shard in sorted(held.items()):
-            if stale := sorted(
-                f for f in (*relation.entry, *relation.flags) if shard.get(f) != stamped.get(f)
-            ):
-                self.stale(
-                    shard,
-                    Kind.CLASS,
-                    klass["id"],
-                    f"{', '.join(stale)} unlike class {klass['id']}'s",
-                )
+            fields = items.stamp_fields(kind)
+            if stale := sorted(f for f in fields if shard.get(f) != stamped.get(f)):
+                self.stale(shard, kind, node["id"], f"{', '.join(stale)} unlike {label}'s")
 
     def check_orphan_rosters(self) -> None:
-        for class_id, held in sorted(self.rosters.items()):
-            if self.node(Kind.CLASS, class_id) is None:
+        for (kind, id_), held in sorted(self.rosters.items()):
+            if self.node(kind, id_) is None:
                 for shard in held.values():
-                    self.report("orphan-counter", shard, f"class {class_id} does not exist")
+                    self.report("orphan-counter", shard, f"{kind.lower()} {id_} does not exist")
 
     # -- edges ---------------------------------------------------------------------------
 

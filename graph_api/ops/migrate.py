@@ -133,7 +133,9 @@ class _School:
     teaching: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     classes_of: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     walked: Counter[Key] = field(default_factory=Counter)  # what each counter shard must hold
-    rosters: dict[str, dict[Key, Item]] = field(default_factory=lambda: defaultdict(dict))
+    rosters: dict[tuple[Kind, str], dict[Key, Item]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
     roster_walked: Counter[Key] = field(default_factory=Counter)  # a roster shard's edges
     scanned: int = 0
 
@@ -155,7 +157,7 @@ class _School:
         elif type_ == items.COUNTER_TYPE and keys.roster_counted(_key(item)) is not None:
             roster = keys.roster_counted(_key(item))
             assert roster is not None
-            self.rosters[roster[1]][_key(item)] = item
+            self.rosters[roster][_key(item)] = item
         elif type_ in {kind.lower() for kind in Kind}:
             self.nodes[(str(type_), str(item.get("id")))] = item
             if type_ == "class":
@@ -163,11 +165,15 @@ class _School:
             self.walked.update(items.shards_moved(item, damaged_ok=True))
 
     def count_roster(self, relation_name: str, edge: Item) -> None:
-        """An enrolment, for the roster shard of its class that its student picks."""
-        if relation_name == ENROLMENT.name:
-            class_id, student_id = str(edge.get("classId")), str(edge.get("studentId"))
-            shard = keys.roster_shard(Kind.CLASS, keys.check_id(class_id), student_id)
-            self.roster_walked[shard] += 1
+        """An enrolment (membership), for the roster shard its student picks."""
+        for kind, relation in items.SHARDED.items():
+            if relation_name == relation.name:
+                target_id, student_id = (
+                    str(edge.get(f"{kind.lower()}Id")),
+                    str(edge.get("studentId")),
+                )
+                shard = keys.roster_shard(kind, keys.check_id(target_id), student_id)
+                self.roster_walked[shard] += 1
 
     def node(self, kind: Kind, id_: str) -> Item | None:
         return self.nodes.get((kind.lower(), id_))
@@ -457,7 +463,7 @@ def plan_search_key(school: _School, kind: Kind, id_: str) -> Job | None:
     return Job(kind, id_, [[update]], search_keys=1, layout=False)
 
 
-def plan_roster(school: _School, class_id: str) -> list[tx.Action]:
+def plan_roster(school: _School, kind: Kind, class_id: str) -> list[tx.Action]:
     """A class's roster count into its shards (issue 54), online, in one transaction
     conditioned on the class's copied fields as scanned (the shards copy them):
 
@@ -468,21 +474,22 @@ def plan_roster(school: _School, class_id: str) -> list[tx.Action]:
       shard's edges moved while it was missing) or stamped unlike the class: those put, the
       missing ones with the count of their edges walked.
     Nothing when its shards are whole."""
-    klass = school.node(Kind.CLASS, class_id)
+    klass = school.node(kind, class_id)
     if klass is None:
         return []
-    stamped = items.stamped(klass)
-    held = school.rosters.get(class_id, {})
-    wanted = keys.roster_shards(Kind.CLASS, class_id)
-    fields = (*ENROLMENT.entry, *ENROLMENT.flags)
+    relation = items.SHARDED[kind]
+    stamped = items.stamped(kind, klass)
+    held = school.rosters.get((kind, class_id), {})
+    wanted = keys.roster_shards(kind, class_id)
+    fields = items.stamp_fields(kind)
     holds: list[tx.Clause] = [
         ("lacks", f) if stamped.get(f) is None else ("eq", f, stamped[f]) for f in fields
     ]
-    node = keys.node(Kind.CLASS, class_id)
+    node = keys.node(kind, class_id)
     stamp = {items.TYPE: items.COUNTER_TYPE, **stamped}
-    unflag = [f for f in ENROLMENT.flags if f not in stamped]
-    if not items.in_sharded_layout(ENROLMENT, klass):
-        moved = int(klass[ENROLMENT.target_count or ""])
+    unflag = [f for f in relation.flags if f not in stamped]
+    if not items.in_sharded_layout(relation, klass):
+        moved = int(klass[relation.target_count or ""])
         # Each shard its edges walked, the rest (links since the edges were scanned) on
         # shard 0: the total is the count as scanned, which the class's condition pins. Shards
         # already there (an older instance's link put the count back): all on shard 0.
@@ -500,7 +507,7 @@ def plan_roster(school: _School, class_id: str) -> list[tx.Action]:
         shard = held.get(key)
         if shard is None:
             count = school.roster_walked.get(key, 0)
-            actions.append(tx.put(items.roster_shard(key, klass, count), tx.NOT_EXISTS))
+            actions.append(tx.put(items.roster_shard(key, kind, klass, count), tx.NOT_EXISTS))
         elif any(shard.get(f) != stamped.get(f) for f in fields):
             actions.append(tx.update(key, tx.EXISTS, assign=stamp, remove=unflag))
     if not actions:
@@ -510,7 +517,7 @@ def plan_roster(school: _School, class_id: str) -> list[tx.Action]:
 
 def _plan_class(school: _School, class_id: str) -> Job | None:
     search = plan_search_key(school, Kind.CLASS, class_id)
-    roster = plan_roster(school, class_id)
+    roster = plan_roster(school, Kind.CLASS, class_id)
     if not roster:
         return search
     before = search.transactions if search is not None else []
@@ -518,6 +525,11 @@ def _plan_class(school: _School, class_id: str) -> Job | None:
     return Job(
         Kind.CLASS, class_id, [*before, roster], search_keys=searched, rosters=1, layout=False
     )
+
+
+def _plan_sport(school: _School, sport_id: str) -> Job | None:
+    roster = plan_roster(school, Kind.SPORT, sport_id)
+    return Job(Kind.SPORT, sport_id, [roster], rosters=1, layout=False) if roster else None
 
 
 def plan(school: _School) -> tuple[list[Job], list[str]]:
@@ -528,6 +540,7 @@ def plan(school: _School) -> tuple[list[Job], list[str]]:
         (Kind.TEACHER, plan_teacher, school.ids(Kind.TEACHER, school.teaching)),
         (Kind.STUDENT, plan_student, school.ids(Kind.STUDENT, school.old_edges, school.homes)),
         (Kind.CLASS, _plan_class, school.ids(Kind.CLASS)),
+        (Kind.SPORT, _plan_sport, school.ids(Kind.SPORT)),
     ]
     for kind, planner, ids in planners:
         for id_ in ids:

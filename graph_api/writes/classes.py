@@ -64,7 +64,7 @@ async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -
                 put(klass, NOT_EXISTS, on_fail=exists),
                 _join_teacher(teacher, klass),
                 *counts.moved(None, klass),
-                *roster_shards.made(klass),
+                *roster_shards.made(Kind.CLASS, klass),
             ],
         )
         return class_id

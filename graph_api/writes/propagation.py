@@ -310,7 +310,8 @@ def layout_fence(kind: Kind, node: Mapping[str, Any]) -> list[Clause]:
     """For a write of a class that keeps its count on its item (and so writes no shard
     stamps): that it still does, so a `graph-api migrate` since our read (which stamped
     the shards from the class as it was) makes us read again."""
-    if kind is Kind.CLASS and not items.in_sharded_layout(ENROLMENT, node):
+    relation = items.SHARDED.get(kind)
+    if relation is not None and not items.in_sharded_layout(relation, node):
         return [("has", "studentCount")]
     return []
 
@@ -322,10 +323,12 @@ def class_stamps(
     remove: Sequence[str] = (),
     counts: Sequence[int] | None = None,
 ) -> list[Action]:
-    """What a write of a sharded class (as read: `node`) writes on its roster shards."""
-    if kind is not Kind.CLASS or not items.in_sharded_layout(ENROLMENT, node):
+    """What a write of a sharded class or sport (as read: `node`) writes on its roster
+    shards."""
+    relation = items.SHARDED.get(kind)
+    if relation is None or not items.in_sharded_layout(relation, node):
         return []
-    return roster_shards.stamps(node["id"], assign, remove, counts)
+    return roster_shards.stamps(kind, node["id"], assign, remove, counts)
 
 
 async def _roster(reads: Reads, kind: Kind, id_: str) -> list[str]:
@@ -398,10 +401,16 @@ async def _class_copies(
     )
 
 
-async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = True) -> Copies:
+async def _sport_copies(
+    reads: Reads,
+    sport: Mapping[str, Any],
+    held: bool = True,
+    per_shard: Sequence[int] | None = None,
+) -> Copies:
     pid = sport["id"]
     copied = MEMBERSHIP.entry_of(sport)
-    students = await _students_of(reads, Kind.SPORT, sport) if held else []
+    students = await _students_of(reads, Kind.SPORT, sport, per_shard) if held else []
+    sharded = items.in_sharded_layout(MEMBERSHIP, sport)
 
     async def targets() -> list[list[Action]]:
         now = await _roster(reads, Kind.SPORT, pid)
@@ -409,10 +418,11 @@ async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = Tru
 
     return Copies(
         units=[_entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in students})],
-        fences=[("eq", "studentCount", len(students))],
+        fences=[] if sharded else [("eq", "studentCount", len(students))],
         source=copied,
         targets=targets,
         held=held,
+        shard_counts=list(per_shard) if held and sharded and per_shard is not None else None,
     )
 
 
@@ -435,7 +445,8 @@ async def _teacher_copies(
         # Followed: each shard on its own, dropped when it is no longer the teacher's class
         # (or, a class not migrated, when there is none); after every class's own write.
         assign = {"teacherName": name}
-        return roster_shards.stamps(class_id, assign, clauses=[ours, ("has", items.COUNT)])
+        clauses: list[Clause] = [ours, ("has", items.COUNT)]
+        return roster_shards.stamps(Kind.CLASS, class_id, assign, clauses=clauses)
 
     def entries(rosters: Mapping[str, Sequence[str]]) -> list[Action]:
         by_student: dict[str, dict[str, dict[str, Any]]] = {}
@@ -462,7 +473,9 @@ async def _teacher_copies(
             renamed.append(own(k["id"], ("eq", "studentCount", len(students))))
         else:  # the shards' counts as read fence the roster, and carry the new name
             renamed.append(own(k["id"]))
-            renamed += roster_shards.stamps(k["id"], {"teacherName": name}, counts=shard_counts)
+            renamed += roster_shards.stamps(
+                Kind.CLASS, k["id"], {"teacherName": name}, counts=shard_counts
+            )
 
     async def targets() -> list[list[Action]]:
         # Round k holds each student's k-th entry: a student in two of the teacher's classes
@@ -531,8 +544,11 @@ async def plan(
             count + teaching + len(per_shard or ()) <= room,
         )
     if kind is Kind.SPORT:
+        per_shard = await roster_shards.counts(reads, kind, state)
+        count = state.get("studentCount", 0) + sum(per_shard or ())
         return await _held_if_still(
-            lambda held: _sport_copies(reads, state, held), state["studentCount"] <= room
+            lambda held: _sport_copies(reads, state, held, per_shard),
+            count + len(per_shard or ()) <= room,
         )
     return await copies_for(reads, kind, state, room=room)
 

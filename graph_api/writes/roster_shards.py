@@ -1,5 +1,6 @@
 """A class's roster count in shards, each shard stamped with the fields enrolments copy, so
-that an enrolment writes no class item and still copies what the class holds.
+that an enrolment writes no class item and still copies what the class holds. A sport's
+the same (its memberships copy its name): below, "class" stands for both.
 
 An enrolment copies its class's subject, teacher id and name and handover mark into the
 student's entry (`items.ENROLMENT`), and a rename must reach every copy. The layout:
@@ -45,8 +46,6 @@ from graph_api.store import transactions as tx
 from graph_api.store.transactions import EXISTS, STALE, Action, Clause, Stale
 from graph_api.writes.reads import Reads
 
-STAMPED = frozenset((*items.ENROLMENT.entry, *items.ENROLMENT.flags))
-
 
 def shards(kind: Kind, id_: str) -> list[Key]:
     """Every shard of a node's roster counter, in shard order."""
@@ -58,11 +57,11 @@ def shard_of(relation: Relation, target_id: str, owner_id: str) -> Key:
     return keys.roster_shard(relation.target, target_id, owner_id)
 
 
-def made(target_item: Mapping[str, Any]) -> list[Action]:
-    """A new class's shards, each counting 0 and stamped. Plain puts: the class's own put
-    is conditioned on its absence, and a dead class's leftovers are overwritten."""
-    keys_ = shards(Kind.CLASS, target_item["id"])
-    return [tx.put(items.roster_shard(key, target_item, 0)) for key in keys_]
+def made(kind: Kind, target_item: Mapping[str, Any]) -> list[Action]:
+    """A new class's (sport's) shards, each counting 0 and stamped. Plain puts: the node's
+    own put is conditioned on its absence, and a dead node's leftovers are overwritten."""
+    keys_ = shards(kind, target_item["id"])
+    return [tx.put(items.roster_shard(key, kind, target_item, 0)) for key in keys_]
 
 
 def fence(count: int) -> Clause:
@@ -71,6 +70,7 @@ def fence(count: int) -> Clause:
 
 
 def stamps(
+    kind: Kind,
     class_id: str,
     assign: Mapping[str, Any],
     remove: Sequence[str] = (),
@@ -83,12 +83,13 @@ def stamps(
     rename's fence). `clauses`: conditions of their own (a followed teacher's rename sends
     the stamps apart from the classes). Else unconditioned: only a class known to have
     shards is stamped, by a transaction whose update of the class is conditioned on it."""
-    fields = {f: v for f, v in assign.items() if f in STAMPED}
-    dropped = [f for f in remove if f in STAMPED]
+    stamped = items.stamp_fields(kind)
+    fields = {f: v for f, v in assign.items() if f in stamped}
+    dropped = [f for f in remove if f in stamped]
     if not fields and not dropped and counts is None:
         return []
     actions = []
-    for n, key in enumerate(shards(Kind.CLASS, class_id)):
+    for n, key in enumerate(shards(kind, class_id)):
         held = [*clauses, fence(counts[n])] if counts is not None else list(clauses)
         if not fields and not dropped:
             actions.append(tx.check(key, *held, on_fail=STALE))
@@ -126,7 +127,8 @@ def leave(
 async def counts(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> list[int] | None:
     """Each shard's count of a sharded class, read strongly consistent (None: a node whose
     count is on its item). A shard missing: the class was deleted since it was read."""
-    if kind is not Kind.CLASS or not items.in_sharded_layout(items.ENROLMENT, node):
+    relation = items.SHARDED.get(kind)
+    if relation is None or not items.in_sharded_layout(relation, node):
         return None
     wanted = shards(kind, node["id"])
     found = await reads.table.get_many(wanted, consistent=True)

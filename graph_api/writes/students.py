@@ -113,21 +113,25 @@ async def set_home(table: Table, student_id: str, home: Place | None) -> str:
 async def delete(table: Table, id_: str) -> str:
     """Remove the student, its email guard and its edge items; move the counters."""
     reads = Reads(table)
-    # Classes found keeping their count on their item (not migrated): their counts move
-    # there. Any other class's count moves in its shard, which fails for such a class (it
-    # has no count there): the attempt then reads the classes and tries again.
-    on_items: set[str] = set()
+    # Classes and sports found keeping their count on their item (not migrated): their
+    # counts move there. Any other's count moves in its shard, which fails for such a node
+    # (it has no count there): the attempt then reads them and tries again.
+    on_items: set[tuple[Kind, str]] = set()
 
     async def attempt() -> str:
         node = await reads.node(Kind.STUDENT, id_)
         try:
             return await _delete(node)
         except Stale:
-            if not ENROLMENT.entries(node):
-                raise
-            classes = await reads.nodes(Kind.CLASS, sorted(ENROLMENT.entries(node)))
             on_items.clear()
-            on_items.update(k["id"] for k in classes if not items.in_sharded_layout(ENROLMENT, k))
+            for relation in (ENROLMENT, MEMBERSHIP):
+                if ids := sorted(relation.entries(node)):
+                    targets = await reads.nodes(relation.target, ids)
+                    on_items.update(
+                        (relation.target, t["id"])
+                        for t in targets
+                        if not items.in_sharded_layout(relation, t)
+                    )
             raise
 
     async def _delete(node: Item) -> str:
@@ -145,7 +149,7 @@ async def delete(table: Table, id_: str) -> str:
                     add={"studentCount": -1},
                     on_fail=Conflict(damaged, id=target_id),
                 )
-                if relation.sharded and target_id not in on_items:
+                if relation.sharded and (relation.target, target_id) not in on_items:
                     count = roster_shards.leave(relation, target_id, id_)
                 actions = [tx.delete(edge, EXISTS, on_fail=STALE), count]
                 unlinks.append((relation.path(target_id), actions))
