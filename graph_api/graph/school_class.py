@@ -80,7 +80,7 @@ class Class(NodeBase, Node):
         " BatchGetItem."
     )
     student_count: int = strawberry.field(
-        description="How many students are enrolled: the sum of the class's 4 counter shards"
+        description="How many students are enrolled: the sum of the class's 8 counter shards"
         " (read with its roster, or in its level's one BatchGetItem), exact (the same as"
         " `students { totalCount }`)."
     )

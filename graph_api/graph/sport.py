@@ -59,7 +59,7 @@ class Sport(NodeBase, Node):
         description="Who coaches the sport (1-200 characters), or null if no one does."
     )
     student_count: int = strawberry.field(
-        description="How many students play the sport: the sum of the sport's 4 counter shards"
+        description="How many students play the sport: the sum of the sport's 8 counter shards"
         " (read with its roster, or in its level's one BatchGetItem), exact (the same as"
         " `students { totalCount }`)."
     )

@@ -285,9 +285,9 @@ def counter_of(key: Key) -> Key:
 # and never on the class item, and the Query that reads a class with its roster's first page
 # reads its count too. A sport's the same (`SPORT#s#COUNT#<n>`). Fewer than a list's
 # counter: they are read per class a page shows.
-# Four take one class's enrolments in four lanes (bench/README.md, `make bench-scale`). Each
+# Eight take one class's enrolments in eight lanes (bench/README.md, `make bench-scale`). Each
 # shard also carries the class's copied fields (`writes/roster_shards.py` says why).
-ROSTER_SHARDS = 4
+ROSTER_SHARDS = 8
 
 
 def _roster_shard_at(target: Kind, target_id: str, n: int) -> Key:
