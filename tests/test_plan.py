@@ -59,3 +59,18 @@ def test_the_document_is_walked_once() -> None:
     graphql = graphql_schema(schema)
     document = parse("query($n: Int) { teachers(first: $n) { edges { cursor } } }")
     assert walk.walked(graphql, document) is walk.walked(graphql, document)
+
+
+def test_parts_follow_the_tables_they_are_asked_for() -> None:
+    """A plan's parts are worked out for the node tables given: other tables (whole items,
+    a field that reads more) give other parts, not the first call's."""
+    graphql = graphql_schema(schema)
+    plan = plan_for(graphql, DOCUMENT, None, {"ids": ["a"], "n": 3, "homes": True})
+    assert plan is not None
+    tables = {"Student": {"id": (), "classes": ("classes",), "home": ("home",)}}
+    assert plan.parts(tables) == {"Student": frozenset({"classes", "home"})}
+    wider = {"Student": {"id": (), "classes": ("classes", "version"), "home": ("home",)}}
+    assert plan.parts(wider) == {"Student": frozenset({"classes", "version", "home"})}
+    unknown: dict[str, dict[str, tuple[str, ...]]] = {"Student": {}}
+    assert plan.parts(unknown) == {"Student": None}  # whole items
+    assert plan.parts(tables) == {"Student": frozenset({"classes", "home"})}

@@ -79,7 +79,8 @@ class OperationPlan:
         # own variables).
         self.steps: dict[tuple[Any, ...], Any] | None = None if walked.fragment_variables else {}
         self._levels: dict[Signature, Level] = {}
-        self._parts: Parts | None = None
+        # The parts, with the tables they were worked out from (`parts`).
+        self._parts: tuple[tuple[tuple[str, object], ...], Parts] | None = None
 
     def level(self, path: Path | None) -> Level:
         """The level of the field at `path` (None: the operation's root)."""
@@ -119,9 +120,12 @@ class OperationPlan:
         process's node tables), the item attributes its fields selected anywhere in the
         operation (its fragments included) may read, or None when one of them is not named
         there: every read of such an item in the request asks for that one set, so that one
-        read of a key answers all the others."""
-        if self._parts is not None:
-            return self._parts
+        read of a key answers all the others. Worked out again for other tables (by the
+        identity of each type's table; the process's are the same objects each request)."""
+        given = tuple(tables.items())
+        known = self._parts
+        if known is not None and _same(known[0], given):
+            return known[1]
         selected: dict[str, list[str]] = {}
         for type_name, name in self.operation.selected:
             selected.setdefault(type_name, []).append(name)
@@ -135,7 +139,7 @@ class OperationPlan:
                     attributes = None
                     break
             parts[type_name] = frozenset(attributes) if attributes is not None else None
-        self._parts = parts
+        self._parts = (given, parts)
         return parts
 
     def included(self, node: SelectionNode) -> bool:
@@ -169,6 +173,13 @@ class OperationPlan:
             conditional,
             type_,
         )
+
+
+def _same(known: tuple[tuple[str, object], ...], given: tuple[tuple[str, object], ...]) -> bool:
+    """The same types, each with the very same table."""
+    return len(known) == len(given) and all(
+        a[0] == b[0] and a[1] is b[1] for a, b in zip(known, given, strict=True)
+    )
 
 
 def _field(type_: GraphQLNamedType | None, name: str) -> Any:
