@@ -3,13 +3,18 @@ change it, and read by every layer of the request (the cost, the rate limit, the
 
 from __future__ import annotations
 
-from graphql import parse
-from graphql.pyutils import Path
+from typing import Any
 
-from graph_api.graph.plan import walk
+import pytest
+from graphql import parse, print_ast
+from graphql.pyutils import Path
+from support import Gql
+
+from graph_api.graph.plan import cache, pricing, walk
 from graph_api.graph.plan.operation import plan_for
 from graph_api.graph.schema import schema
 from graph_api.internals import graphql_schema
+from graph_api.store.codec import Item
 
 DOCUMENT = parse("""query($ids: [ID!]!, $n: Int, $homes: Boolean!) {
   students(ids: $ids) {
@@ -20,21 +25,30 @@ DOCUMENT = parse("""query($ids: [ID!]!, $n: Int, $homes: Boolean!) {
 }""")
 
 
-def test_an_operation_is_planned_once_for_the_variables_that_change_its_plan() -> None:
+def test_an_operation_is_planned_once_for_the_variables_that_change_its_plan(
+    gql: Gql, demo_items: list[Item]
+) -> None:
+    students = sorted(i["id"] for i in demo_items if i.get("type") == "student")
+    text = print_ast(DOCUMENT)
+    first = gql(text, {"ids": students[:2], "n": 3, "homes": True})
+    assert first.errors == []
+    assert first.extensions["cost"]["requested"] == 2 + 2 * 3
+    # Other ids, as many: priced as the first were, and read with as many requests.
+    again = gql(text, {"ids": students[2:4], "n": 3, "homes": True})
+    assert again.errors == [] and again.data != first.data
+    assert again.extensions["cost"] == first.extensions["cost"]
+    assert again.context.ledger.requests == first.context.ledger.requests
+    # ... by the same plan, looked up (secondarily: the object itself).
+    assert again.context.plan is first.context.plan
     graphql = graphql_schema(schema)
-    first = plan_for(graphql, DOCUMENT, None, {"ids": ["a", "b"], "n": 3, "homes": True})
-    assert first is not None
-    assert first.cost.requested == 2 + 2 * 3
-    # Other ids, as many: the same plan, priced as it was.
-    again = plan_for(graphql, DOCUMENT, None, {"ids": ["c", "d"], "n": 3, "homes": True})
-    assert again is first
     # A count, an `@include`: plans of their own.
     more = plan_for(graphql, DOCUMENT, None, {"ids": ["a", "b", "c"], "n": 3, "homes": True})
-    assert more is not first and more is not None and more.cost.requested == 3 + 3 * 3
+    assert more is not None and more.cost.requested == 3 + 3 * 3
     wider = plan_for(graphql, DOCUMENT, None, {"ids": ["a", "b"], "n": 5, "homes": True})
     assert wider is not None and wider.cost.requested == 2 + 2 * 5
     homeless = plan_for(graphql, DOCUMENT, None, {"ids": ["a", "b"], "n": 3, "homes": False})
-    assert homeless is not None and homeless is not first
+    assert homeless is not None
+    assert homeless.level(Path(None, "students", "Query")).names() == {"id", "classes"}
     # Bad variables: no plan (execution says why, before any read).
     assert plan_for(graphql, DOCUMENT, None, {"ids": ["a"], "n": "three", "homes": True}) is None
 
@@ -74,3 +88,84 @@ def test_parts_follow_the_tables_they_are_asked_for() -> None:
     unknown: dict[str, dict[str, tuple[str, ...]]] = {"Student": {}}
     assert plan.parts(unknown) == {"Student": None}  # whole items
     assert plan.parts(tables) == {"Student": frozenset({"classes", "home"})}
+
+
+PAGE = parse(
+    "query($n: Int, $after: String) { teachers(first: $n, after: $after) { edges {"
+    " node { classes { edges { node { students(first: $n, after: $after) {"
+    " edges { cursor } } } } } } } } }"
+)
+
+
+def test_a_plan_keeps_no_callers_cursor() -> None:
+    """Two callers that differ only in `after` share a plan, and it holds neither's cursor
+    (only that one was given: a roster's page after a cursor cannot ride with its node)."""
+    graphql = graphql_schema(schema)
+    mine, theirs = "Y3Vyc29yOm1pbmU=" * 100, "Y3Vyc29yOnRoZWlycw==" * 100
+    one = plan_for(graphql, PAGE, None, {"n": 3, "after": mine})
+    other = plan_for(graphql, PAGE, None, {"n": 3, "after": theirs})
+    assert one is not None and other is not None
+    assert other is one
+    assert mine not in repr(one.variables) and theirs not in repr(one.variables)
+    assert one.variables["after"] is not None  # given: the plan knows that much
+    none = plan_for(graphql, PAGE, None, {"n": 3, "after": None})
+    assert none is not None and none is not one
+
+
+def test_a_document_cycling_its_variables_does_not_evict_other_documents_plans(
+    gql: Gql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sends one document with 300 values of `first` replaces that document's
+    own plans only: another document's plan is still there, and answers as it did."""
+    planned: list[str] = []
+    price = pricing.price
+
+    def spy(operation: walk.Operation, values: Any) -> int:
+        planned.append(operation.node.name.value if operation.node.name else "")
+        return price(operation, values)
+
+    monkeypatch.setattr(pricing, "price", spy)
+    other = "query OtherDocument { sports(first: 2) { edges { node { name } } } }"
+    before = gql(other)
+    assert before.errors == [] and planned == ["OtherDocument"]
+    cycling = "query Cycling($n: Int) { teachers(first: $n) { edges { cursor } } }"
+    for n in range(300):
+        gql(cycling, {"n": n})
+    assert set(planned) == {"OtherDocument", "Cycling"}
+    planned.clear()
+    after = gql(other)
+    assert planned == []  # not planned again
+    assert after.errors == [] and after.data == before.data
+    assert after.extensions["cost"] == before.extensions["cost"]
+
+
+def test_the_plan_cache_bounds_each_documents_plans_and_the_memory_of_all() -> None:
+    graphql = graphql_schema(schema)
+    plans = cache.Plans(limit=60_000, documents=100, variants=3)
+    documents = [
+        parse(f"query D{i}($n: Int) {{ teachers(first: $n) {{ edges {{ cursor }} }} }}")
+        for i in range(40)
+    ]
+    for document in documents:
+        for n in range(1, 6):
+            plan = plan_for(graphql, document, None, {"n": n})
+            assert plan is not None
+            plans.put(graphql, document, n, plan)
+            assert plans.bytes <= plans.limit
+    assert plans.get(graphql, documents[-1], 5) is not None  # the last used are kept
+    assert plans.get(graphql, documents[-1], 2) is None  # past its 3 variants
+    assert plans.get(graphql, documents[0], 5) is None  # the least recently used went
+    held = sum(plans.get(graphql, d, n) is not None for d in documents for n in range(1, 6))
+    assert 3 <= held == len(plans) < 3 * len(documents)
+    # A plan that grows (its memos, as its requests run) is charged for it at the next
+    # look-up.
+    roomy = cache.Plans()
+    plan = plan_for(graphql, documents[0], None, {"n": 1})
+    assert plan is not None
+    roomy.put(graphql, documents[0], 1, plan)
+    charged = roomy.bytes
+    teachers = Path(None, "teachers", "Query")
+    plan.level(Path(Path(teachers, "edges", "TeacherConnection"), 0, None)).names()
+    assert roomy.bytes == charged
+    assert roomy.get(graphql, documents[0], 1) is plan
+    assert roomy.bytes > charged

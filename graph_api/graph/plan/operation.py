@@ -20,7 +20,8 @@ What the layers read of it:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from sys import getsizeof
 from typing import Any
 
 from graphql import (
@@ -44,9 +45,8 @@ from graphql import (
 )
 from graphql.pyutils import Path
 
-from graph_api.graph.document import KeptBy
-from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
-from graph_api.graph.plan import pricing, walk
+from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
+from graph_api.graph.plan import cache, pricing, walk
 from graph_api.graph.plan.pricing import Cost
 
 ROSTER_FIELD = "students"
@@ -61,6 +61,18 @@ Signature = tuple[tuple[str, str | None], ...]
 class OperationPlan:
     """One operation's plan (module docstring)."""
 
+    __slots__ = (
+        "_levels",
+        "_parts",
+        "cost",
+        "fragments",
+        "operation",
+        "schema",
+        "steps",
+        "variables",
+        "watcher",
+    )
+
     def __init__(
         self,
         schema: GraphQLSchema,
@@ -73,14 +85,41 @@ class OperationPlan:
         self.operation = operation
         self.fragments = walked.fragments
         self.cost = cost
-        self.variables = variables  # the plan variables' values (coerced)
+        # What the plan reads of the plan variables (`plan_values`): no caller's cursor.
+        self.variables = variables
         # The executor's steps by parent type and field nodes (`graph/execution.py`); None
         # where graphql-core's grouped field sets may differ within one plan (a fragment's
         # own variables).
-        self.steps: dict[tuple[Any, ...], Any] | None = None if walked.fragment_variables else {}
+        self.steps: dict[tuple[Any, ...], Any] | None = (
+            None if walked.fragment_variables else _Steps(self)
+        )
         self._levels: dict[Signature, Level] = {}
         # The parts, with the tables they were worked out from (`parts`).
         self._parts: tuple[tuple[tuple[str, object], ...], Parts] | None = None
+        # Told once when the plan holds more (its memos, the executor's steps): the cache,
+        # which measures its `footprint` again.
+        self.watcher: Callable[[], None] | None = None
+
+    def grew(self) -> None:
+        watcher = self.watcher
+        if watcher is not None:
+            self.watcher = None
+            watcher()
+
+    def footprint(self) -> int:
+        """The bytes this plan holds of its own, as `sys.getsizeof` counts them: its memos
+        (levels, parts, the executor's steps) and what they hold. Not the document's
+        nodes, the schema's types nor the walk, which their own caches hold."""
+        size = _owned(self) + _owned(self.cost)
+        for keys, level in self._levels.items():
+            size += getsizeof(keys) + sum(map(getsizeof, keys)) + level.footprint()
+        if self._parts is not None:
+            size += getsizeof(self._parts) + _sizes(self._parts[0]) + _sizes(self._parts[1])
+        size += getsizeof(self.steps)
+        for key, steps in (self.steps or {}).items():
+            size += getsizeof(key) + sum(map(getsizeof, key[1:])) + getsizeof(steps)
+            size += sum(_owned(step) for step in steps)
+        return size
 
     def level(self, path: Path | None) -> Level:
         """The level of the field at `path` (None: the operation's root)."""
@@ -113,6 +152,7 @@ class OperationPlan:
             child = get_named_type(field.type) if field is not None else None
             level = Level(self, tuple(n.selection_set for n in nodes if n.selection_set), child)
         self._levels[keys] = level
+        self.grew()
         return level
 
     def parts(self, tables: Mapping[str, Mapping[str, Sequence[str]]]) -> Parts:
@@ -182,6 +222,37 @@ def _same(known: tuple[tuple[str, object], ...], given: tuple[tuple[str, object]
     )
 
 
+class _Steps(dict[tuple[Any, ...], Any]):
+    """The executor's steps, kept on the plan: a step added tells the plan it grew."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: OperationPlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def __setitem__(self, key: tuple[Any, ...], value: Any) -> None:
+        super().__setitem__(key, value)
+        self.plan.grew()
+
+
+def _owned(value: object) -> int:
+    """`value` and the containers its attributes hold (their items not followed)."""
+    size = getsizeof(value)
+    slots = getattr(type(value), "__slots__", None)
+    inner = (getattr(value, name, None) for name in slots) if slots else vars(value).values()
+    return size + sum(getsizeof(one) for one in inner if type(one) in _CONTAINERS)
+
+
+def _sizes(value: Any) -> int:
+    """A container and its items (a dict's keys and values), one level deep."""
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
+    return getsizeof(value) + sum(map(getsizeof, items))
+
+
+_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
+
+
 def _field(type_: GraphQLNamedType | None, name: str) -> Any:
     fields = getattr(type_, "fields", None)
     return fields.get(name) if fields is not None else None
@@ -214,6 +285,7 @@ class Level:
         found = self._fields.get(key)
         if found is None:
             found = self._fields[key] = _collect(self.plan, self.selections, type_)
+            self.plan.grew()
         return found
 
     def fields(self, under: Sequence[str] = ()) -> list[FieldNode]:
@@ -232,6 +304,7 @@ class Level:
                 self.plan, [f.selection_set for f in level if f.name.value == name], type_
             )
         self._fields[key] = level
+        self.plan.grew()
         return level
 
     def names(self, under: Sequence[str] = ()) -> set[str]:
@@ -245,6 +318,7 @@ class Level:
             names = (field.name.value for field in self.fields(NODES))
             wanted = frozenset(attributes[name] for name in names if name in attributes)
             known = self._read = (attributes, wanted)
+            self.plan.grew()
         return known[1]
 
     def first_page_size(self, under: Sequence[str] = ()) -> int | None:
@@ -269,7 +343,14 @@ class Level:
                 found = first  # out of range: the field itself says BAD_USER_INPUT
                 break
         self._first[key] = found
+        self.plan.grew()
         return found
+
+    def footprint(self) -> int:
+        """The bytes of the level and its memos (`OperationPlan.footprint`)."""
+        size = _owned(self) + sum(getsizeof(k) + getsizeof(v) for k, v in self._fields.items())
+        size += sum(map(getsizeof, self._first))
+        return size + (getsizeof(self._read[1]) if self._read is not None else 0)
 
     def _value(self, node: ValueNode) -> Any:
         if isinstance(node, VariableNode):
@@ -320,7 +401,7 @@ def _collect(
 # -- planning ----------------------------------------------------------------------------
 
 
-_plans: KeptBy[OperationPlan | None] = KeptBy()  # by schema and document; name and variables
+_plans = cache.Plans()  # by schema and document, then `plan_key`
 
 
 def plan_for(
@@ -339,24 +420,44 @@ def plan_for(
     values = pricing.coerced(schema, operation.node.variable_definitions or (), given)
     if values is None:
         return None
-    uses = operation.plan_variables
-    key = (operation_name, tuple(_summary(values, name, use) for name, use in uses))
-    known = _plans.get((schema, document), key)
+    read = plan_values(operation, values)
+    key = (operation_name, tuple(read.values()))
+    known = _plans.get(schema, document, key)
     if known is not None:
         return known
     cost = Cost(pricing.price(operation, values), walked.visited)
-    kept = {name: values.get(name) for name, use in operation.plan_variables if use != "ids"}
+    kept = {name: value for (name, use), value in read.items() if use != "ids"}
     plan = OperationPlan(schema, walked, operation, cost, kept)
-    return _plans.put((schema, document), plan, key)
+    return _plans.put(schema, document, key, plan)
 
 
-def _summary(values: Mapping[str, Any], name: str, use: str) -> Any:
-    """What of a plan variable's value its plan depends on."""
-    value = values.get(name)
-    if use == "ids":
-        return len(value) if isinstance(value, list) else value is None
-    if use in ("after", "before"):
-        return value is None
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return repr(value)
+CURSOR = "a cursor"  # what a plan keeps of an `after`/`before` given: that one was, not which
+
+
+def plan_values(operation: walk.Operation, values: Mapping[str, Any]) -> dict[tuple[str, str], Any]:
+    """What the plan reads of each plan variable (by variable and use), all a plan is kept
+    by: the operation's cost and reads are the same for any two values that agree here.
+
+    - `first`/`last`: the value in 0..MAX_FIRST, or one value below that range and one
+      above it (the cost counts 0 and MAX_FIRST; the field refuses either);
+    - `ids`: the list's length, up to MAX_IDS + 1 (the cost counts at most MAX_IDS; the field
+      refuses more);
+    - `after`/`before`: whether one was given (`CURSOR`), never the caller's cursor;
+    - `@skip`/`@include`'s `if`: the boolean.
+    """
+    read: dict[tuple[str, str], Any] = {}
+    for name, use in operation.plan_variables:
+        value = values.get(name)
+        if use == "ids":
+            value = min(len(value), MAX_IDS + 1) if isinstance(value, list) else None
+        elif use in ("after", "before"):
+            value = None if value is None else CURSOR
+        elif use in ("first", "last"):
+            if type(value) is not int:
+                value = None
+            elif not 0 <= value <= MAX_FIRST:
+                value = -1 if value < 0 else MAX_FIRST + 1
+        elif type(value) is not bool:  # another directive's argument: not read
+            value = None
+        read[(name, use)] = value
+    return read
