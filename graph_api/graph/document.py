@@ -1,13 +1,9 @@
-"""Walking a GraphQL document as written: each fragment once, its figures memoized.
-
-A limit that spreads fragments in as it meets them does exponential work on a document whose
-fragments each spread the next one twice (`fragment F0 on Query { ...F1 ...F1 }` ... 40 levels
-in 400 tokens is 2^40 fields). The walks here visit every selection of the document once:
-fragments are walked dependencies first (`fragment_order`), and a spread adds the memoized
-figures of its fragment, multiplied where the figure is a count (cost, aliases).
-Nothing here trusts the document to be valid: an unknown fragment counts nothing, and a
-fragment caught in a cycle counts nothing in the spread that closes the cycle
-(`NoFragmentCyclesRule` reports the cycle).
+"""What the walk of a document (`graph/plan/walk.py`) builds on: its fragments and
+operations as written, the order that walks each fragment after those it spreads (so that
+a document whose fragments spread each other exponentially is walked in linear time), and
+`KeptBy`, which keeps what is worked out once from a document by the document's identity.
+Nothing here trusts the document to be valid: an unknown fragment is skipped, and a cycle
+of fragments is broken anywhere (`NoFragmentCyclesRule` reports it).
 """
 
 from __future__ import annotations
