@@ -2,10 +2,11 @@
 
 `plan_for` is called once a request, by the cost limit (`graph/cost.py`), which refuses the
 operation when the plan's cost is over the limit and otherwise puts the plan on the
-request's context (`Context.plan`). A plan is kept with the parsed document (Strawberry's
-parser cache hands out the same document for the same text), by the operation's name and
-the values of the variables that can change it (`walk.Walked.plan_variables`: those of
-`@skip`/`@include`, `first`, `last`, `ids` as a count, `after`/`before` as given or not).
+request's context (`Context.plan`). A plan is kept by the parsed document (Strawberry's
+parser cache hands out the same document for the same text), the operation's name and
+what the plan reads of the variables that can change it (`plan_values`: `@skip`/`@include`'s
+booleans, `first`/`last` clamped, `ids` as a count, `after`/`before` as given or not, never
+the cursor itself), in a cache bounded by document, variants and bytes (`cache.Plans`).
 Request after request, an operation is planned by one look-up.
 
 What the layers read of it:
