@@ -169,3 +169,27 @@ def test_the_plan_cache_bounds_each_documents_plans_and_the_memory_of_all() -> N
     assert roomy.bytes == charged
     assert roomy.get(graphql, documents[0], 1) is plan
     assert roomy.bytes > charged
+
+
+NODE = parse("""query($id: ID!, $roster: Boolean!) { node(id: $id) { id
+  ... on Class { subject students(first: 2) @include(if: $roster) { edges { cursor } } }
+  ... on Sport { name ... on Node { nodeId } }
+  ... on Student { email }
+} }""")
+
+
+def test_an_interface_level_collects_as_graphql_core_does_for_each_possible_type() -> None:
+    """At `node(id:)` the plan's fields are, for each object type the node may be, what
+    graphql-core's executor collects for it (`@include` read from the variables)."""
+    graphql = graphql_schema(schema)
+    plan = plan_for(graphql, NODE, None, {"id": "Class:c", "roster": True})
+    node = Path(None, "node", "Query")
+    assert plan is not None
+    assert plan.level(node).names() == {"id", "subject", "students", "name", "nodeId", "email"}
+    students = Path(node, "students", "Class")
+    assert plan.level(students).names() == {"edges"}
+    assert plan.level(node).first_page_size() == 2
+    without = plan_for(graphql, NODE, None, {"id": "Class:c", "roster": False})
+    assert without is not None
+    assert "students" not in without.level(node).names()
+    assert without.level(node).first_page_size() is None

@@ -21,29 +21,30 @@ What the layers read of it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from sys import getsizeof
 from typing import Any
 
 from graphql import (
     DocumentNode,
     FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
-    GraphQLIncludeDirective,
     GraphQLNamedType,
+    GraphQLObjectType,
     GraphQLSchema,
-    GraphQLSkipDirective,
-    InlineFragmentNode,
     IntValueNode,
     NullValueNode,
-    SelectionNode,
-    SelectionSetNode,
     ValueNode,
     VariableNode,
     get_named_type,
     is_abstract_type,
 )
+from graphql.execution.collect_fields import (
+    FieldDetails,
+    FragmentDetails,
+    collect_fields,
+    collect_subfields,
+)
+from graphql.execution.values import VariableValues
 from graphql.pyutils import Path
 
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
@@ -51,7 +52,6 @@ from graph_api.graph.plan import cache, pricing, walk
 from graph_api.graph.plan.pricing import Cost
 
 ROSTER_FIELD = "students"
-SKIP, INCLUDE = GraphQLSkipDirective.name, GraphQLIncludeDirective.name
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
 
 Parts = dict[str, frozenset[str] | None]  # GraphQL type → what reads of its items ask for
@@ -63,10 +63,10 @@ class OperationPlan:
     """One operation's plan (module docstring)."""
 
     __slots__ = (
+        "_fragments",
         "_levels",
         "_parts",
         "cost",
-        "fragments",
         "operation",
         "schema",
         "steps",
@@ -84,7 +84,7 @@ class OperationPlan:
     ) -> None:
         self.schema = schema
         self.operation = operation
-        self.fragments = walked.fragments
+        self._fragments = {name: FragmentDetails(f) for name, f in walked.fragments.items()}
         self.cost = cost
         # What the plan reads of the plan variables (`plan_values`): no caller's cursor.
         self.variables = variables
@@ -143,7 +143,7 @@ class OperationPlan:
             return known
         if not keys:
             root = self.schema.get_root_type(self.operation.node.operation)
-            level = Level(self, (self.operation.node.selection_set,), root)
+            level = Level(self, None, root)
         else:
             parent = self._level(keys[1:])
             key, parent_type_name = keys[0]
@@ -151,7 +151,7 @@ class OperationPlan:
             nodes = [f for f in parent.collect(parent_type) if (f.alias or f.name).value == key]
             field = _field(parent_type, nodes[0].name.value) if nodes else None
             child = get_named_type(field.type) if field is not None else None
-            level = Level(self, tuple(n.selection_set for n in nodes if n.selection_set), child)
+            level = Level(self, tuple(nodes), child)
         self._levels[keys] = level
         self.grew()
         return level
@@ -183,37 +183,24 @@ class OperationPlan:
         self._parts = (given, parts)
         return parts
 
-    def included(self, node: SelectionNode) -> bool:
-        """graphql-core's `should_include_node`, for the plan's variables: not under
-        `@skip(if: true)`, nor `@include(if: false)`."""
-        for directive in node.directives or ():
-            name = directive.name.value
-            if name not in (SKIP, INCLUDE):
-                continue
-            for argument in directive.arguments or ():
-                if argument.name.value == "if" and self._condition(argument.value) is (
-                    name == SKIP
-                ):
-                    return False
-        return True
-
-    def _condition(self, value: ValueNode) -> Any:
-        if isinstance(value, VariableNode):
-            return self.variables.get(value.name.value)
-        return getattr(value, "value", None)
-
-    def applies(self, condition: str | None, type_: GraphQLNamedType | None) -> bool:
-        """Whether a fragment's type condition holds for an object of `type_` (an abstract
-        or unknown type: every condition may)."""
-        if condition is None or type_ is None or is_abstract_type(type_):
-            return True
-        conditional = self.schema.get_type(condition)
-        if conditional is type_:
-            return True
-        return is_abstract_type(conditional) and self.schema.is_sub_type(
-            conditional,
-            type_,
-        )
+    def collect(
+        self, type_: GraphQLObjectType, nodes: Sequence[FieldNode] | None
+    ) -> list[FieldNode]:
+        """graphql-core's own collection (`collect_fields`, `collect_subfields`), for the
+        plan's variables: the fields `nodes` select on an object of `type_` (None: the
+        operation's root fields), fragments that apply to it flattened, `@skip` and
+        `@include` as the variables say."""
+        variables = VariableValues({}, dict(self.variables))
+        if nodes is None:
+            grouped = collect_fields(
+                self.schema, self._fragments, variables, type_, self.operation.node
+            ).grouped_field_set
+        else:
+            details = [FieldDetails(node, None) for node in nodes]
+            grouped = collect_subfields(
+                self.schema, self._fragments, variables, self.operation.node, type_, details
+            ).grouped_field_set
+        return [one.node for group in grouped.values() for one in group]
 
 
 def _same(known: tuple[tuple[str, object], ...], given: tuple[tuple[str, object], ...]) -> bool:
@@ -261,20 +248,20 @@ def _field(type_: GraphQLNamedType | None, name: str) -> Any:
 
 class Level:
     """A level of the response: the field at one response path, the field nodes merged
-    there (their selection sets) and its type. What it selects is collected as graphql-core
-    collects it (fragments that apply to the type, `@skip`/`@include` as the variables
-    say), once a plan."""
+    there and its type. What it selects is collected by graphql-core's collection
+    (`OperationPlan.collect`), on each object type it may be: its type, or each possible
+    type of an interface or a union. Once a plan."""
 
-    __slots__ = ("_fields", "_first", "_read", "plan", "selections", "type")
+    __slots__ = ("_fields", "_first", "_read", "nodes", "plan", "type")
 
     def __init__(
         self,
         plan: OperationPlan,
-        selections: tuple[SelectionSetNode, ...],
+        nodes: tuple[FieldNode, ...] | None,
         type_: GraphQLNamedType | None,
     ) -> None:
         self.plan = plan
-        self.selections = selections
+        self.nodes = nodes  # None: the operation's root
         self.type = type_
         self._fields: dict[tuple[Any, ...], list[FieldNode]] = {}
         self._read: tuple[Mapping[str, str], frozenset[str]] | None = None
@@ -285,7 +272,7 @@ class Level:
         key = ("on", type_.name if type_ is not None else None)
         found = self._fields.get(key)
         if found is None:
-            found = self._fields[key] = _collect(self.plan, self.selections, type_)
+            found = self._fields[key] = _collect(self.plan, self.nodes, type_)
             self.plan.grew()
         return found
 
@@ -301,9 +288,7 @@ class Level:
         for name in under:
             field = _field(type_, name)
             type_ = get_named_type(field.type) if field is not None else None
-            level = _collect(
-                self.plan, [f.selection_set for f in level if f.name.value == name], type_
-            )
+            level = _collect(self.plan, [f for f in level if f.name.value == name], type_)
         self._fields[key] = level
         self.plan.grew()
         return level
@@ -364,39 +349,19 @@ class Level:
 
 
 def _collect(
-    plan: OperationPlan,
-    selections: Iterable[SelectionSetNode | None],
-    type_: GraphQLNamedType | None,
+    plan: OperationPlan, nodes: Sequence[FieldNode] | None, type_: GraphQLNamedType | None
 ) -> list[FieldNode]:
-    found: list[FieldNode] = []
-    seen: set[str] = set()  # a fragment spread twice is collected once, as graphql-core does
-    fragments: Mapping[str, FragmentDefinitionNode] = plan.fragments
-    pending = [iter(s.selections) for s in selections if s is not None]
-    pending.reverse()
-    while pending:
-        selection = next(pending[-1], None)
-        if selection is None:
-            pending.pop()
-            continue
-        if not plan.included(selection):
-            continue
-        inner: SelectionSetNode | None = None
-        if isinstance(selection, FieldNode):
-            found.append(selection)
-        elif isinstance(selection, InlineFragmentNode):
-            condition = selection.type_condition
-            if plan.applies(condition.name.value if condition else None, type_):
-                inner = selection.selection_set
-        elif isinstance(selection, FragmentSpreadNode):
-            name = selection.name.value
-            fragment = fragments.get(name)
-            if name not in seen and fragment is not None:
-                seen.add(name)
-                if plan.applies(fragment.type_condition.name.value, type_):
-                    inner = fragment.selection_set
-        if inner is not None:
-            pending.append(iter(inner.selections))
-    return found
+    """The fields `nodes` select (None: the root's) on an object of `type_`, or of any of
+    its possible types (an interface, a union), each field node once."""
+    if isinstance(type_, GraphQLObjectType):
+        return plan.collect(type_, nodes)
+    if type_ is None or not is_abstract_type(type_):
+        return []  # a leaf, or a field the schema does not know: nothing under it
+    found: dict[int, FieldNode] = {}
+    for possible in plan.schema.get_possible_types(type_):
+        for node in plan.collect(possible, nodes):
+            found.setdefault(id(node), node)
+    return list(found.values())
 
 
 # -- planning ----------------------------------------------------------------------------
