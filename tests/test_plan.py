@@ -10,6 +10,7 @@ from graphql import parse, print_ast
 from graphql.pyutils import Path
 from support import Gql
 
+from graph_api.graph.document import KeptBy
 from graph_api.graph.plan import cache, pricing, walk
 from graph_api.graph.plan.operation import plan_for
 from graph_api.graph.schema import schema
@@ -193,3 +194,17 @@ def test_an_interface_level_collects_as_graphql_core_does_for_each_possible_type
     assert without is not None
     assert "students" not in without.level(node).names()
     assert without.level(node).first_page_size() is None
+
+
+def test_what_is_kept_by_document_drops_the_least_recently_used_not_everything() -> None:
+    """The walks' cache (`KeptBy`): full, it drops the document used least recently; a
+    document in use keeps its walk, however many others come and go."""
+    kept: KeptBy[str] = KeptBy(limit=3)
+    hot, *others = [parse(f"{{ a{i}: __typename }}") for i in range(10)]
+    kept.put((hot,), "hot")
+    for i, other in enumerate(others):
+        kept.put((other,), f"other {i}")
+        assert kept.get((hot,)) == "hot"
+        assert len(kept) <= 3
+    assert kept.get((others[-1],)) == "other 8"
+    assert kept.get((others[0],)) is None
