@@ -38,13 +38,13 @@ from graphql import (
     get_named_type,
     is_abstract_type,
 )
+from graphql.execution import VariableValues
 from graphql.execution.collect_fields import (
     FieldDetails,
     FragmentDetails,
     collect_fields,
     collect_subfields,
 )
-from graphql.execution.values import VariableValues
 from graphql.pyutils import Path
 
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
@@ -111,7 +111,7 @@ class OperationPlan:
         """The bytes this plan holds of its own, as `sys.getsizeof` counts them: its memos
         (levels, parts, the executor's steps) and what they hold. Not the document's
         nodes, the schema's types nor the walk, which their own caches hold."""
-        size = _owned(self) + _owned(self.cost)
+        size = _owned(self) + _owned(self.cost) + _sizes(self._fragments)
         for keys, level in self._levels.items():
             size += getsizeof(keys) + sum(map(getsizeof, keys)) + level.footprint()
         if self._parts is not None:
