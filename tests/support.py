@@ -1098,7 +1098,7 @@ def wire_key(pk: str, sk: str = "A") -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": sk}}
 
 
-def boto_client(endpoint: str) -> Any:
+def boto_client(endpoint: str | None) -> Any:
     """A boto3 DynamoDB client of its own: not the API's, which only shares the table."""
     return boto3.client(
         "dynamodb", endpoint_url=endpoint, region_name="us-east-1", **LOCAL_CREDENTIALS

@@ -14,7 +14,7 @@ from graph_api.graph.document import KeptBy
 from graph_api.graph.plan import cache, pricing, walk
 from graph_api.graph.plan.operation import plan_for
 from graph_api.graph.schema import schema
-from graph_api.internals import graphql_schema
+from graph_api.internals.strawberry import graphql_schema
 from graph_api.store.codec import Item
 
 DOCUMENT = parse("""query($ids: [ID!]!, $n: Int, $homes: Boolean!) {

@@ -53,7 +53,7 @@ from graph_api.graph.context import Context, Services
 from graph_api.graph.plan import cache
 from graph_api.graph.plan import operation as plans_of_operations
 from graph_api.graph.schema import GraphSchema, build_schema
-from graph_api.internals import graphql_schema
+from graph_api.internals.strawberry import graphql_schema
 from graph_api.store.codec import Item
 
 SEED = 55

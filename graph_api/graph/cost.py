@@ -27,7 +27,7 @@ from graph_api.errors import QueryTooCostly
 from graph_api.graph.context import Context
 from graph_api.graph.plan import operation
 from graph_api.graph.throttle import gate, shared_gate, throttle_status
-from graph_api.internals import graphql_schema
+from graph_api.internals.strawberry import graphql_schema
 
 QUERY_TOO_COSTLY = QueryTooCostly.code
 

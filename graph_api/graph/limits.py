@@ -30,21 +30,20 @@ from graphql import (
     GraphQLError,
     GraphQLSchema,
 )
-from graphql.validation.validate import ValidationAbortedError
 from strawberry.extensions import (
     AddValidationRules,
     DisableIntrospection,
     MaxTokensLimiter,
     SchemaExtension,
 )
-from strawberry.schema.schema import validate_document
 
 from graph_api.errors import BadUserInput
 from graph_api.graph.budgets import buckets_in_redis
 from graph_api.graph.cost import CostLimit, SharedCostLimit
 from graph_api.graph.document import operations_of
 from graph_api.graph.plan import walk
-from graph_api.internals import graphql_schema
+from graph_api.internals.graphql_core import ValidationAbortedError
+from graph_api.internals.strawberry import graphql_schema, validate_document, validation_rules
 from graph_api.model import validation
 from graph_api.settings import Settings
 
@@ -237,6 +236,6 @@ def limit_extensions(settings: Settings, cache_size: int) -> list[Callable[[], S
         lambda: cost_limit(settings.max_cost),
     ]
     if not settings.introspection:
-        rules = list(DisableIntrospection().validation_rules)
+        rules = validation_rules(DisableIntrospection())
         extensions.insert(1, lambda: AddValidationRules(rules))
     return extensions

@@ -28,6 +28,7 @@ from strawberry.types.graphql import OperationType
 from graph_api.errors import RateLimited
 from graph_api.graph.budgets import Throttle, Tier, describe
 from graph_api.graph.context import Context
+from graph_api.internals.starlette import header_fields
 
 RATE_LIMITED = RateLimited.code
 TOO_MANY_REQUESTS = 429
@@ -71,8 +72,9 @@ def _answer(context: Context, tier: Tier, throttle: Throttle) -> None:
     context.throttle = throttle
     response = context.response
     if isinstance(response, Response):  # the sub-response: it has none of these yet
-        response.raw_headers.append(tier.policy)
-        response.raw_headers.extend(throttle.fields())
+        fields = header_fields(response)
+        fields.append(tier.policy)
+        fields.extend(throttle.fields())
 
 
 def gate(execution: ExecutionContext, requested: int | None) -> Iterator[None]:

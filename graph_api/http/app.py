@@ -33,21 +33,10 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.base import BaseRequestProtocol
-from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import (
     GRAPHQL_SSE_PROTOCOL,
     GRAPHQL_TRANSPORT_WS_PROTOCOL,
     GRAPHQL_WS_PROTOCOL,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-    BaseGraphQLTransportWSHandler,
-    Operation,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
-    ConnectionInitMessage,
-    Message,
-    SubscribeMessage,
 )
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
@@ -80,6 +69,18 @@ from graph_api.http.middleware import RequestGuard
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
+from graph_api.internals.starlette import header_fields
+from graph_api.internals.strawberry import (
+    BaseGraphQLTransportWSHandler,
+    BaseRequestProtocol,
+    ConnectionInitMessage,
+    InvalidOperationTypeError,
+    Message,
+    Operation,
+    SubscribeMessage,
+    protocol_of,
+    run_as,
+)
 from graph_api.writes import finisher
 
 NO_DOCUMENT = "send payload.query, or name a document by documentId or extensions.persistedQuery"
@@ -566,7 +567,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         data = await super().parse_http_body(request)
         if isinstance(data, GraphQLRequestData):
             preferred = negotiate(request.headers.get("accept")).stream is Stream.ALWAYS
-            data.protocol = "sse" if preferred else "http"
+            run_as(data, "sse" if preferred else "http")
             await self.resolve_document(request, data)
         return data
 
@@ -606,7 +607,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         if (
             request_adapter.method == "GET"
             and isinstance(request_data, GraphQLRequestData)
-            and request_data.protocol == "sse"
+            and protocol_of(request_data) == "sse"
         ):
             # A stream's refusals come inside the stream (a 200); a mutation over GET is
             # refused before it starts, 405 as over plain HTTP (GraphQL over HTTP, "GET").
@@ -621,7 +622,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             # Refused before validation (the document is parsed and cached): run it again as
             # a stream; `run` streams what the request data's protocol names.
             assert isinstance(request_data, GraphQLRequestData)
-            request_data.protocol = "sse"
+            run_as(request_data, "sse")
             return await super().execute_operation(*arguments)
 
     async def get_sub_response(self, request: Request | WebSocket) -> Response:
@@ -661,9 +662,10 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         response = Response(
             self.encode_json(response_data), status_code=status or 200, media_type=media_type
         )
-        response.headers.raw.extend(sub_response.headers.raw)
+        fields = header_fields(response)
+        fields.extend(header_fields(sub_response))
         if computed and status == 401:
-            response.headers.raw.append(WWW_AUTHENTICATE)
+            fields.append(WWW_AUTHENTICATE)
         if sub_response.background:
             response.background = sub_response.background
         return response
