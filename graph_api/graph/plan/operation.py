@@ -38,18 +38,12 @@ from graphql import (
     get_named_type,
     is_abstract_type,
 )
-from graphql.execution import VariableValues
-from graphql.execution.collect_fields import (
-    FieldDetails,
-    FragmentDetails,
-    collect_fields,
-    collect_subfields,
-)
 from graphql.pyutils import Path
 
 from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
 from graph_api.graph.plan import cache, pricing, walk
 from graph_api.graph.plan.pricing import Cost
+from graph_api.internals.graphql_core import collected_fields, fragment_details
 
 ROSTER_FIELD = "students"
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
@@ -84,7 +78,7 @@ class OperationPlan:
     ) -> None:
         self.schema = schema
         self.operation = operation
-        self._fragments = {name: FragmentDetails(f) for name, f in walked.fragments.items()}
+        self._fragments = fragment_details(walked.fragments)
         self.cost = cost
         # What the plan reads of the plan variables (`plan_values`): no caller's cursor.
         self.variables = variables
@@ -190,17 +184,9 @@ class OperationPlan:
         plan's variables: the fields `nodes` select on an object of `type_` (None: the
         operation's root fields), fragments that apply to it flattened, `@skip` and
         `@include` as the variables say."""
-        variables = VariableValues({}, dict(self.variables))
-        if nodes is None:
-            grouped = collect_fields(
-                self.schema, self._fragments, variables, type_, self.operation.node
-            ).grouped_field_set
-        else:
-            details = [FieldDetails(node, None) for node in nodes]
-            grouped = collect_subfields(
-                self.schema, self._fragments, variables, self.operation.node, type_, details
-            ).grouped_field_set
-        return [one.node for group in grouped.values() for one in group]
+        return collected_fields(
+            self.schema, self._fragments, self.variables, self.operation.node, type_, nodes
+        )
 
 
 def _same(known: tuple[tuple[str, object], ...], given: tuple[tuple[str, object], ...]) -> bool:
