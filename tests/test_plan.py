@@ -3,15 +3,19 @@ change it, and read by every layer of the request (the cost, the rate limit, the
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from typing import Any
 
 import pytest
 from graphql import parse, print_ast
 from graphql.pyutils import Path
 from support import Gql
+from test_request_counts import targets
 
+from bench import queries as bench_queries
 from graph_api.graph.document import KeptBy
-from graph_api.graph.plan import cache, pricing, walk
+from graph_api.graph.plan import cache, operation, pricing, walk
 from graph_api.graph.plan.operation import plan_for
 from graph_api.graph.schema import schema
 from graph_api.internals.strawberry import graphql_schema
@@ -208,3 +212,44 @@ def test_what_is_kept_by_document_drops_the_least_recently_used_not_everything()
         assert len(kept) <= 3
     assert kept.get((others[-1],)) == "other 8"
     assert kept.get((others[0],)) is None
+
+
+@pytest.fixture(scope="module")
+def five(demo_items: list[Item]) -> dict[str, Any]:
+    return targets(demo_items)
+
+
+@pytest.mark.parametrize("name", ["Q1", "Q2", "Q3", "Q4", "Q5"])
+def test_a_plan_is_charged_at_least_the_memory_its_requests_leave(
+    gql: Gql, five: dict[str, Any], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The cache's bound counts real memory: what a bench query's plan is charged
+    (`OperationPlan.footprint`, measured again once its first request filled its memos) is
+    no less than what that request leaves allocated by graph_api and graphql-core, once
+    the document's other caches (parser, validation, walk) are warm."""
+    query, variables = {
+        "Q1": (bench_queries.Q1, {"ids": five["students"]}),
+        "Q2": (bench_queries.Q2, {"id": five["class"]}),
+        "Q3": (bench_queries.Q3, {"id": five["teacher"]}),
+        "Q4": (bench_queries.Q4, {"id": five["sport"]}),
+        "Q5": (bench_queries.Q5, {"country": five["country"], "state": five["state"]}),
+    }[name]
+    assert gql(query, variables).errors == []
+    plans = cache.Plans()
+    monkeypatch.setattr(operation, "_plans", plans)  # a cold plan, the rest warm
+    ours = [tracemalloc.Filter(True, f"*/{p}/*") for p in ("graph_api", "graphql")]
+    ours.append(tracemalloc.Filter(True, "<string>"))  # named tuples' __new__
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot().filter_traces(ours)
+        assert gql(query, variables).errors == []
+        gc.collect()
+        after = tracemalloc.take_snapshot().filter_traces(ours)
+    finally:
+        tracemalloc.stop()
+    left = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    graphql = graphql_schema(schema)
+    plans.get(graphql, parse("{ __typename }"), None)  # a look-up charges what grew
+    assert len(plans) == 1
+    assert plans.bytes >= left > 0

@@ -211,11 +211,15 @@ class _Steps(dict[tuple[Any, ...], Any]):
 
 
 def _owned(value: object) -> int:
-    """`value` and the containers its attributes hold (their items not followed)."""
+    """`value`, the containers its attributes hold and their items (a step's field details;
+    a shared item, a field node, counted too: more, never less, than the plan holds)."""
     size = getsizeof(value)
     slots = getattr(type(value), "__slots__", None)
     inner = (getattr(value, name, None) for name in slots) if slots else vars(value).values()
-    return size + sum(getsizeof(one) for one in inner if type(one) in _CONTAINERS)
+    for one in inner:
+        if type(one) in _CONTAINERS:
+            size += _sizes(one)
+    return size
 
 
 def _sizes(value: Any) -> int:
