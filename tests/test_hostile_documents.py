@@ -150,7 +150,7 @@ def test_the_hostile_documents_are_within_the_token_limit() -> None:
 def test_limits_visit_each_selection_at_most_once(query: str) -> None:
     document = parse(query)
     written = selections_in(document)
-    shape = limits.measure(document)
+    shape = limits.measure(document, schema._schema)
     assert shape.visited <= written
     priced = priced_at(schema._schema, document, None, {})
     assert priced.visited <= written
@@ -161,7 +161,7 @@ def test_fan_out_is_measured_as_its_expansion() -> None:
     document = parse(
         fan_out(40, 'a: teacher(id: "tch-001") { classes(first: 3) { edges { cursor } } }')
     )
-    shape = limits.measure(document)
+    shape = limits.measure(document, schema._schema)
     assert shape.aliases == 2**40
     assert shape.depths == {"": 3}
     assert priced_at(schema._schema, document, None, {}).requested == 2**40 * (1 + 3)
@@ -187,7 +187,7 @@ def test_a_chain_of_fragments_adds_up_its_depth() -> None:
         for i in range(3)
     )
     document = parse(f'{{ student(id: "s") {{ ...A0 }} }} {chain} fragment A3 on Student {{ id }}')
-    assert limits.measure(document).depths == {"": 1 + 3 * 6}
+    assert limits.measure(document, schema._schema).depths == {"": 1 + 3 * 6}
 
 
 # -- over HTTP, on a real server ---------------------------------------------------------

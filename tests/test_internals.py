@@ -20,14 +20,17 @@ import pytest
 import strawberry
 from graphql import (
     FieldNode,
+    FragmentDefinitionNode,
     GraphQLError,
     GraphQLInt,
     GraphQLNonNull,
+    GraphQLObjectType,
     GraphQLResolveInfo,
     GraphQLSchema,
     GraphQLString,
     MiddlewareManager,
     NameNode,
+    OperationDefinitionNode,
     build_schema,
     parse,
     specified_rules,
@@ -760,3 +763,48 @@ def test_the_table_names_a_pin_for_every_touch() -> None:
     assert count is not None and sorted(numbered) == list(range(1, int(count[1]) + 1))
     for library, touches in by_library.items():
         assert f"{library} {touches}" in " ".join((internals.__doc__ or "").split()), library
+
+
+@strawberry.type
+class Pet:
+    name: str = "Rex"
+    legs: int = 4
+
+
+@strawberry.type
+class PetQuery:
+    @strawberry.field
+    def pet(self) -> Pet:
+        return Pet()
+
+
+COLLECTED = """query($yes: Boolean!) {
+  pet { name a: legs @include(if: $yes) ...F ... on Pet { b: name @skip(if: $yes) } }
+  ...Q @skip(if: $yes)
+}
+fragment F on Pet { c: legs }
+fragment Q on PetQuery { other: pet { legs } }"""
+
+
+@pytest.mark.parametrize("yes", [True, False])
+def test_collected_fields_are_the_executors(yes: bool) -> None:
+    """Row 70: graphql-core's collection, root and subfields, is what its executor runs
+    (the response keys in order), `@skip`/`@include` and fragments as the variables say."""
+    schema = strawberry.Schema(query=PetQuery)
+    graphql = sb.graphql_schema(schema)
+    document = parse(COLLECTED)
+    operation, *fragments = document.definitions
+    assert isinstance(operation, OperationDefinitionNode)
+    details = graphql_core.fragment_details(
+        {f.name.value: f for f in fragments if isinstance(f, FragmentDefinitionNode)}
+    )
+    query_type, pet_type = graphql.query_type, graphql.get_type("Pet")
+    assert query_type is not None and isinstance(pet_type, GraphQLObjectType)
+    variables = {"yes": yes}
+    root = graphql_core.collected_fields(graphql, details, variables, operation, query_type, None)
+    pets = [node for node in root if node.name.value == "pet" and node.alias is None]
+    under = graphql_core.collected_fields(graphql, details, variables, operation, pet_type, pets)
+    result = asyncio.run(schema.execute(COLLECTED, variable_values=variables))
+    assert result.errors is None and result.data is not None
+    assert [(n.alias or n.name).value for n in root] == list(result.data)
+    assert [(n.alias or n.name).value for n in under] == list(result.data["pet"])

@@ -22,9 +22,7 @@ from support import (
 from support import execute as run_query
 
 from graph_api.graph.context import Context, Services
-from graph_api.graph.document import KeptBy
 from graph_api.graph.nodes import NodeBase
-from graph_api.graph.plan import operation
 from graph_api.graph.schema import build_schema, schema
 from graph_api.graph.school_class import Class
 from graph_api.graph.sport import Sport
@@ -202,8 +200,6 @@ def whole_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every read of a node's item reads it whole, as before parts."""
     for node_type in (Student, Class, Sport, Teacher):
         monkeypatch.setattr(node_type, "field_attributes", {})
-    # Plans read the node tables once: new plans, for these tables.
-    monkeypatch.setattr(operation, "_plans", KeptBy())
 
 
 def answer(result: Result) -> tuple[Any, list[Any]]:

@@ -547,6 +547,27 @@ def test_a_false_small_content_length_does_not_bypass_the_limit() -> None:
     assert sent[0]["status"] == 413
 
 
+@pytest.mark.parametrize(
+    "declared",
+    [b"9" * 5000, b"1" + b"0" * 4400],
+    ids=["5000 nines", "10^4400"],
+)
+def test_a_content_length_too_long_for_int_is_refused_as_too_big(declared: bytes) -> None:
+    """Python's int() refuses more than 4,300 digits: such a length is a coded 413, as any
+    length over the limit, not a 500."""
+    seen, sent = run_body_limit([b"x" * 10], [(b"content-length", declared)])
+    assert seen == []
+    assert sent[0]["status"] == 413
+    error = json.loads(sent[1]["body"])["errors"][0]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+def test_a_content_length_of_leading_zeros_is_read_as_its_number() -> None:
+    seen, sent = run_body_limit([b"x" * 10], [(b"content-length", b"0" * 5000 + b"10")])
+    assert seen == [b"x" * 10]
+    assert sent[0]["status"] == 200
+
+
 def test_streamed_body_under_the_limit_reaches_the_app_whole() -> None:
     seen, sent = run_body_limit([b"a" * 30, b"b" * 30, b"c" * 40], [])
     assert seen == [b"a" * 30 + b"b" * 30 + b"c" * 40]

@@ -1,10 +1,15 @@
 """Our executor against graphql-core's own, on every document of the tests and 500 random
-shapes: the same data, the same errors at the same paths.
+shapes (each with two or three sets of variables): the same data, the same errors at the same paths.
 
-Our schema runs its executor (`graph/execution.py`, the plan's steps); the reference is the
-same types and extensions on graphql-core's executor alone (Strawberry's default execution
-context). Both read the seeded demo table, which nothing writes, through the same plan (the
-cost limit makes it), so what differs is the executor and nothing else. The documents:
+Our schema runs its executor (`graph/execution.py`, the plan's steps) on the plans the
+cache kept (`graph/plan/cache.py`), as a server does request after request; the reference is
+the same types and extensions on graphql-core's executor alone (Strawberry's default
+execution context), each request on a plan made for it (a cold plan cache). Both read the
+seeded demo table, which nothing writes; their answers and their DynamoDB requests (the
+request's ledger) must be the same. Each random document runs with two or three sets of
+variables (`@include`/`@skip` flipped, another `first`, another number of ids), all of
+them in a shuffled order, so that a plan kept for one set and wrongly reused for another
+shows. The documents:
 `tests/operations/`'s queries, `bench/queries.py`'s, the README's, and random shapes drawn
 from the schema with a seeded RNG: fragments (named, inline, with and without a type
 condition), aliases, `__typename`, `@include`/`@skip` read from variables or written as
@@ -15,6 +20,7 @@ missing ids, all within the server's limits.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import random
 import re
@@ -44,6 +50,8 @@ from test_request_counts import targets
 from bench import queries as bench_queries
 from graph_api.graph import execution
 from graph_api.graph.context import Context, Services
+from graph_api.graph.plan import cache
+from graph_api.graph.plan import operation as plans_of_operations
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.internals.strawberry import graphql_schema
 from graph_api.store.codec import Item
@@ -75,7 +83,28 @@ def schemas(services: Services) -> tuple[GraphSchema, GraphSchema]:
     return ours, reference
 
 
-Answer = tuple[Any, list[dict[str, Any]]]
+# The data, the errors, and what the plan decides of the request: its cost, its Queries
+# (a roster's first page rides with its node's read, or not) and the items it read, each
+# with the attributes asked for. Not the number of BatchGetItems: a level reached through
+# two batches that answer at different times reads in two (`test_request_counts`'s
+# SPLIT_LEVELS), which one executor does on one run and not the next.
+Answer = tuple[Any, list[dict[str, Any]], tuple[Any, int, list[tuple[str, list[str]]]]]
+
+# Set while the reference runs: the plan cache neither hands out nor keeps a plan.
+cold: contextvars.ContextVar[bool] = contextvars.ContextVar("cold", default=False)
+
+
+class ColdForTheReference(cache.Plans):
+    def get(self, schema: Any, document: Any, key: Any) -> Any:
+        return None if cold.get() else super().get(schema, document, key)
+
+    def put(self, schema: Any, document: Any, key: Any, plan: Any) -> Any:
+        return plan if cold.get() else super().put(schema, document, key, plan)
+
+
+@pytest.fixture(autouse=True)
+def plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plans_of_operations, "_plans", ColdForTheReference())
 
 
 def normal(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -90,12 +119,21 @@ def run_all(services: Services, documents: list[Document]) -> list[tuple[Documen
     async def run(schema: GraphSchema, text: str, variables: dict[str, Any]) -> Answer:
         context = Context.create(services, "same-request-id")
         result = await schema.execute(text, variable_values=variables, context_value=context)
-        return result.data, normal([error.formatted for error in result.errors or []])
+        errors = normal([error.formatted for error in result.errors or []])
+        calls = [call.operation for call in context.ledger.calls]
+        assert set(calls) <= {"Query", "BatchGetItem"}, calls
+        assert context.ledger.requests == len(calls)  # no retries: nothing else differs
+        cost = (result.extensions or {}).get("cost", {}).get("requested")
+        return result.data, errors, (cost, calls.count("Query"), items_read(context))
 
     async def pair(document: Document) -> tuple[Document, Answer, Answer]:
         _, text, variables = document
         mine = await run(ours, text, variables)
-        theirs = await run(reference, text, variables)
+        token = cold.set(True)
+        try:
+            theirs = await run(reference, text, variables)
+        finally:
+            cold.reset(token)
         return document, mine, theirs
 
     async def main() -> list[tuple[Document, Answer, Answer]]:
@@ -107,11 +145,22 @@ def run_all(services: Services, documents: list[Document]) -> list[tuple[Documen
     return asyncio.run(main())
 
 
+def items_read(context: Context) -> list[tuple[str, list[str]]]:
+    """The items the request's reads asked for, each with the attributes asked for."""
+    reads = context.loaders.item._loader.cache_map._reads  # type: ignore[attr-defined]
+    return sorted(
+        (repr(key), sorted(attributes) if attributes is not None else ["(whole)"])
+        for key, held in reads.items()
+        for attributes, _ in held
+    )
+
+
 def assert_alike(results: list[tuple[Document, Answer, Answer]]) -> None:
     for (name, text, variables), mine, theirs in results:
         context = f"{name}\n{text}\n{variables}"
         assert mine[0] == theirs[0], context
         assert mine[1] == theirs[1], context
+        assert mine[2] == theirs[2], f"cost, Queries, reads: {mine[2]} != {theirs[2]}\n{context}"
         # A real answer: the document ran (no request error, which both would share).
         assert mine[0] is not None, context
 
@@ -390,6 +439,27 @@ def random_documents(schema: GraphQLSchema, school: School) -> Iterator[Document
         yield shapes.document(n)
 
 
+def variable_sets(document: Document, rng: random.Random) -> list[Document]:
+    """The document with its variables, and with one or two other sets of them: each
+    `@include`/`@skip` condition flipped or kept, another `first`/`last`, another number of
+    ids (the same ids, repeated or cut: repeats are allowed)."""
+    name, text, variables = document
+    found = [document]
+    for one in range(rng.randint(1, 2) if variables else 0):
+        other = dict(variables)
+        for key, value in variables.items():
+            if key.startswith("b"):
+                other[key] = not value if rng.random() < 0.7 else value
+            elif key.startswith("n"):
+                other[key] = rng.randint(1, 3)
+            elif key.startswith("ids"):
+                count = rng.randint(1, 5)
+                other[key] = [value[i % len(value)] for i in range(count)]
+        if other != variables:
+            found.append((f"{name} (variables {one + 2})", text, other))
+    return found
+
+
 # -- the tests ------------------------------------------------------------------------------
 
 
@@ -409,8 +479,12 @@ def test_every_written_query_answers_alike(services: Services, school: School) -
 
 def test_random_shapes_answer_alike(services: Services, school: School) -> None:
     documents = list(random_documents(graphql_schema(build_schema(services.settings)), school))
-    results = run_all(services, documents)
+    rng = random.Random(SEED)
+    runs = [run for document in documents for run in variable_sets(document, rng)]
+    rng.shuffle(runs)
+    results = run_all(services, runs)
     assert_alike(results)
+    assert len(runs) > 1.8 * len(documents)  # most documents ran with more than one set
     # What the shapes exercised, so that a generator gone dull fails here.
     texts = [text for _, text, _ in documents]
     assert sum("fragment F" in t for t in texts) > 50

@@ -12,9 +12,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from support import ENROLL_MIN, create_class, create_student, create_teacher, ok, run
+from support import ENROLL_MIN, create_class, create_student, create_teacher, ok, run, run_on
 
-from graph_api.graph.context import Services
+from graph_api.graph.context import Context, Services
+from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.model import keys
 from graph_api.model.keys import Kind, Range
 from graph_api.store import codec
@@ -145,3 +146,22 @@ def test_a_roster_that_include_leaves_out_rides_with_no_query(school: Services) 
         assert len(queries) == 2
     finally:
         school.dynamo.unregister("before-parameter-build.dynamodb.Query", spy)
+
+
+def test_a_schema_without_the_cost_limit_fails_its_reads_as_a_server_error(
+    school: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cost limit makes every operation's plan; a schema run without it has none, and a
+    resolver that needs one fails clearly (one path: no second way of making plans)."""
+    served = build_schema(school.settings)
+    bare = GraphSchema(query=served.query, execution_context_class=served.execution_context_class)
+    bare.settings = school.settings
+
+    async def main() -> Any:
+        context = Context.create(school, "no-plan")
+        return await bare.execute(ROSTERS % "", variable_values={"id": "t1"}, context_value=context)
+
+    result = run_on(school, main())
+    assert result.data == {"teacher": None}
+    assert [e.formatted["extensions"]["code"] for e in result.errors] == ["INTERNAL_SERVER_ERROR"]
+    assert "no operation plan" in caplog.text

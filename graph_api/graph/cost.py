@@ -33,7 +33,10 @@ QUERY_TOO_COSTLY = QueryTooCostly.code
 
 
 class CostLimit(SchemaExtension):
-    """Refuses an operation whose static cost passes `limit`, before it executes."""
+    """Makes the operation's plan and puts it on the request's context (`Context.plan`,
+    which every resolver reads); refuses the operation when its static cost passes `limit`,
+    before it executes; then runs the rate limit's gate (`graph/throttle.py`) for that
+    cost, in the same hook."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

@@ -8,11 +8,11 @@ wrapper), and for an object the collection of its selection. Q1 of `make bench` 
 Here `execute_fields` (the executor's method for the fields of one object) runs a *plan*:
 the grouped field set as data, one step per response key, worked out once for each
 (parent type, grouped field set): the 30 students of a list run one plan 30 times. An
-operation whose grouped field sets cannot depend on its variables (no directive on a
-selection, no fragment variables) keeps its plans from request to request, by the
-identity of its field nodes (Strawberry's parser cache hands out the same document for
-the same text); another one works them out once a request. A step says how its field is
-read and completed:
+operation keeps its plans from request to request on its operation plan (`graph/plan/`:
+one for each value of the variables that can change its grouped field sets, `@skip` and
+`@include`'s among them), by the identity of its field nodes (Strawberry's parser cache
+hands out the same document for the same text); one whose fragments declare variables of
+their own works them out once a request. A step says how its field is read and completed:
 
 - A *plain* field (Strawberry reads it with `getattr`: no resolver, arguments or field
   extensions) is read here, and a plain value completed here: a leaf by its type's

@@ -63,9 +63,9 @@ class Shape:
     visited: int = 0  # selections visited: each selection of the document once
 
 
-def measure(document: DocumentNode, schema: GraphQLSchema | None = None) -> Shape:
-    """Depth of each operation and aliases of the document, from its one walk
-    (`plan.walk`, which the plan reuses for `schema`)."""
+def measure(document: DocumentNode, schema: GraphQLSchema) -> Shape:
+    """Depth of each operation and aliases of the document, from its one walk for `schema`
+    (`plan.walk`, which the plan reuses)."""
     walked = walk.walked(schema, document)
     shape = Shape(visited=walked.visited)
     for operation in walked.operations:
@@ -81,9 +81,7 @@ class DocumentLimits:
     max_depth: int
     max_aliases: int
 
-    def check(
-        self, document: DocumentNode, schema: GraphQLSchema | None = None
-    ) -> list[GraphQLError]:
+    def check(self, document: DocumentNode, schema: GraphQLSchema) -> list[GraphQLError]:
         shape = measure(document, schema)
         errors = [
             GraphQLError(

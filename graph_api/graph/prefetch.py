@@ -32,12 +32,10 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from graphql import DocumentNode, FieldNode
+from graphql import FieldNode
 
 from graph_api.graph.context import Info
-from graph_api.graph.plan import operation
 from graph_api.graph.plan.operation import NODES, Level, OperationPlan, Parts
-from graph_api.internals.strawberry import graphql_schema, raw_info
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Key, Kind, Range
 from graph_api.store.codec import Item
@@ -46,19 +44,16 @@ from graph_api.store.loaders import Loaders, PageRequest, expect
 __all__ = ["NODES", "Parts"]
 
 
+class NoPlan(RuntimeError):
+    """A resolver ran with no operation plan on its request's context: the schema runs
+    without the cost limit (`cost.CostLimit`), which makes every plan. A server error."""
+
+
 def plan_of(info: Info) -> OperationPlan:
-    """The operation's plan, which the cost limit put on the request's context
-    (`cost.CostLimit`); made here from the resolve info under a schema without that limit."""
-    context = info.context
-    plan = context.plan
+    """The operation's plan, which the cost limit put on the request's context."""
+    plan = info.context.plan
     if plan is None:
-        raw = raw_info(info)
-        document = DocumentNode(definitions=(raw.operation, *raw.fragments.values()))
-        name = raw.operation.name.value if raw.operation.name else None
-        variables: Any = getattr(raw.variable_values, "coerced", raw.variable_values)
-        plan = operation.plan_for(graphql_schema(info.schema), document, name, variables)
-        assert plan is not None  # the operation is running: it is one, its variables good
-        context.plan = plan
+        raise NoPlan("no operation plan on the request's context: is cost.CostLimit installed?")
     return plan
 
 

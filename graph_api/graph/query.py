@@ -375,8 +375,9 @@ _COUNT_ONLY = frozenset({"totalCount", "__typename"})
 
 def paged(info: Info) -> bool:
     """Whether a catalog's or a place's page is wanted: anything but its totalCount (and
-    __typename) is selected, or not totalCount (fragments flattened; a field under @skip or
-    @include counts as selected). A selection without totalCount reads as it always did."""
+    __typename) is selected, or not totalCount (fragments flattened, `@skip`/`@include`
+    as the variables say: the plan's collection). A selection without totalCount reads as
+    it always did."""
     names = {field.name.value for field in prefetch.selected(info)}
     return "totalCount" not in names or not names <= _COUNT_ONLY
 

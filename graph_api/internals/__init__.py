@@ -6,7 +6,7 @@ Strawberry's view and websocket handler beyond the hooks its integration docs li
 lives behind an accessor, or for a method a subclass overrides, in a hook table, in the
 module of its library; `tests/test_internals.py` pins each one (`test_<pin>` below, one
 case per name in a table): an upgrade that renames, removes or changes one fails there, not
-in a request. 69 touches: graphql-core 14, Strawberry 53, Starlette 2. None of uvicorn's
+in a request. 70 touches: graphql-core 15, Strawberry 53, Starlette 2. None of uvicorn's
 (its options are all documented settings; the head and header caps are ours, in
 http/middleware and http/hosting's `uvicorn_limits`), botocore's or aiodynamo's (the wire
 uses their documented interfaces). The embedded backend's moto patches (store/embedded) are
@@ -47,6 +47,7 @@ a development backend's, listed in its own docstring.
 | 66 | Strawberry | `connection_params` set on a context object by `connection_init` | http/app | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
 | 67-68 | Starlette | `Response.raw_headers` / `MutableHeaders.raw` (the live list of header fields) | graph/throttle, http/app | `starlette.header_fields` | header_fields_are_what_the_response_sends |
 | 69 | Strawberry | `GraphQL(max_subscriptions_per_connection=, connection_init_wait_timeout=)` | http/app | `strawberry.VIEW_OPTIONS` | view_option |
+| 70 | graphql-core | `collect_fields`, `collect_subfields` ("for internal use only"), `FieldDetails`, `FragmentDetails` | graph/plan/operation | `graphql_core.collected_fields` | collected_fields_are_the_executors |
 """
 
 from __future__ import annotations

@@ -9,10 +9,24 @@ and one behaviour each). The rest are names graphql-core does not export.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from graphql import MiddlewareManager
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    GraphQLObjectType,
+    GraphQLSchema,
+    MiddlewareManager,
+    OperationDefinitionNode,
+)
+from graphql.execution import VariableValues
+from graphql.execution.collect_fields import (
+    FieldDetails,
+    FragmentDetails,
+    collect_fields,
+    collect_subfields,
+)
 from graphql.execution.middleware import get_middleware_resolvers
 from graphql.pyutils import Path
 from graphql.type.scalars import serialize_boolean, serialize_id, serialize_string
@@ -22,6 +36,8 @@ __all__ = [
     "EXECUTOR_METHODS",
     "UNCHANGED",
     "ValidationAbortedError",
+    "collected_fields",
+    "fragment_details",
     "make_path",
     "wraps_resolvers",
 ]
@@ -84,3 +100,31 @@ def make_path(prev: Path | None, key: str | int, typename: str | None) -> Path:
     docs do not promise), made without the Python-level `__new__` NamedTuple writes (a path a
     field; Q1 of `make bench` makes about 650)."""
     return _new_tuple(Path, (prev, key, typename))
+
+
+def fragment_details(fragments: Mapping[str, FragmentDefinitionNode]) -> dict[str, Any]:
+    """A document's fragments as graphql-core's collection takes them (`collected_fields`)."""
+    return {name: FragmentDetails(fragment) for name, fragment in fragments.items()}
+
+
+def collected_fields(
+    schema: GraphQLSchema,
+    fragments: dict[str, Any],
+    variables: Mapping[str, Any],
+    operation: OperationDefinitionNode,
+    type_: GraphQLObjectType,
+    nodes: Sequence[FieldNode] | None,
+) -> list[FieldNode]:
+    """The field nodes graphql-core's executor collects on an object of `type_` under
+    `nodes` (None: the operation's root), for these coerced variables: its own
+    `collect_fields`/`collect_subfields` (exported, but "for internal use only"), grouped
+    field sets flattened in order. `fragments`: `fragment_details`."""
+    values = VariableValues({}, dict(variables))
+    if nodes is None:
+        grouped = collect_fields(schema, fragments, values, type_, operation).grouped_field_set
+    else:
+        details = [FieldDetails(node, None) for node in nodes]
+        grouped = collect_subfields(
+            schema, fragments, values, operation, type_, details
+        ).grouped_field_set
+    return [one.node for group in grouped.values() for one in group]

@@ -2,10 +2,11 @@
 
 `plan_for` is called once a request, by the cost limit (`graph/cost.py`), which refuses the
 operation when the plan's cost is over the limit and otherwise puts the plan on the
-request's context (`Context.plan`). A plan is kept with the parsed document (Strawberry's
-parser cache hands out the same document for the same text), by the operation's name and
-the values of the variables that can change it (`walk.Walked.plan_variables`: those of
-`@skip`/`@include`, `first`, `last`, `ids` as a count, `after`/`before` as given or not).
+request's context (`Context.plan`). A plan is kept by the parsed document (Strawberry's
+parser cache hands out the same document for the same text), the operation's name and
+what the plan reads of the variables that can change it (`plan_values`: `@skip`/`@include`'s
+booleans, `first`/`last` clamped, `ids` as a count, `after`/`before` as given or not, never
+the cursor itself), in a cache bounded by document, variants and bytes (`cache.Plans`).
 Request after request, an operation is planned by one look-up.
 
 What the layers read of it:
@@ -20,23 +21,18 @@ What the layers read of it:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from sys import getsizeof
 from typing import Any
 
 from graphql import (
     DocumentNode,
     FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
-    GraphQLIncludeDirective,
     GraphQLNamedType,
+    GraphQLObjectType,
     GraphQLSchema,
-    GraphQLSkipDirective,
-    InlineFragmentNode,
     IntValueNode,
     NullValueNode,
-    SelectionNode,
-    SelectionSetNode,
     ValueNode,
     VariableNode,
     get_named_type,
@@ -44,13 +40,12 @@ from graphql import (
 )
 from graphql.pyutils import Path
 
-from graph_api.graph.document import KeptBy
-from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
-from graph_api.graph.plan import pricing, walk
+from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
+from graph_api.graph.plan import cache, pricing, walk
 from graph_api.graph.plan.pricing import Cost
+from graph_api.internals.graphql_core import collected_fields, fragment_details
 
 ROSTER_FIELD = "students"
-SKIP, INCLUDE = GraphQLSkipDirective.name, GraphQLIncludeDirective.name
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
 
 Parts = dict[str, frozenset[str] | None]  # GraphQL type → what reads of its items ask for
@@ -60,6 +55,18 @@ Signature = tuple[tuple[str, str | None], ...]
 
 class OperationPlan:
     """One operation's plan (module docstring)."""
+
+    __slots__ = (
+        "_fragments",
+        "_levels",
+        "_parts",
+        "cost",
+        "operation",
+        "schema",
+        "steps",
+        "variables",
+        "watcher",
+    )
 
     def __init__(
         self,
@@ -71,15 +78,43 @@ class OperationPlan:
     ) -> None:
         self.schema = schema
         self.operation = operation
-        self.fragments = walked.fragments
+        self._fragments = fragment_details(walked.fragments)
         self.cost = cost
-        self.variables = variables  # the plan variables' values (coerced)
+        # What the plan reads of the plan variables (`plan_values`): no caller's cursor.
+        self.variables = variables
         # The executor's steps by parent type and field nodes (`graph/execution.py`); None
         # where graphql-core's grouped field sets may differ within one plan (a fragment's
         # own variables).
-        self.steps: dict[tuple[Any, ...], Any] | None = None if walked.fragment_variables else {}
+        self.steps: dict[tuple[Any, ...], Any] | None = (
+            None if walked.fragment_variables else _Steps(self)
+        )
         self._levels: dict[Signature, Level] = {}
-        self._parts: Parts | None = None
+        # The parts, with the tables they were worked out from (`parts`).
+        self._parts: tuple[tuple[tuple[str, object], ...], Parts] | None = None
+        # Told once when the plan holds more (its memos, the executor's steps): the cache,
+        # which measures its `footprint` again.
+        self.watcher: Callable[[], None] | None = None
+
+    def grew(self) -> None:
+        watcher = self.watcher
+        if watcher is not None:
+            self.watcher = None
+            watcher()
+
+    def footprint(self) -> int:
+        """The bytes this plan holds of its own, as `sys.getsizeof` counts them: its memos
+        (levels, parts, the executor's steps) and what they hold. Not the document's
+        nodes, the schema's types nor the walk, which their own caches hold."""
+        size = _owned(self) + _owned(self.cost) + _sizes(self._fragments)
+        for keys, level in self._levels.items():
+            size += getsizeof(keys) + sum(map(getsizeof, keys)) + level.footprint()
+        if self._parts is not None:
+            size += getsizeof(self._parts) + _sizes(self._parts[0]) + _sizes(self._parts[1])
+        size += getsizeof(self.steps)
+        for key, steps in (self.steps or {}).items():
+            size += getsizeof(key) + sum(map(getsizeof, key[1:])) + getsizeof(steps)
+            size += sum(_owned(step) for step in steps)
+        return size
 
     def level(self, path: Path | None) -> Level:
         """The level of the field at `path` (None: the operation's root)."""
@@ -102,7 +137,7 @@ class OperationPlan:
             return known
         if not keys:
             root = self.schema.get_root_type(self.operation.node.operation)
-            level = Level(self, (self.operation.node.selection_set,), root)
+            level = Level(self, None, root)
         else:
             parent = self._level(keys[1:])
             key, parent_type_name = keys[0]
@@ -110,8 +145,9 @@ class OperationPlan:
             nodes = [f for f in parent.collect(parent_type) if (f.alias or f.name).value == key]
             field = _field(parent_type, nodes[0].name.value) if nodes else None
             child = get_named_type(field.type) if field is not None else None
-            level = Level(self, tuple(n.selection_set for n in nodes if n.selection_set), child)
+            level = Level(self, tuple(nodes), child)
         self._levels[keys] = level
+        self.grew()
         return level
 
     def parts(self, tables: Mapping[str, Mapping[str, Sequence[str]]]) -> Parts:
@@ -119,9 +155,12 @@ class OperationPlan:
         process's node tables), the item attributes its fields selected anywhere in the
         operation (its fragments included) may read, or None when one of them is not named
         there: every read of such an item in the request asks for that one set, so that one
-        read of a key answers all the others."""
-        if self._parts is not None:
-            return self._parts
+        read of a key answers all the others. Worked out again for other tables (by the
+        identity of each type's table; the process's are the same objects each request)."""
+        given = tuple(tables.items())
+        known = self._parts
+        if known is not None and _same(known[0], given):
+            return known[1]
         selected: dict[str, list[str]] = {}
         for type_name, name in self.operation.selected:
             selected.setdefault(type_name, []).append(name)
@@ -135,40 +174,61 @@ class OperationPlan:
                     attributes = None
                     break
             parts[type_name] = frozenset(attributes) if attributes is not None else None
-        self._parts = parts
+        self._parts = (given, parts)
         return parts
 
-    def included(self, node: SelectionNode) -> bool:
-        """graphql-core's `should_include_node`, for the plan's variables: not under
-        `@skip(if: true)`, nor `@include(if: false)`."""
-        for directive in node.directives or ():
-            name = directive.name.value
-            if name not in (SKIP, INCLUDE):
-                continue
-            for argument in directive.arguments or ():
-                if argument.name.value == "if" and self._condition(argument.value) is (
-                    name == SKIP
-                ):
-                    return False
-        return True
-
-    def _condition(self, value: ValueNode) -> Any:
-        if isinstance(value, VariableNode):
-            return self.variables.get(value.name.value)
-        return getattr(value, "value", None)
-
-    def applies(self, condition: str | None, type_: GraphQLNamedType | None) -> bool:
-        """Whether a fragment's type condition holds for an object of `type_` (an abstract
-        or unknown type: every condition may)."""
-        if condition is None or type_ is None or is_abstract_type(type_):
-            return True
-        conditional = self.schema.get_type(condition)
-        if conditional is type_:
-            return True
-        return is_abstract_type(conditional) and self.schema.is_sub_type(
-            conditional,
-            type_,
+    def collect(
+        self, type_: GraphQLObjectType, nodes: Sequence[FieldNode] | None
+    ) -> list[FieldNode]:
+        """graphql-core's own collection (`collect_fields`, `collect_subfields`), for the
+        plan's variables: the fields `nodes` select on an object of `type_` (None: the
+        operation's root fields), fragments that apply to it flattened, `@skip` and
+        `@include` as the variables say."""
+        return collected_fields(
+            self.schema, self._fragments, self.variables, self.operation.node, type_, nodes
         )
+
+
+def _same(known: tuple[tuple[str, object], ...], given: tuple[tuple[str, object], ...]) -> bool:
+    """The same types, each with the very same table."""
+    return len(known) == len(given) and all(
+        a[0] == b[0] and a[1] is b[1] for a, b in zip(known, given, strict=True)
+    )
+
+
+class _Steps(dict[tuple[Any, ...], Any]):
+    """The executor's steps, kept on the plan: a step added tells the plan it grew."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: OperationPlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def __setitem__(self, key: tuple[Any, ...], value: Any) -> None:
+        super().__setitem__(key, value)
+        self.plan.grew()
+
+
+def _owned(value: object) -> int:
+    """`value`, the containers its attributes hold and their items (a step's field details;
+    a shared item, a field node, counted too: more, never less, than the plan holds)."""
+    size = getsizeof(value)
+    slots = getattr(type(value), "__slots__", None)
+    inner = (getattr(value, name, None) for name in slots) if slots else vars(value).values()
+    for one in inner:
+        if type(one) in _CONTAINERS:
+            size += _sizes(one)
+    return size
+
+
+def _sizes(value: Any) -> int:
+    """A container and its items (a dict's keys and values), one level deep."""
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
+    return getsizeof(value) + sum(map(getsizeof, items))
+
+
+_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
 
 
 def _field(type_: GraphQLNamedType | None, name: str) -> Any:
@@ -178,20 +238,20 @@ def _field(type_: GraphQLNamedType | None, name: str) -> Any:
 
 class Level:
     """A level of the response: the field at one response path, the field nodes merged
-    there (their selection sets) and its type. What it selects is collected as graphql-core
-    collects it (fragments that apply to the type, `@skip`/`@include` as the variables
-    say), once a plan."""
+    there and its type. What it selects is collected by graphql-core's collection
+    (`OperationPlan.collect`), on each object type it may be: its type, or each possible
+    type of an interface or a union. Once a plan."""
 
-    __slots__ = ("_fields", "_first", "_read", "plan", "selections", "type")
+    __slots__ = ("_fields", "_first", "_read", "nodes", "plan", "type")
 
     def __init__(
         self,
         plan: OperationPlan,
-        selections: tuple[SelectionSetNode, ...],
+        nodes: tuple[FieldNode, ...] | None,
         type_: GraphQLNamedType | None,
     ) -> None:
         self.plan = plan
-        self.selections = selections
+        self.nodes = nodes  # None: the operation's root
         self.type = type_
         self._fields: dict[tuple[Any, ...], list[FieldNode]] = {}
         self._read: tuple[Mapping[str, str], frozenset[str]] | None = None
@@ -202,7 +262,8 @@ class Level:
         key = ("on", type_.name if type_ is not None else None)
         found = self._fields.get(key)
         if found is None:
-            found = self._fields[key] = _collect(self.plan, self.selections, type_)
+            found = self._fields[key] = _collect(self.plan, self.nodes, type_)
+            self.plan.grew()
         return found
 
     def fields(self, under: Sequence[str] = ()) -> list[FieldNode]:
@@ -217,10 +278,9 @@ class Level:
         for name in under:
             field = _field(type_, name)
             type_ = get_named_type(field.type) if field is not None else None
-            level = _collect(
-                self.plan, [f.selection_set for f in level if f.name.value == name], type_
-            )
+            level = _collect(self.plan, [f for f in level if f.name.value == name], type_)
         self._fields[key] = level
+        self.plan.grew()
         return level
 
     def names(self, under: Sequence[str] = ()) -> set[str]:
@@ -234,6 +294,7 @@ class Level:
             names = (field.name.value for field in self.fields(NODES))
             wanted = frozenset(attributes[name] for name in names if name in attributes)
             known = self._read = (attributes, wanted)
+            self.plan.grew()
         return known[1]
 
     def first_page_size(self, under: Sequence[str] = ()) -> int | None:
@@ -258,7 +319,14 @@ class Level:
                 found = first  # out of range: the field itself says BAD_USER_INPUT
                 break
         self._first[key] = found
+        self.plan.grew()
         return found
+
+    def footprint(self) -> int:
+        """The bytes of the level and its memos (`OperationPlan.footprint`)."""
+        size = _owned(self) + sum(getsizeof(k) + getsizeof(v) for k, v in self._fields.items())
+        size += sum(map(getsizeof, self._first))
+        return size + (getsizeof(self._read[1]) if self._read is not None else 0)
 
     def _value(self, node: ValueNode) -> Any:
         if isinstance(node, VariableNode):
@@ -271,45 +339,25 @@ class Level:
 
 
 def _collect(
-    plan: OperationPlan,
-    selections: Iterable[SelectionSetNode | None],
-    type_: GraphQLNamedType | None,
+    plan: OperationPlan, nodes: Sequence[FieldNode] | None, type_: GraphQLNamedType | None
 ) -> list[FieldNode]:
-    found: list[FieldNode] = []
-    seen: set[str] = set()  # a fragment spread twice is collected once, as graphql-core does
-    fragments: Mapping[str, FragmentDefinitionNode] = plan.fragments
-    pending = [iter(s.selections) for s in selections if s is not None]
-    pending.reverse()
-    while pending:
-        selection = next(pending[-1], None)
-        if selection is None:
-            pending.pop()
-            continue
-        if not plan.included(selection):
-            continue
-        inner: SelectionSetNode | None = None
-        if isinstance(selection, FieldNode):
-            found.append(selection)
-        elif isinstance(selection, InlineFragmentNode):
-            condition = selection.type_condition
-            if plan.applies(condition.name.value if condition else None, type_):
-                inner = selection.selection_set
-        elif isinstance(selection, FragmentSpreadNode):
-            name = selection.name.value
-            fragment = fragments.get(name)
-            if name not in seen and fragment is not None:
-                seen.add(name)
-                if plan.applies(fragment.type_condition.name.value, type_):
-                    inner = fragment.selection_set
-        if inner is not None:
-            pending.append(iter(inner.selections))
-    return found
+    """The fields `nodes` select (None: the root's) on an object of `type_`, or of any of
+    its possible types (an interface, a union), each field node once."""
+    if isinstance(type_, GraphQLObjectType):
+        return plan.collect(type_, nodes)
+    if type_ is None or not is_abstract_type(type_):
+        return []  # a leaf, or a field the schema does not know: nothing under it
+    found: dict[int, FieldNode] = {}
+    for possible in plan.schema.get_possible_types(type_):
+        for node in plan.collect(possible, nodes):
+            found.setdefault(id(node), node)
+    return list(found.values())
 
 
 # -- planning ----------------------------------------------------------------------------
 
 
-_plans: KeptBy[OperationPlan | None] = KeptBy()  # by schema and document; name and variables
+_plans = cache.Plans()  # by schema and document, then `plan_key`
 
 
 def plan_for(
@@ -328,24 +376,44 @@ def plan_for(
     values = pricing.coerced(schema, operation.node.variable_definitions or (), given)
     if values is None:
         return None
-    uses = operation.plan_variables
-    key = (operation_name, tuple(_summary(values, name, use) for name, use in uses))
-    known = _plans.get((schema, document), key)
+    read = plan_values(operation, values)
+    key = (operation_name, tuple(read.values()))
+    known = _plans.get(schema, document, key)
     if known is not None:
         return known
     cost = Cost(pricing.price(operation, values), walked.visited)
-    kept = {name: values.get(name) for name, use in operation.plan_variables if use != "ids"}
+    kept = {name: value for (name, use), value in read.items() if use != "ids"}
     plan = OperationPlan(schema, walked, operation, cost, kept)
-    return _plans.put((schema, document), plan, key)
+    return _plans.put(schema, document, key, plan)
 
 
-def _summary(values: Mapping[str, Any], name: str, use: str) -> Any:
-    """What of a plan variable's value its plan depends on."""
-    value = values.get(name)
-    if use == "ids":
-        return len(value) if isinstance(value, list) else value is None
-    if use in ("after", "before"):
-        return value is None
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return repr(value)
+CURSOR = "a cursor"  # what a plan keeps of an `after`/`before` given: that one was, not which
+
+
+def plan_values(operation: walk.Operation, values: Mapping[str, Any]) -> dict[tuple[str, str], Any]:
+    """What the plan reads of each plan variable (by variable and use), all a plan is kept
+    by: the operation's cost and reads are the same for any two values that agree here.
+
+    - `first`/`last`: the value in 0..MAX_FIRST, or one value below that range and one
+      above it (the cost counts 0 and MAX_FIRST; the field refuses either);
+    - `ids`: the list's length, up to MAX_IDS + 1 (the cost counts at most MAX_IDS; the field
+      refuses more);
+    - `after`/`before`: whether one was given (`CURSOR`), never the caller's cursor;
+    - `@skip`/`@include`'s `if`: the boolean.
+    """
+    read: dict[tuple[str, str], Any] = {}
+    for name, use in operation.plan_variables:
+        value = values.get(name)
+        if use == "ids":
+            value = min(len(value), MAX_IDS + 1) if isinstance(value, list) else None
+        elif use in ("after", "before"):
+            value = None if value is None else CURSOR
+        elif use in ("first", "last"):
+            if type(value) is not int:
+                value = None
+            elif not 0 <= value <= MAX_FIRST:
+                value = -1 if value < 0 else MAX_FIRST + 1
+        elif type(value) is not bool:  # another directive's argument: not read
+            value = None
+        read[(name, use)] = value
+    return read

@@ -187,14 +187,14 @@ class Walked:
 
 
 class _Walk:
-    def __init__(self, schema: GraphQLSchema | None, document: DocumentNode) -> None:
+    def __init__(self, schema: GraphQLSchema, document: DocumentNode) -> None:
         self.schema = schema
         self.visited = 0
         self.fragments = fragments_of(document)
         self.done: dict[str, _Definition] = {}
         for name in fragment_order(self.fragments):
             fragment = self.fragments[name]
-            condition = schema.get_type(fragment.type_condition.name.value) if schema else None
+            condition = schema.get_type(fragment.type_condition.name.value)
             self.done[name] = self.definition(condition, fragment.selection_set)
 
     def definition(
@@ -231,11 +231,7 @@ class _Walk:
                     depth = max(depth, 1 + inner_depth)
             elif isinstance(node, InlineFragmentNode):
                 condition = node.type_condition
-                inner = (
-                    (self.schema.get_type(condition.name.value) if self.schema else None)
-                    if condition
-                    else parent
-                )
+                inner = self.schema.get_type(condition.name.value) if condition else parent
                 inner_depth, inner_aliases = self.walk(
                     inner, node.selection_set, terms, spreads, found
                 )
@@ -266,7 +262,7 @@ class _Walk:
                 )
         schema = self.schema
         definition = getattr(parent, "fields", {}).get(name) if parent is not None else None
-        if schema is not None and parent is not None:
+        if parent is not None:
             possible = schema.get_possible_types(parent) if is_abstract_type(parent) else [parent]
             found.selected.update((t.name, name) for t in possible)
         child = get_named_type(definition.type) if definition is not None else None
@@ -303,14 +299,12 @@ class _Walk:
                 return partial(_ids_count, value, type_)
             return _ids_count(value, type_, None)
         schema = self.schema
-        assert schema is not None  # no definition without one
         if parent in (schema.query_type, schema.mutation_type, schema.subscription_type):
             return 1  # a root field returns one node; a subscription's, each event's
         return None
 
     def operation(self, node: OperationDefinitionNode) -> Operation:
-        schema = self.schema
-        root = schema.get_root_type(node.operation) if schema is not None else None
+        root = self.schema.get_root_type(node.operation)
         own = self.definition(root, node.selection_set)
         selected, uses = set(own.selected), set(own.uses)
         pending, seen = list(own.spreads), set(own.spreads)
@@ -336,8 +330,8 @@ class _Walk:
 _walked: KeptBy[Walked] = KeptBy()  # by schema and document
 
 
-def walked(schema: GraphQLSchema | None, document: DocumentNode) -> Walked:
-    """The document walked once (for `schema`: without one, only the limits' figures)."""
+def walked(schema: GraphQLSchema, document: DocumentNode) -> Walked:
+    """The document walked once, for `schema`."""
     known = _walked.get((schema, document))
     if known is not None:
         return known
