@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -1500,6 +1501,42 @@ def is_worker(pid: int) -> bool:
     except OSError:
         return False
     return b"from multiprocessing.spawn import spawn_main; spawn_main(" in b" ".join(cmdline)
+
+
+@contextmanager
+def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, list[int], Path]]:
+    """`graph-api serve --workers 2` on the embedded backend, run in `folder` (its .data/),
+    with `environ` over a clean environment: its port, its worker pids and its log."""
+    from tools.dynamodb_local import free_port as any_port
+
+    port = any_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.pop("WEB_CONCURRENCY", None)
+    env.update({"GRAPH_API_DEMO_STUDENTS": "5", "GRAPH_API_LOG_LEVEL": "WARNING", **environ})
+    log = folder / "serve.log"
+    with log.open("wb") as out:
+        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
+        process = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until_healthy(port, process, log)
+        from graph_api.store.embedded import descendants
+
+        workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
+        assert len(workers) == 2, log.read_text()[-4000:]
+        yield port, workers, log
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def accepting_worker(client: socket.socket, workers: Sequence[int]) -> int | None:

@@ -11,10 +11,6 @@ import contextlib
 import http.client
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,14 +22,12 @@ from support import (
     AUTH,
     accepting_worker,
     bearer,
-    free_port,
     hs256,
-    is_worker,
     live,
     mutate,
     running_redis,
+    serving_two_workers,
     subscriber,
-    wait_until_healthy,
 )
 
 from graph_api.graph.budgets import Limiter, LocalBuckets
@@ -41,7 +35,6 @@ from graph_api.graph.context import Services
 from graph_api.graph.policy import BUDGETS, Budget, Role
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
-from graph_api.store.embedded import descendants
 
 # 30 classes by `first`: requested 30, and it reads them (one Query).
 COSTLIEST = "{ classes(first: 30) { edges { node { id subject } } } }"
@@ -326,37 +319,6 @@ def test_with_redis_down_each_process_limits_on_its_own_buckets(
 BUCKET = 60  # points, restored 1 a second (the slowest rate there is); CHEAP takes 1 and uses 1
 
 
-@contextlib.contextmanager
-def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, list[int]]]:
-    """`graph-api serve --workers 2` on the embedded backend: its port and worker pids."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.update(GRAPH_API_DEMO_STUDENTS="5", GRAPH_API_LOG_LEVEL="WARNING", **environ)
-    env.pop("WEB_CONCURRENCY", None)
-    log = folder / "serve.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
-        process = subprocess.Popen(
-            [*command, "--host", "127.0.0.1", "--port", str(port)],
-            cwd=folder,  # serve writes .data/ there
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_until_healthy(port, process, log)
-        workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
-        assert len(workers) == 2, log.read_text()[-4000:]
-        yield port, workers
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def connection_to_each(port: int, workers: list[int]) -> dict[int, http.client.HTTPConnection]:
     """A kept-alive connection that each worker accepted (found in /proc, before any
     request): the test picks the worker of every request."""
@@ -399,7 +361,7 @@ def test_with_redis_two_workers_of_serve_spend_from_one_bucket(tmp_path: Path) -
         running_redis(tmp_path) as redis,
         serving_two_workers(
             tmp_path, GRAPH_API_EVENTS_BROKER=redis.url, GRAPH_API_RATE_LIMITS=rows
-        ) as (port, workers),
+        ) as (port, workers, _),
     ):
         connections = connection_to_each(port, workers)
         served: list[tuple[int, int]] = []  # the worker, the points it said were left

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import is_worker, queries_answered, wait_until_healthy
+from support import is_worker, queries_answered, serving_two_workers, wait_until_healthy
 
 from graph_api import cli
 from graph_api.http.hosting import settings_for_workers, settings_from_parent
@@ -173,29 +173,6 @@ def test_workers_that_start_slowly_come_up_and_are_not_killed(tmp_path: Path) ->
     slow = tmp_path / "slow"
     slow.mkdir()
     (slow / "sitecustomize.py").write_text(SLOW_START)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.update(GRAPH_API_DEMO_STUDENTS="5", GRAPH_API_LOG_LEVEL="INFO", PYTHONPATH=str(slow))
-    env.pop("WEB_CONCURRENCY", None)
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
-        process = subprocess.Popen(
-            [*command, "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_until_healthy(port, process, log)
-        workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
-        assert len(workers) == 2, log.read_text()[-4000:]
+    environ = {"GRAPH_API_LOG_LEVEL": "INFO", "PYTHONPATH": str(slow)}
+    with serving_two_workers(tmp_path, **environ) as (_, _, log):
         assert "died" not in log.read_text()  # none killed by the supervisor and replaced
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
