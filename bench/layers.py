@@ -8,8 +8,10 @@ query: warm-up, then N requests unprofiled, whose CPU per request is the serving
 CPU (`time.thread_time`) over them; then N requests under cProfile with that thread's CPU as
 its clock. Each function's self time, less cProfile's own cost per call (calibrated first),
 goes to the layer of its file (`layer`); a standard-library or builtin function's goes to the
-layers of its callers, in proportion; the thread's CPU that no function holds (uvloop's own
-C code between callbacks) is the event loop's. The shares are scaled to the unprofiled CPU.
+layers of its callers, in proportion (uvloop's methods are the event loop's, orjson's `loads`
+decode's); the thread's CPU that no function holds (uvloop's own C code between callbacks)
+is the event loop's. The shares are scaled to the unprofiled CPU. bench/README.md ("Where a
+request's CPU goes, by layer") has the figures and how far to trust them.
 """
 
 from __future__ import annotations
