@@ -186,6 +186,8 @@ async def measure(
         await asyncio.to_thread(timed_client.timed, args.folder, asked, args.requests, 0, 50)
         profile.disable()
         profiled = time.thread_time() - began
+        production.OUTPUT.mkdir(exist_ok=True)  # to group again without another run
+        profile.dump_stats(production.OUTPUT / f"layers-{spec.name}.prof")
         stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
         seconds = charge(stats, per_call)
         roots = sum(s[1] - sum(e[0] for e in s[4].values()) for s in stats.values())
