@@ -37,6 +37,7 @@ from graph_api.http.persisted import STORE_BYTES, Store, entry_bytes, load_manif
 from graph_api.ops import demo
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import admin
+from tools.dynamodb_local import free_port
 
 TEACHERS = """query Teachers {
   teachers(first: 2) {
@@ -453,6 +454,8 @@ def test_serve_refuses_a_manifest_it_cannot_read_in_one_line(
 ) -> None:
     monkeypatch.setenv("GRAPH_API_DOCUMENTS", "trusted")
     monkeypatch.setenv("GRAPH_API_DOCUMENTS_MANIFEST", str(tmp_path / "missing.json"))
+    # A free port: a server the developer runs on 8000 must not answer for the manifest.
+    monkeypatch.setenv("GRAPH_API_PORT", str(free_port()))
     assert cli.main(["serve"]) == 2
     assert "GRAPH_API_DOCUMENTS_MANIFEST" in capsys.readouterr().err
 
