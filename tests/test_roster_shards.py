@@ -268,6 +268,31 @@ def test_a_class_handed_over_stamps_its_shards_and_its_new_teacher_enrols(
     assert_counted(svc, 2)
 
 
+def test_a_teacher_rename_too_big_for_one_transaction_stamps_each_class_with_its_shards(
+    svc: Services, touched: list[set[tuple[str, str]]]
+) -> None:
+    """14 classes with their 8 shards each cannot be renamed in one transaction: each class
+    is renamed in the same transaction as its shards' stamps, never before them (a link in
+    between met a renamed class whose shards still held the old name, and failed on them
+    until it gave up)."""
+    create_teacher(svc, "t1")
+    class_ids = [f"c{n:02d}" for n in range(14)]
+    for class_id in class_ids:
+        create_class(svc, class_id, "t1")
+    touched.clear()
+    write(svc, lambda table: teachers.update(table, "t1", "Renamed", None))
+    for class_id in class_ids:
+        class_key = tuple(keys.node(Kind.CLASS, class_id))
+        shard_keys = {tuple(k) for k in roster_shards.shards(Kind.CLASS, class_id)}
+        renamed = [t for t in touched if class_key in t]
+        stamped = [t for t in touched if shard_keys & t]
+        assert len(renamed) == 1 and stamped == renamed and shard_keys <= renamed[0]
+        shards = [get_item(svc, *k) for k in shard_keys]
+        assert {s["teacherName"] for s in shards if s is not None} == {"Renamed"}
+    assert len(touched) > 1  # followed: more than one transaction
+    assert_clean(svc)
+
+
 SPORT_COUNTS = 'query { sport(id: "p1") { studentCount students { totalCount } } }'
 JOIN = """mutation($s: ID!, $p: ID!) {
   joinSport(studentId: $s, sportId: $p) { sport { id } userErrors { code } } }"""

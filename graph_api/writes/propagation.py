@@ -51,9 +51,11 @@ claim and the node's copied fields, so no chunk writes a value older than the no
 rename never waits for the rosters to hold still, and a plan held still (one transaction)
 is only tried while they do: a roster that moves while it is read makes the write follow.
 More than 100 actions (a teacher of many classes or students): the first transaction holds
-the node and as many of its classes as fit, the other classes follow in chunks, and the
-rosters are read only once every class has the new name, so a link made in between, which
-copied the old name from a class not yet renamed, is read and copied over.
+the node and as many of its classes as fit, each with its roster shards' stamps, the other
+classes follow in chunks, each class again with its stamps (a link conditions the shards:
+a class renamed before them would refuse links until they came), and the rosters are read
+only once every class has the new name, so a link made in between, which copied the old
+name from a class not yet renamed, is read and copied over.
 """
 
 from __future__ import annotations
@@ -109,16 +111,20 @@ class Copies:
     units: list[list[Action]] = field(default_factory=list)
     fences: list[Clause] = field(default_factory=list)  # the relation counts the plan saw
     source: dict[str, Any] = field(default_factory=dict)  # node field -> value copied
-    first: list[Action] = field(default_factory=list)
+    # Followed: the writes of the nodes the copies are read from, in groups that commit
+    # whole (a class's rename with its roster shards' stamps, so the two never disagree);
+    # as many as fit go with the head. A group's action whose condition fails is dropped
+    # (the class left the teacher; a class of the layout before has no shards to stamp).
+    first: list[list[Action]] = field(default_factory=list)
+    # How many of `first`'s groups may go in the head, where every condition must hold (a
+    # class of the layout before is renamed after it, with stamps dropped if it has none).
+    in_head: int | None = None  # None: all
     follow_fences: list[Clause] = field(default_factory=list)
     targets: Targets | None = None
     held: bool = True  # False: planned only to be followed (they cannot fit one transaction)
     # A class's roster shards (`roster_shards.py`): each one's count as the held plan read
     # it (its fence, as `fences` pins a count on a node), None for a node without shards.
     shard_counts: list[int] | None = None
-    # Followed only, after `first`: actions whose failure drops them alone (a teacher's
-    # classes' shard stamps, conditioned on the class being still the teacher's).
-    trailing: list[Action] = field(default_factory=list)
 
     def actions(self) -> list[Action]:
         return [action for unit in self.units for action in unit]
@@ -394,7 +400,7 @@ async def _class_copies(
         # `write`), or on the class.
         fences=[] if sharded else [("eq", "studentCount", len(students))],
         source=ENROLMENT.copied_from(klass),
-        first=first,
+        first=[first] if first else [],
         targets=targets,
         held=held,
         shard_counts=list(per_shard) if held and sharded and per_shard is not None else None,
@@ -441,12 +447,14 @@ async def _teacher_copies(
         node = keys.node(Kind.CLASS, class_id)
         return update(node, ours, *fences, assign={"teacherName": name}, on_fail=STALE)
 
-    def stamped(class_id: str) -> list[Action]:
-        # Followed: each shard on its own, dropped when it is no longer the teacher's class
-        # (or, a class not migrated, when there is none); after every class's own write.
+    def renaming(class_id: str) -> list[Action]:
+        # Followed: a class's rename and its shards' stamps, in one transaction, so a link
+        # never meets a class and shards that disagree (it would fail on the shard until the
+        # stamps came). Each stamp is conditioned like the class (still the teacher's), and
+        # on the shard having a count (a class of the layout before has none: dropped).
         assign = {"teacherName": name}
         clauses: list[Clause] = [ours, ("has", items.COUNT)]
-        return roster_shards.stamps(Kind.CLASS, class_id, assign, clauses=clauses)
+        return [own(class_id), *roster_shards.stamps(Kind.CLASS, class_id, assign, clauses=clauses)]
 
     def entries(rosters: Mapping[str, Sequence[str]]) -> list[Action]:
         by_student: dict[str, dict[str, dict[str, Any]]] = {}
@@ -455,7 +463,12 @@ async def _teacher_copies(
                 by_student.setdefault(sid, {})[class_id] = {"teacherName": name}
         return _entry_copies(ENROLMENT, by_student, {"teacherId": tid})
 
-    classes = await reads.nodes(Kind.CLASS, class_ids) if held else []
+    found = await reads.nodes(Kind.CLASS, class_ids)
+    # The classes in shards first: their renames may go with the head (its conditions must
+    # all hold); the others' (a class of the layout before: no shards to stamp) follow it.
+    sharded = sorted(k["id"] for k in found if items.in_sharded_layout(ENROLMENT, k))
+    followed = [*sharded, *sorted(set(class_ids) - set(sharded))]
+    classes = found if held else []
     per_shard = await _few_at_a_time(roster_shards.counts(reads, Kind.CLASS, k) for k in classes)
     counted = [
         k.get("studentCount", 0) + sum(c or ()) for k, c in zip(classes, per_shard, strict=True)
@@ -498,11 +511,11 @@ async def _teacher_copies(
         units=[renamed, entries({k["id"]: r for k, r in zip(classes, rosters, strict=True)})],
         fences=[count],
         source={"name": name},
-        first=[own(class_id) for class_id in class_ids],
+        first=[renaming(class_id) for class_id in followed],
+        in_head=len(sharded),
         follow_fences=[count],
         targets=targets,
         held=held,
-        trailing=[a for class_id in class_ids for a in stamped(class_id)],
     )
 
 
@@ -632,11 +645,14 @@ async def write(
     write_ = NodeWrite.versioned(kind, node, changes, copies, fences, remove)
     start = [write_.action(token, True), todos.put_todo(kind, node["id"], token), *head]
     start += class_stamps(kind, node, write_.assign, remove)  # with the class, or not at all
-    start += copies.first
-    await transact(table, start[:MAX_ACTIONS])  # Stale: the caller reads again
+    groups = list(copies.first)
+    in_head = len(groups) if copies.in_head is None else copies.in_head
+    while in_head and len(start) + len(groups[0]) <= MAX_ACTIONS:
+        start += groups.pop(0)  # whole groups only: a class with its stamps, or not yet
+        in_head -= 1
+    await transact(table, start)  # Stale: the caller reads again
     try:
-        pending = [*start[MAX_ACTIONS:], *copies.trailing]
-        await _follow(table, kind, node["id"], token, copies, pending)
+        await _follow(table, kind, node["id"], token, copies, groups)
     except Unavailable:
         table.unfinished.append(f"{kind.lower()} {node['id']}")
 
@@ -689,20 +705,37 @@ async def _each_round(
     return True
 
 
+async def _each_group(
+    table: Table, key: Key, guard: Sequence[Clause], groups: list[list[Action]], token: str
+) -> bool:
+    """Apply the groups while the guard holds, as many whole groups a transaction as fit (a
+    group is never split across two); False when the guard fails."""
+    chunks: list[list[Action]] = []
+    for group in groups:
+        if not chunks or len(chunks[-1]) + len(group) > MAX_ACTIONS - 1:  # the guard's check
+            chunks.append([])
+        chunks[-1] += group
+    for n, chunk in enumerate(chunks):
+        if not await transact_each(table, key, guard, chunk, token, f"f{n}"):
+            return False
+    return True
+
+
 async def _follow(
     table: Table,
     kind: Kind,
     id_: str,
     token: str,
     copies: Copies,
-    pending_first: list[Action],
+    pending_first: list[list[Action]],
 ) -> None:
-    """Apply the rest of a claimed write's copies: `pending_first`, then its targets."""
+    """Apply the rest of a claimed write's copies: `pending_first`'s groups, then its
+    targets."""
     key = keys.node(kind, id_)
     while True:
         assert copies.targets is not None
         guard = [("eq", CLAIM, token), *copies.holds()]
-        if await transact_each(table, key, guard, pending_first, token, "first") and (
+        if await _each_group(table, key, guard, pending_first, token) and (
             await _each_round(
                 table, key, guard, await copies.targets(), token, todos.done(kind, id_)
             )
@@ -714,7 +747,7 @@ async def _follow(
         if taken is None:
             return
         token, copies = taken
-        pending_first = [*copies.first, *copies.trailing]
+        pending_first = copies.first
 
 
 async def take_over(
@@ -770,5 +803,5 @@ async def finish(table: Table, kind: Kind, id_: str, claim: str | None) -> bool:
     if taken is None:
         return False
     token, copies = taken
-    await _follow(table, kind, id_, token, copies, [*copies.first, *copies.trailing])
+    await _follow(table, kind, id_, token, copies, copies.first)
     return True

@@ -24,14 +24,18 @@ partition before W commits. A followed W reads the roster after its head committ
 (strongly consistent), so it sees L's edge and copies over its entry; a held W read the
 roster before, but conditions each shard's stamp on the count it saw (`stamps(counts=)`),
 so an L between its read and its commit moved a count and W plans again. The shards and
-the class change in one transaction, so they never disagree (`graph-api check` verifies),
-but for a followed rename of a teacher of many classes, which stamps the shards after the
-classes (each stamp dropped if its class left the teacher): in between, a link that read a
-renamed class fails on the shard and reads again, and one that copied the old name
-committed before the rename reads the rosters, which it does after every stamp, so it is
-copied over all the same. A class's delete conditions each shard on the count it read and
-deletes it, so a link either moved a count first (the delete reads again: CONFLICT) or finds
-no shard (NOT_FOUND).
+the class change in one transaction, always, so they never disagree (`graph-api check`
+verifies): a followed rename of a teacher of many classes renames each class with its
+shards' stamps, the head holding as many whole classes as fit and the chunks the others
+(`propagation.write`; a stamp and its class's rename are both conditioned on the class
+being still the teacher's, so they are dropped together). A class renamed in one
+transaction and stamped in a later one (as this once was) refused every link in between:
+the link read the new name, the shard held the old one, and it read again until it gave
+up. A link that copied the old name from a class not yet renamed committed before that
+class's transaction; the rename reads the rosters after its last class, so it is copied
+over. A class's delete conditions each shard on the count it read and deletes it, so a
+link either moved a count first (the delete reads again: CONFLICT) or finds no shard
+(NOT_FOUND).
 """
 
 from __future__ import annotations
