@@ -18,10 +18,11 @@ from graph_api.store.transactions import (
     STALE,
     Action,
     Clause,
+    Stale,
     put,
     transact,
 )
-from graph_api.writes import counts, propagation
+from graph_api.writes import counts, propagation, roster_shards
 from graph_api.writes.attempts import retrying
 from graph_api.writes.reads import Reads, key_of
 from graph_api.writes.versions import expect_version
@@ -112,9 +113,28 @@ async def set_home(table: Table, student_id: str, home: Place | None) -> str:
 async def delete(table: Table, id_: str) -> str:
     """Remove the student, its email guard and its edge items; move the counters."""
     reads = Reads(table)
+    # Classes and sports found keeping their count on their item (not migrated): their
+    # counts move there. Any other's count moves in its shard, which fails for such a node
+    # (it has no count there): the attempt then reads them and tries again.
+    on_items: set[tuple[Kind, str]] = set()
 
     async def attempt() -> str:
         node = await reads.node(Kind.STUDENT, id_)
+        try:
+            return await _delete(node)
+        except Stale:
+            on_items.clear()
+            for relation in (ENROLMENT, MEMBERSHIP):
+                if ids := sorted(relation.entries(node)):
+                    targets = await reads.nodes(relation.target, ids)
+                    on_items.update(
+                        (relation.target, t["id"])
+                        for t in targets
+                        if not items.in_sharded_layout(relation, t)
+                    )
+            raise
+
+    async def _delete(node: Item) -> str:
         unlinks: list[tuple[tuple[str, ...], list[Action]]] = []  # (map entry, its actions)
         for relation in (ENROLMENT, MEMBERSHIP):
             for target_id in relation.entries(node):
@@ -123,15 +143,15 @@ async def delete(table: Table, id_: str) -> str:
                 damaged = (
                     f"{relation.target.lower()} {target_id} counts no students; run graph-api check"
                 )
-                actions = [
-                    tx.delete(edge, EXISTS, on_fail=STALE),
-                    tx.update(
-                        keys.node(relation.target, target_id),
-                        ("gt", "studentCount", 0),
-                        add={"studentCount": -1},
-                        on_fail=Conflict(damaged, id=target_id),
-                    ),
-                ]
+                count = tx.update(
+                    keys.node(relation.target, target_id),
+                    ("gt", "studentCount", 0),
+                    add={"studentCount": -1},
+                    on_fail=Conflict(damaged, id=target_id),
+                )
+                if relation.sharded and (relation.target, target_id) not in on_items:
+                    count = roster_shards.leave(relation, target_id, id_)
+                actions = [tx.delete(edge, EXISTS, on_fail=STALE), count]
                 unlinks.append((relation.path(target_id), actions))
 
         # The node's home and its counters: a home changed since our read fails the version.
