@@ -18,7 +18,7 @@ export UV_PYTHON_DOWNLOADS := never
 # of their own; see --compile-bytecode below).
 COMPILE := $(BIN)/python -m compileall -q -j 0 graph_api tools tests
 
-.PHONY: help run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded bench-scale schema clean lock
+.PHONY: help run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded bench-scale bench-layers schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (the dev and embedded extras and this project, editable, included): nothing is
@@ -137,6 +137,12 @@ bench-embedded: $(STAMP)  ## the embedded backend as make run serves it (500 and
 # bench builds it), then one table of both.
 bench-scale: $(STAMP)  ## creates and enrolments spread vs on one city/class, behind an AWS-like contention front
 	$(BIN)/python -m bench.scale $(if $(BASE),--base $(BASE)) $(BENCH_ARGS)
+
+# Q1's and Q3's CPU per request by layer (HTTP, parse and validate, plan, execution, wire,
+# decode, serialize, event loop), the API served in process over TLS to DynamoDB Local and
+# profiled by cProfile. BENCH_ARGS: --requests, --warmup, --queries.
+bench-layers: $(STAMP)  ## Q1's and Q3's CPU per request by layer, over TLS (cProfile, in process)
+	$(BIN)/python -m bench.layers $(BENCH_ARGS)
 
 schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 	$(BIN)/graph-api export-schema -o schema/schema.graphql

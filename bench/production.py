@@ -4,8 +4,10 @@ with `BASE=<git ref>` beside the ref's API, in one run.
 DynamoDB Local (tools/dynamodb_local.py) behind a TLS terminator (tools/tls_terminator.py:
 stunnel, its CA passed as AWS_CA_BUNDLE). Each checkout's API is its own `graph-api serve`
 (bench/servers.py: the base is a worktree with its own venv, driven only by its CLI and
-environment) on one table, created by head's `graph-api create-table` and seeded with the
-peer's seed-11 school through head's mutations (bench/seeding.py). The peer
+environment) on a table of its own, created by its own `graph-api create-table` and seeded
+with the peer's seed-11 school through its own mutations (bench/seeding.py), so each reads
+the items its own writes lay out (a base before a layout change reads no items it does not
+know). The peer
 (`../shared/peers/postgraphile`, bench/peer.py) serves the same school from PostgreSQL.
 
 Each of the five queries, checked on every side, then timed: warm-up, then the same number
@@ -365,26 +367,36 @@ def main() -> None:
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
         endpoint, ca_bundle, plain_endpoint, backend_what = stack.enter_context(backend(workdir))
-        env = server_env(table, endpoint, ca_bundle)
-        servers.run_cli(checkouts[0], env, "create-table")
-        if ca_bundle is None:  # an endpoint of the caller's: the table goes when the run ends
-            stack.callback(_delete_table, endpoint, table)
+        # A table a checkout: head's is `table`, the base's `table-base`.
+        envs = [
+            server_env(table if n == 0 else f"{table}-base", endpoint, ca_bundle)
+            for n in range(len(checkouts))
+        ]
         running: peer.Running | None = None
-        # Seeded through a server of its own, not timed: the timed servers start alike,
-        # neither with the seeding's 3,600 mutations behind it. It serves on to the end, the
-        # holder of the change stream's lease (it started first), so that neither timed
-        # server reads the stream (the lease holder's polls and renewals were charged to its
-        # requests: head 5-17 % above base with the same code).
-        seeder = stack.enter_context(servers.serving(checkouts[0], env, 1, "seeding"))
+        seeders: list[servers.Server] = []
         t0 = time.monotonic()
-        mutations = seeding.seed(seeder.port, data, httpbench, args.seeders)
+        mutations = 0
+        for checkout, checkout_env in zip(checkouts, envs, strict=True):
+            servers.run_cli(checkout, checkout_env, "create-table")
+            if ca_bundle is None:  # an endpoint of the caller's: the table goes when the run ends
+                stack.callback(_delete_table, endpoint, checkout_env["GRAPH_API_TABLE"])
+            # Seeded through a server of its own, not timed: the timed servers start alike,
+            # neither with the seeding's 3,600 mutations behind it. It serves on to the end,
+            # the holder of its table's stream lease (it started first), so that no timed
+            # server reads the stream (the lease holder's polls and renewals were charged to
+            # its requests: head 5-17 % above base with the same code).
+            label = "seeding" if checkout is checkouts[0] else "seeding base"
+            seeder = stack.enter_context(servers.serving(checkout, checkout_env, 1, label))
+            seeders.append(seeder)
+            mutations += seeding.seed(seeder.port, data, httpbench, args.seeders)
         result["seeding"] = {"mutations": mutations, "seconds": time.monotonic() - t0}
         print(f"seeded {mutations} mutations in {result['seeding']['seconds']:.0f} s", flush=True)
         with ExitStack() as serving:
-            timed_env, headers = signed_in(env, args.role, data)
+            signed = [signed_in(checkout_env, args.role, data) for checkout_env in envs]
+            headers = signed[0][1]
             sides = [
                 _api_side(serving, checkout, timed_env, 1, "TLS" if ca_bundle else endpoint)
-                for checkout in checkouts
+                for checkout, (timed_env, _) in zip(checkouts, signed, strict=True)
             ]
             for side in sides:
                 side.headers = headers
@@ -410,8 +422,8 @@ def main() -> None:
                     unavailable = str(error)
                     print(f"peer unavailable: {unavailable}; measuring the APIs only", flush=True)
             t0 = time.monotonic()
-            seeding_side = Side(seeder.label, "api", seeder.port, seeder.pid, "")
-            result["idle_cpu_ms_per_s"] = settle([*sides, seeding_side])
+            seeding_sides = [Side(x.label, "api", x.port, x.pid, "") for x in seeders]
+            result["idle_cpu_ms_per_s"] = settle([*sides, *seeding_sides])
             print(
                 f"servers idle after {time.monotonic() - t0:.0f} s (CPU ms/s: "
                 + ", ".join(f"{k} {v:.0f}" for k, v in result["idle_cpu_ms_per_s"].items())
@@ -426,7 +438,10 @@ def main() -> None:
         if not args.no_throughput:
             q1 = next(q for q in bench.queries() if q.name == "Q1")
             with ExitStack() as serving:
-                tp_sides = [_api_side(serving, c, env, args.api_workers, "") for c in checkouts]
+                tp_sides = [
+                    _api_side(serving, c, e, args.api_workers, "")
+                    for c, e in zip(checkouts, envs, strict=True)
+                ]
                 workers = len(proc.workers(tp_sides[0].pid))
                 tp_sides = ends([*tp_sides, *(s for s in sides if s.kind == "peer")])
                 bodies = {s.label: s.body(q1) or b"" for s in tp_sides}

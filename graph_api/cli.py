@@ -354,7 +354,7 @@ def _locate(settings: Settings, environ: Mapping[str, str] | None = None) -> tup
 
 def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
     """One line for what went wrong between a table command and DynamoDB."""
-    endpoint = dynamo.client.meta.endpoint_url
+    endpoint = dynamo.endpoint
     cause = error.__cause__
     if isinstance(error, Unavailable) and isinstance(cause, EndpointConnectionError):
         return f"cannot connect to DynamoDB at {endpoint}: is it running?"
@@ -379,7 +379,7 @@ def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
     dynamo = Dynamo(settings)
     try:
         # The first line of every table command: where its reads and writes go.
-        endpoint = dynamo.client.meta.endpoint_url
+        endpoint = dynamo.endpoint
         print(f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}", file=sys.stderr)
         yield settings, dynamo
     except (Unavailable, ClientError, BotoCoreError) as error:

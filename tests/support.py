@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -1137,7 +1138,7 @@ def wire_key(pk: str, sk: str = "A") -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": sk}}
 
 
-def boto_client(endpoint: str) -> Any:
+def boto_client(endpoint: str | None) -> Any:
     """A boto3 DynamoDB client of its own: not the API's, which only shares the table."""
     return boto3.client(
         "dynamodb", endpoint_url=endpoint, region_name="us-east-1", **LOCAL_CREDENTIALS
@@ -1473,3 +1474,92 @@ def queries_answered(metrics_text: str) -> float:
         if sample.name == "graph_api_graphql_request_duration_seconds_count"
         and sample.labels == {"operation_type": "query", "outcome": "ok"}
     )
+
+
+# -- `graph-api serve --workers N` as a subprocess --------------------------------------------
+
+WORKERS_STARTUP_SECONDS = 180  # a busy 2-core machine: a parent and its workers import everything
+
+
+def wait_until_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until /healthz answers 200 on `port`; fails with the log's tail if serve exits first."""
+    import http.client
+
+    deadline = time.monotonic() + WORKERS_STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"serve exited early:\n{log.read_text()[-4000:]}"
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            connection.close()
+        time.sleep(0.5)
+    raise AssertionError(f"serve did not answer in {WORKERS_STARTUP_SECONDS} s:\n{log.read_text()}")
+
+
+def is_worker(pid: int) -> bool:
+    """A uvicorn worker (multiprocessing's spawn), not the embedded DynamoDB or a helper."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"from multiprocessing.spawn import spawn_main; spawn_main(" in b" ".join(cmdline)
+
+
+@contextmanager
+def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, list[int], Path]]:
+    """`graph-api serve --workers 2` on the embedded backend, run in `folder` (its .data/),
+    with `environ` over a clean environment: its port, its worker pids and its log."""
+    from tools.dynamodb_local import free_port as any_port
+
+    port = any_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.pop("WEB_CONCURRENCY", None)
+    env.update({"GRAPH_API_DEMO_STUDENTS": "5", "GRAPH_API_LOG_LEVEL": "WARNING", **environ})
+    log = folder / "serve.log"
+    with log.open("wb") as out:
+        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
+        process = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until_healthy(port, process, log)
+        from graph_api.store.embedded import descendants
+
+        workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
+        assert len(workers) == 2, log.read_text()[-4000:]
+        yield port, workers, log
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def accepting_worker(client: socket.socket, workers: Sequence[int]) -> int | None:
+    """Which of `workers` holds the server's end of a connected loopback TCP `client`
+    (Linux's /proc): the process that accepted it; None while none has yet."""
+    here, there = client.getsockname()[1], client.getpeername()[1]
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)
+        if local == there and remote == here:
+            inodes.add(f"socket:[{fields[9]}]")
+    for pid in workers:
+        with contextlib.suppress(OSError):  # a descriptor closed while listed
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return pid
+    return None

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
 from support import make_settings, ok
 
 from graph_api import cli
@@ -118,8 +119,9 @@ def remote_table(clean_env: pytest.MonkeyPatch, endpoint: str) -> Iterator[str]:
     dynamo = Dynamo(make_settings(endpoint, table=name))
     try:
         dynamo.call_sync("DeleteTable", {"TableName": name}, None)
-    except dynamo.client.exceptions.ResourceNotFoundException:
-        pass
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ResourceNotFoundException":
+            raise
     finally:
         dynamo.close()
 

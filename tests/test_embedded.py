@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from support import (
     Client,
     assert_clean,
+    boto_client,
     create_class,
     create_student,
     create_teacher,
@@ -38,7 +39,7 @@ from graph_api.store.embedded import EmbeddedDynamoDB
 
 @pytest.fixture
 def db(empty_services: Services) -> tuple[Client, str]:
-    return empty_services.dynamo.client, empty_services.settings.table
+    return boto_client(empty_services.settings.endpoint_url), empty_services.settings.table
 
 
 def _count(db: tuple[Client, str], pk: str) -> int:
@@ -478,7 +479,7 @@ def test_writes_and_queries_never_walk_the_whole_table(
     assert len(data["studentsByLocation"]["edges"]) == 2
     assert no_table_walks == []
     # The same calls with moto's own methods do walk it: the watch sees what it watches.
-    svc.dynamo.client.scan(TableName=svc.settings.table)
+    boto_client(svc.settings.endpoint_url).scan(TableName=svc.settings.table)
     assert no_table_walks == ["all_items"]
 
 
@@ -607,7 +608,7 @@ def _ada_in_chemistry(svc: Services) -> tuple[Client, str, dict[str, Any]]:
     create_student(svc, "Ada", "ada@ex.org", id="s1", home=_home())
     assert enroll(svc, "s1", "c1").problems == []
     return (
-        svc.dynamo.client,
+        boto_client(svc.settings.endpoint_url),
         svc.settings.table,
         {"PK": {"S": "STUDENT#s1"}, "SK": {"S": "STUDENT#s1"}},
     )
@@ -795,7 +796,7 @@ def test_a_request_lists_no_handler_methods_and_makes_no_class(
     Flask's debug mode made a class for the form data: CPU, and cyclic garbage."""
     import inspect
 
-    client, name = inside.dynamo.client, inside.settings.table
+    client, name = boto_client(inside.settings.endpoint_url), inside.settings.table
     client.get_item(TableName=name, Key=wire_key("warm"))
     listed: list[object] = []
     getmembers = inspect.getmembers
@@ -909,7 +910,7 @@ def test_a_read_of_an_index_the_table_lacks_is_refused_as_dynamodb_refuses_it(
     """moto answers ResourceNotFoundException (DynamoDB's word for a missing table); the
     embedded backend answers DynamoDB's ValidationException, which the API maps to
     UNAVAILABLE (tests/test_search.py)."""
-    client, name = empty_services.dynamo.client, empty_services.settings.table
+    client, name = boto_client(empty_services.settings.endpoint_url), empty_services.settings.table
     drop_index(empty_services.dynamo, name, "GSI2")
     with pytest.raises(ClientError) as refused:
         client.query(

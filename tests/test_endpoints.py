@@ -11,7 +11,7 @@ import os
 import pytest
 
 from graph_api.settings import Settings
-from graph_api.store.client import Streams
+from graph_api.store.streams_client import Streams
 
 AWS = "https://streams.dynamodb.us-east-1.amazonaws.com"
 

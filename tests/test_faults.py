@@ -41,8 +41,8 @@ from graph_api.ops import demo
 from graph_api.ops.check import check_table
 from graph_api.store import admin, retry
 from graph_api.store.codec import Item
-from graph_api.store.http_session import MAX_BODY
 from graph_api.store.transactions import Stale
+from graph_api.store.wire import MAX_BODY
 from graph_api.writes import memberships
 from graph_api.writes.attempts import KEPT_CHANGING
 
@@ -670,41 +670,34 @@ def test_an_answer_larger_than_dynamodb_sends_is_cut_and_unavailable(
 # -- a client that could not be opened ------------------------------------------------------
 
 
-def test_a_client_that_failed_to_open_is_opened_again_by_the_next_request(
+def test_credentials_that_failed_to_resolve_are_resolved_again_by_the_next_request(
     services: Services, monkeypatch: pytest.MonkeyPatch, demo_items: list[Item]
 ) -> None:
-    """Opening a loop's client can fail (credentials not yet to be had from the task role):
-    that request gets a coded error, and the next one on the same loop opens it again."""
+    """Resolving the credentials can fail (not yet to be had from the task role): that
+    request gets a coded error, and the next one on the same loop resolves them again."""
+    import asyncio
+
+    import botocore.credentials
     from support import execute_async
 
-    session = services.dynamo._clients._aio_session
-    create_client = session.create_client
+    from graph_api.store.credentials import BotocoreCredentials
+
     failures = [EndpointConnectionError(endpoint_url="https://credentials.invalid")]
 
-    class FailingOnce:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.args, self.kwargs = args, kwargs
-
-        async def __aenter__(self) -> Any:
+    class Session:
+        def get_credentials(self) -> Any:
             if failures:
                 raise failures.pop()
-            self.made = create_client(*self.args, **self.kwargs)
-            return await self.made.__aenter__()
+            return botocore.credentials.Credentials("local", "local")
 
-        async def __aexit__(self, *exc: Any) -> Any:
-            return await self.made.__aexit__(*exc)
-
-    monkeypatch.setattr(session, "create_client", FailingOnce)
-    query = NAMES
+    monkeypatch.setattr(services.dynamo, "credentials", BotocoreCredentials(Session))  # type: ignore[arg-type]
     ids = students(demo_items, 2)
 
     async def twice() -> tuple[Result, Result]:
-        first = await execute_async(services, query, {"ids": ids})
-        second = await execute_async(services, query, {"ids": ids})
+        first = await execute_async(services, NAMES, {"ids": ids})
+        second = await execute_async(services, NAMES, {"ids": ids})
         await services.dynamo.aclose()
         return first, second
-
-    import asyncio
 
     first, second = asyncio.run(twice())
     assert first.codes == ["UNAVAILABLE"]

@@ -23,8 +23,10 @@ from graphql import DocumentNode, FieldNode, FragmentSpreadNode, InlineFragmentN
 from graphql.language import Lexer, Source, TokenKind
 from support import make_settings
 
-from graph_api.graph import cost, limits
+from graph_api.graph import limits
 from graph_api.graph.context import Services
+from graph_api.graph.plan import pricing, walk
+from graph_api.graph.plan.operation import plan_for
 from graph_api.graph.schema import schema
 from graph_api.http.app import create_app
 from tools.dynamodb_local import free_port
@@ -130,6 +132,15 @@ HOSTILE: dict[str, tuple[str, str | frozenset[str]]] = {
 }
 
 
+def priced_at(
+    schema: Any, document: DocumentNode, name: str | None, variables: dict[str, Any]
+) -> pricing.Cost:
+    """The cost the operation's plan holds."""
+    plan = plan_for(schema, document, name, variables)
+    assert plan is not None
+    return plan.cost
+
+
 def test_the_hostile_documents_are_within_the_token_limit() -> None:
     for name, (query, _) in HOSTILE.items():
         assert tokens(query) <= 5000, name
@@ -139,9 +150,9 @@ def test_the_hostile_documents_are_within_the_token_limit() -> None:
 def test_limits_visit_each_selection_at_most_once(query: str) -> None:
     document = parse(query)
     written = selections_in(document)
-    shape = limits.measure(document)
+    shape = limits.measure(document, schema._schema)
     assert shape.visited <= written
-    priced = cost.operation_cost(schema._schema, document, None, {})
+    priced = priced_at(schema._schema, document, None, {})
     assert priced.visited <= written
 
 
@@ -150,12 +161,12 @@ def test_fan_out_is_measured_as_its_expansion() -> None:
     document = parse(
         fan_out(40, 'a: teacher(id: "tch-001") { classes(first: 3) { edges { cursor } } }')
     )
-    shape = limits.measure(document)
+    shape = limits.measure(document, schema._schema)
     assert shape.aliases == 2**40
     assert shape.depths == {"": 3}
-    assert cost.operation_cost(schema._schema, document, None, {}).requested == 2**40 * (1 + 3)
+    assert priced_at(schema._schema, document, None, {}).requested == 2**40 * (1 + 3)
     deeper = parse(fan_out(60, TEACHERS))
-    assert cost.operation_cost(schema._schema, deeper, None, {}).requested == cost.MAX_REPORTED
+    assert priced_at(schema._schema, deeper, None, {}).requested == pricing.MAX_REPORTED
 
 
 def test_fan_out_to_a_variable_count_is_priced_for_each_value() -> None:
@@ -165,7 +176,7 @@ def test_fan_out_to_a_variable_count_is_priced_for_each_value() -> None:
         fan_out(40, "teachers(first: $n) { edges { cursor } }", root="($n: Int) { ...F0 }")
     )
     for n in (1, 3, 2):
-        priced = cost.operation_cost(schema._schema, document, None, {"n": n})
+        priced = priced_at(schema._schema, document, None, {"n": n})
         assert priced.requested == 2**40 * n
 
 
@@ -176,7 +187,7 @@ def test_a_chain_of_fragments_adds_up_its_depth() -> None:
         for i in range(3)
     )
     document = parse(f'{{ student(id: "s") {{ ...A0 }} }} {chain} fragment A3 on Student {{ id }}')
-    assert limits.measure(document).depths == {"": 1 + 3 * 6}
+    assert limits.measure(document, schema._schema).depths == {"": 1 + 3 * 6}
 
 
 # -- over HTTP, on a real server ---------------------------------------------------------
@@ -203,21 +214,16 @@ def server(endpoint: str, services: Services) -> Iterator[Server]:
     """uvicorn in a thread, over the seeded read table (which `services` creates); every
     limit walk it runs records what it visited."""
     visited: list[tuple[str, int, int]] = []
-    measure, operation_cost = limits.measure, cost.operation_cost
+    walked = walk.walked
 
-    def recording_measure(document: DocumentNode) -> limits.Shape:
-        shape = measure(document)
-        visited.append(("limits", shape.visited, selections_in(document)))
-        return shape
-
-    def recording_cost(schema: Any, document: DocumentNode, *args: Any) -> cost.Cost:
-        priced = operation_cost(schema, document, *args)
-        visited.append(("cost", priced.visited, selections_in(document)))
-        return priced
+    def recording_walk(schema: Any, document: DocumentNode) -> walk.Walked:
+        # The document's one walk: the limits, the cost and the plan all read it.
+        found = walked(schema, document)
+        visited.append(("walk", found.visited, selections_in(document)))
+        return found
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(limits, "measure", recording_measure)
-    mp.setattr(cost, "operation_cost", recording_cost)
+    mp.setattr(walk, "walked", recording_walk)
     # Bounded work is what `visited` records; the deadline is only generous, for a busy machine.
     own = Services.create(make_settings(endpoint, table="test-read", deadline_seconds=60.0))
     port = free_port()
@@ -271,8 +277,8 @@ def test_hostile_document_is_refused_or_answered_in_bounded_work(
     status, body = http(f"{server.url}/graphql", {"query": query})
     assert_outcome(status, body, expected)
     assert server.visited, "no limit measured the document"
-    for walk, visited, written in server.visited:
-        assert visited <= written, walk
+    for name, visited, written in server.visited:
+        assert visited <= written, name
 
 
 def test_healthz_answers_while_hostile_documents_are_validated(server: Server) -> None:

@@ -9,12 +9,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import Result, create_class, create_sport, create_student, create_teacher, enroll, join
+from support import (
+    Result,
+    boto_client,
+    create_class,
+    create_sport,
+    create_student,
+    create_teacher,
+    enroll,
+    join,
+)
 from support import execute as run_query
 
-from graph_api.graph import prefetch
 from graph_api.graph.context import Context, Services
-from graph_api.graph.document import KeptBy
 from graph_api.graph.nodes import NodeBase
 from graph_api.graph.schema import build_schema, schema
 from graph_api.graph.school_class import Class
@@ -109,7 +116,7 @@ def test_a_class_without_its_teachers_copy_reads_the_teacher_by_id_as_whole(
     """A part knows an attribute its item lacks as None; a class lacking its copy of the
     teacher's name answers from the teacher's item, as when read whole."""
     node = keys.node(Kind.CLASS, "c1")
-    school.dynamo.client.update_item(
+    boto_client(school.settings.endpoint_url).update_item(
         TableName=school.settings.table,
         Key={"PK": {"S": node.pk}, "SK": {"S": node.sk}},
         UpdateExpression="REMOVE teacherName",
@@ -193,7 +200,6 @@ def whole_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every read of a node's item reads it whole, as before parts."""
     for node_type in (Student, Class, Sport, Teacher):
         monkeypatch.setattr(node_type, "field_attributes", {})
-    monkeypatch.setattr(prefetch, "_parts", KeptBy())  # what operations read, by these tables
 
 
 def answer(result: Result) -> tuple[Any, list[Any]]:

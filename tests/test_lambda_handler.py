@@ -17,6 +17,7 @@ from graph_api.graph.context import Services
 from graph_api.http import hosting, lambda_handler
 from graph_api.settings import Settings, SettingsError
 from graph_api.store.codec import Item
+from graph_api.store.credentials import BotocoreCredentials
 
 # Loaded by the features a Lambda function never runs (nothing scrapes a function's metrics,
 # and tracing is off unless configured).
@@ -170,7 +171,7 @@ def run_hooks(hooks: list[Any]) -> None:
 
 
 def open_clients(module: Any) -> int:
-    return len(module._services().dynamo._clients._every())
+    return len(module._services().dynamo._by_loop)
 
 
 def test_snapstart_closes_the_client_for_the_snapshot_and_serves_after_a_restore(
@@ -180,10 +181,12 @@ def test_snapstart_closes_the_client_for_the_snapshot_and_serves_after_a_restore
 
     module = lambda_init
     assert open_clients(module) == 1  # opened by the init: the first request finds it ready
-    session = module._services().dynamo._clients._aio_session  # it caches what it resolved
+    credentials = module._services().dynamo.credentials
+    assert isinstance(credentials, BotocoreCredentials)
+    assert credentials.resolved is not None  # resolved by the init
     run_hooks(snapshot_restore_py.get_before_snapshot())
     assert open_clients(module) == 0  # no connection in the snapshot...
-    assert module._services().dynamo._clients._aio_session is not session  # ...nor credentials
+    assert credentials.resolved is None  # ...nor credentials: resolved again after a restore
 
     state = random.getstate()  # two environments resumed from one snapshot...
     drawn = []

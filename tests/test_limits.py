@@ -17,10 +17,10 @@ from starlette.testclient import TestClient
 from support import codes, post
 
 from graph_api.graph.context import Services
-from graph_api.graph.cost import as_given
+from graph_api.graph.plan.pricing import as_given
 from graph_api.graph.schema import build_schema
 from graph_api.http.app import create_app
-from graph_api.http.middleware import BodySizeLimit
+from graph_api.http.middleware import RequestGuard
 from graph_api.settings import Settings, SettingsError
 
 MakeClient = Callable[..., TestClient]
@@ -507,7 +507,7 @@ def test_a_query_string_over_the_limit_is_413(client_with: MakeClient) -> None:
 
 
 def run_body_limit(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple[Any, Any]:
-    """Drive BodySizeLimit(limit=100) directly with `chunks` as separate ASGI messages."""
+    """Drive RequestGuard(limit=100) directly with `chunks` as separate ASGI messages."""
     seen: list[bytes] = []
     sent: list[dict[str, Any]] = []
 
@@ -529,7 +529,7 @@ def run_body_limit(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> t
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": "/graphql", "headers": headers}
-    asyncio.run(BodySizeLimit(app, limit=100)(scope, receive, send))
+    asyncio.run(RequestGuard(app, limit=100)(scope, receive, send))
     return seen, sent
 
 
@@ -545,6 +545,27 @@ def test_a_false_small_content_length_does_not_bypass_the_limit() -> None:
     seen, sent = run_body_limit([b"x" * 60, b"x" * 60], [(b"content-length", b"10")])
     assert seen == []
     assert sent[0]["status"] == 413
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [b"9" * 5000, b"1" + b"0" * 4400],
+    ids=["5000 nines", "10^4400"],
+)
+def test_a_content_length_too_long_for_int_is_refused_as_too_big(declared: bytes) -> None:
+    """Python's int() refuses more than 4,300 digits: such a length is a coded 413, as any
+    length over the limit, not a 500."""
+    seen, sent = run_body_limit([b"x" * 10], [(b"content-length", declared)])
+    assert seen == []
+    assert sent[0]["status"] == 413
+    error = json.loads(sent[1]["body"])["errors"][0]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+def test_a_content_length_of_leading_zeros_is_read_as_its_number() -> None:
+    seen, sent = run_body_limit([b"x" * 10], [(b"content-length", b"0" * 5000 + b"10")])
+    assert seen == [b"x" * 10]
+    assert sent[0]["status"] == 200
 
 
 def test_streamed_body_under_the_limit_reaches_the_app_whole() -> None:

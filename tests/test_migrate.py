@@ -363,7 +363,7 @@ def _recreate(fresh: Table, stream: dict[str, Any] | None) -> None:
     if stream is not None:
         definition["StreamSpecification"] = stream
     fresh.dynamo.call_sync("CreateTable", definition, None)
-    fresh.dynamo.client.get_waiter("table_exists").wait(TableName=fresh.name)
+    admin.wait_active(fresh.dynamo, fresh.name)
 
 
 def test_migrate_turns_on_the_stream_of_a_table_made_without_one(
@@ -408,7 +408,7 @@ def test_migrate_adds_the_search_index_and_writes_the_keys_check_asks_for(
     definition["GlobalSecondaryIndexes"] = [admin.index_definition(keys.GSI1)]
     definition["AttributeDefinitions"] = admin.attribute_definitions([keys.GSI1])
     env.dynamo.call_sync("CreateTable", definition, None)
-    env.dynamo.client.get_waiter("table_exists").wait(TableName=env.name)
+    admin.wait_active(env.dynamo, env.name)
     school = small_school()
     before = [{k: v for k, v in i.items() if k not in items.SEARCH_KEYS} for i in new_items(school)]
     stale = next(i for i in before if i["type"] == "student")

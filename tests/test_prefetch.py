@@ -12,9 +12,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from support import ENROLL_MIN, create_class, create_student, create_teacher, ok, run
+from support import ENROLL_MIN, create_class, create_student, create_teacher, ok, run, run_on
 
-from graph_api.graph.context import Services
+from graph_api.graph.context import Context, Services
+from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.model import keys
 from graph_api.model.keys import Kind, Range
 from graph_api.store import codec
@@ -114,3 +115,53 @@ def test_a_failed_query_of_one_class_fails_that_class_only(
     assert [(e["path"], e["extensions"]["code"]) for e in alone.errors] == [
         ([*c2, "students"], "INTERNAL_SERVER_ERROR")
     ]
+
+
+def test_a_roster_that_include_leaves_out_rides_with_no_query(school: Services) -> None:
+    """The plan collects fields as the executor does, `@include` and `@skip` read from the
+    variables: a roster left out sends no Query of its class's partition (before the plan,
+    each class's Query left all the same, its answer unread)."""
+    query = ROSTERS.replace("students(first: 10)", "students(first: 10) @include(if: $rosters)")
+    query = query.replace("query($id: ID!)", "query($id: ID!, $rosters: Boolean!)") % ""
+    queries: list[dict[str, Any]] = []  # at the wire: a Query nobody awaits is sent too
+
+    def spy(params: dict[str, Any], **_: Any) -> None:
+        queries.append(params)
+
+    school.dynamo.register("before-parameter-build.dynamodb.Query", spy)
+    try:
+        without = run(school, query, {"id": "t1", "rosters": False})
+        assert without.errors == []
+        assert [e["node"] for e in without.data["teacher"]["classes"]["edges"]] == [
+            {"id": "c1"},
+            {"id": "c2"},
+        ]
+        assert operations(without) == {"BatchGetItem": 1}  # the teacher's item alone
+        assert queries == []
+        # The same document with the roster: each class's partition, one Query each.
+        with_rosters = run(school, query, {"id": "t1", "rosters": True})
+        assert with_rosters.errors == []
+        assert rosters(with_rosters.data) == {"c1": ["Ada", "Bo"], "c2": ["Cy"]}
+        assert operations(with_rosters) == {"BatchGetItem": 1, "Query": 2}
+        assert len(queries) == 2
+    finally:
+        school.dynamo.unregister("before-parameter-build.dynamodb.Query", spy)
+
+
+def test_a_schema_without_the_cost_limit_fails_its_reads_as_a_server_error(
+    school: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cost limit makes every operation's plan; a schema run without it has none, and a
+    resolver that needs one fails clearly (one path: no second way of making plans)."""
+    served = build_schema(school.settings)
+    bare = GraphSchema(query=served.query, execution_context_class=served.execution_context_class)
+    bare.settings = school.settings
+
+    async def main() -> Any:
+        context = Context.create(school, "no-plan")
+        return await bare.execute(ROSTERS % "", variable_values={"id": "t1"}, context_value=context)
+
+    result = run_on(school, main())
+    assert result.data == {"teacher": None}
+    assert [e.formatted["extensions"]["code"] for e in result.errors] == ["INTERNAL_SERVER_ERROR"]
+    assert "no operation plan" in caplog.text

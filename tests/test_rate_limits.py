@@ -8,6 +8,10 @@ The process's buckets run on a clock the tests move (`Clock`): counts, not timin
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
+import math
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +20,13 @@ import pytest
 from starlette.testclient import TestClient
 from support import (
     AUTH,
+    accepting_worker,
     bearer,
     hs256,
     live,
     mutate,
     running_redis,
+    serving_two_workers,
     subscriber,
 )
 
@@ -306,3 +312,87 @@ def test_with_redis_down_each_process_limits_on_its_own_buckets(
             assert answers == [200, 200, 200, 429]  # a fresh bucket of 3 in this process
             clock.now += 1
             assert post(client, CHEAP).status_code == 200
+
+
+# -- two workers of `graph-api serve`, one Redis --------------------------------------------
+
+BUCKET = 60  # points, restored 1 a second (the slowest rate there is); CHEAP takes 1 and uses 1
+
+
+def connection_to_each(port: int, workers: list[int]) -> dict[int, http.client.HTTPConnection]:
+    """A kept-alive connection that each worker accepted (found in /proc, before any
+    request): the test picks the worker of every request."""
+    found: dict[int, http.client.HTTPConnection] = {}
+    spare: list[http.client.HTTPConnection] = []
+    deadline = time.monotonic() + 120
+    while len(found) < len(workers):
+        assert time.monotonic() < deadline, f"no connection accepted by each of {workers}"
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.connect()
+        assert connection.sock is not None
+        owner = None
+        while owner is None and time.monotonic() < deadline:
+            owner = accepting_worker(connection.sock, workers)
+            time.sleep(0 if owner else 0.01)
+        if owner is None or owner in found:
+            spare.append(connection)
+        else:
+            found[owner] = connection
+    for connection in spare:
+        connection.close()
+    return found
+
+
+def ask(connection: http.client.HTTPConnection, query: str) -> tuple[int, dict[str, str], Any]:
+    body = json.dumps({"query": query})
+    connection.request("POST", "/graphql", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, answer
+
+
+def test_with_redis_two_workers_of_serve_spend_from_one_bucket(tmp_path: Path) -> None:
+    """Requests alternate between the two workers of one `serve`; each spends a point from
+    the caller's one bucket in Redis. Two buckets would admit about twice BUCKET before a
+    refusal; one admits BUCKET and what a second restored meanwhile (measured, so a slow
+    machine loosens the bound and fails nothing)."""
+    rows = f"open={BUCKET}/1,anonymous={BUCKET}/1"  # no sign-in here: callers are `open`
+    with (
+        running_redis(tmp_path) as redis,
+        serving_two_workers(
+            tmp_path, GRAPH_API_EVENTS_BROKER=redis.url, GRAPH_API_RATE_LIMITS=rows
+        ) as (port, workers, _),
+    ):
+        connections = connection_to_each(port, workers)
+        served: list[tuple[int, int]] = []  # the worker, the points it said were left
+        started = time.monotonic()
+        for n in range(3 * BUCKET):
+            status, headers, body = ask(connections[workers[n % 2]], CHEAP)
+            if status == 429:
+                break
+            assert status == 200 and "errors" not in body, body
+            left = body["extensions"]["cost"]["throttleStatus"]["currentlyAvailable"]
+            served.append((workers[n % 2], left))
+            # Whichever worker answers counts what both spent before: a point a request,
+            # less what was restored since the first (at most one a second).
+            assert left <= served[0][1] - n + math.ceil(time.monotonic() - started), served
+        else:
+            pytest.fail(f"{3 * BUCKET} requests served")
+        restored = math.ceil(time.monotonic() - started)
+        assert {worker for worker, _ in served} == set(workers)
+        assert BUCKET <= len(served) <= BUCKET + restored, (len(served), restored)
+        assert codes(body) == ["RATE_LIMITED"] and int(headers["retry-after"]) >= 1
+
+        # The costliest query (30) is refused by both workers, each told the wait its
+        # bucket's level gives, and the same level give or take what was restored between.
+        asked = time.monotonic()
+        levels = []
+        for worker in workers:
+            status, headers, body = ask(connections[worker], COSTLIEST)
+            assert status == 429 and codes(body) == ["RATE_LIMITED"], body
+            left = body["extensions"]["cost"]["throttleStatus"]["currentlyAvailable"]
+            assert int(headers["retry-after"]) == 30 - left, (headers, body)
+            levels.append(left)
+        assert abs(levels[0] - levels[1]) <= math.ceil(time.monotonic() - asked), levels
+        for connection in connections.values():
+            connection.close()

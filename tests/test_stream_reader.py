@@ -26,8 +26,9 @@ from graph_api.events.reader import Publish, Shard, StreamReader
 from graph_api.model import keys
 from graph_api.settings import Settings
 from graph_api.store import admin, codec, retry
-from graph_api.store.client import Dynamo, Streams
+from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
+from graph_api.store.streams_client import Streams
 
 POLL = 0.05  # seconds an idle shard waits: short, so that the tests run quickly
 LEASE = 1.5  # seconds

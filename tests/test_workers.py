@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import queries_answered
+from support import is_worker, queries_answered, serving_two_workers, wait_until_healthy
 
 from graph_api import cli
 from graph_api.http.hosting import settings_for_workers, settings_from_parent
@@ -25,7 +25,6 @@ from graph_api.settings import Settings, SettingsError
 from graph_api.store.embedded import cpu_seconds, descendants
 from tools.dynamodb_local import free_port
 
-STARTUP_SECONDS = 180  # a busy 2-core machine: a parent and two workers import everything
 STUDENTS = 40
 PAGE = 2
 WALKERS = 4  # concurrent walks, so that both workers are kept busy
@@ -97,23 +96,6 @@ def _queries_counted(port: int) -> float:
     return queries_answered(text)
 
 
-def _wait_until_healthy(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"serve exited early:\n{log.read_text()[-4000:]}"
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            connection.request("GET", "/healthz")
-            if connection.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        finally:
-            connection.close()
-        time.sleep(0.5)
-    raise AssertionError(f"serve did not answer in {STARTUP_SECONDS} s:\n{log.read_text()}")
-
-
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
@@ -141,11 +123,11 @@ def test_serve_with_two_workers_pages_with_cursors_across_workers_and_stops_on_s
             stderr=subprocess.STDOUT,
         )
     try:
-        _wait_until_healthy(port, process, log)
+        wait_until_healthy(port, process, log)
         started = descendants(process.pid)
         written = json.loads((tmp_path / ".data" / "embedded.json").read_text())
         assert written["pid"] == process.pid  # once, by the parent
-        workers = [pid for pid in started if _worker(pid)]
+        workers = [pid for pid in started if is_worker(pid)]
         assert len(workers) == 2, started
 
         whole = _post(port, PAGE_QUERY % 100, {"after": None})["class"]["students"]
@@ -176,15 +158,6 @@ def test_serve_with_two_workers_pages_with_cursors_across_workers_and_stops_on_s
             process.wait()
 
 
-def _worker(pid: int) -> bool:
-    """A uvicorn worker (multiprocessing's spawn), not the embedded DynamoDB or a helper."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"from multiprocessing.spawn import spawn_main; spawn_main(" in b" ".join(cmdline)
-
-
 # A worker that takes this long to start (a busy host importing everything) must be waited
 # for: uvicorn's default health check (5 s) killed and restarted such workers forever.
 SLOW_START_SECONDS = 8
@@ -200,29 +173,6 @@ def test_workers_that_start_slowly_come_up_and_are_not_killed(tmp_path: Path) ->
     slow = tmp_path / "slow"
     slow.mkdir()
     (slow / "sitecustomize.py").write_text(SLOW_START)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.update(GRAPH_API_DEMO_STUDENTS="5", GRAPH_API_LOG_LEVEL="INFO", PYTHONPATH=str(slow))
-    env.pop("WEB_CONCURRENCY", None)
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
-        process = subprocess.Popen(
-            [*command, "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _wait_until_healthy(port, process, log)
-        workers = [pid for pid in descendants(process.pid) if _worker(pid)]
-        assert len(workers) == 2, log.read_text()[-4000:]
+    environ = {"GRAPH_API_LOG_LEVEL": "INFO", "PYTHONPATH": str(slow)}
+    with serving_two_workers(tmp_path, **environ) as (_, _, log):
         assert "died" not in log.read_text()  # none killed by the supervisor and replaced
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -64,28 +64,10 @@ class _Body:
         yield self.data
 
 
-class _Read:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def read(self) -> bytes:
-        return self.body
-
-
 def as_sent(response: AWSResponse | None) -> Any:
-    """A botocore `AWSResponse` answering for the network, as the client that sent the
-    request reads it: aiobotocore's (the API's calls, on a running loop) awaits its body."""
-    if response is None:
-        return None
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # the command line's boto3 client
-        return response
-    from aiobotocore.awsrequest import AioAWSResponse
-
-    return AioAWSResponse(
-        response.url, response.status_code, dict(response.headers), _Read(response.content)
-    )
+    """A botocore `AWSResponse` answering for the network, as the client's wire reads it
+    (its status, headers and `content`)."""
+    return response
 
 
 def aws_error(code: str, body: dict[str, Any]) -> AWSResponse:

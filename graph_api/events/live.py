@@ -15,7 +15,7 @@ from graph_api.events.changes import Change
 from graph_api.events.derive import derive
 from graph_api.events.hub import Group, Hub, Pace, Subscription
 from graph_api.settings import Settings
-from graph_api.store.client import Dynamo, Streams
+from graph_api.store.client import Dynamo
 
 if TYPE_CHECKING:  # imported by `running`: a server that never runs the pipeline (Lambda)
     # does not load the stream reader, nor Redis's client for the broker
@@ -166,6 +166,7 @@ class LiveEvents:
         reads while this instance holds the lease. Subscriptions complete when it stops."""
         from graph_api.events.broker import make_broker
         from graph_api.events.reader import StreamReader
+        from graph_api.store.streams_client import Streams  # the reader's own: off the request path
 
         # A broker for each run: an app's lifespan may run more than once (tests, reloads).
         broker = self.broker = make_broker(self.settings)

@@ -44,7 +44,7 @@ Publish = Callable[[Sequence[Change]], Awaitable[None]]
 
 
 class StreamsClient(Protocol):
-    """What the reader needs of DynamoDB Streams: `store.client.Streams`, or a fake."""
+    """What the reader needs of DynamoDB Streams: `store.streams_client.Streams`, or a fake."""
 
     async def call(self, operation: str, params: dict[str, Any]) -> Any: ...
 

@@ -20,8 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from graph_api.graph.policy import BUDGETS, Budget, Role
 from graph_api.graph.tokens import Principal
@@ -35,17 +34,17 @@ log = logging.getLogger("graph_api")
 # Buckets a process keeps: beyond it, full ones are dropped (a full bucket is what a new
 # caller gets anyway), then the oldest. About 200 bytes each: 20 MB at most.
 MAX_BUCKETS = 100_000
-POLICY = "cost"
+POLICY = "cost"  # the quota policy's name in the RateLimit header fields
+_REMAINING = f'"{POLICY}";r=%d;t=%d'.encode()  # the RateLimit field's value, made per answer
 MAX_ROLE_SETS = 64  # sets of roles whose budget is kept (there are 2^6 at most)
 # After a failed Redis call, how long the process's buckets stand in before Redis is asked
 # again: a Redis that hangs costs one timeout every few seconds, not one a request.
-REDIS_BACKOFF_SECONDS = 5.0  # the quota policy's name in the RateLimit header fields
+REDIS_BACKOFF_SECONDS = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Throttle:
+class Throttle(NamedTuple):
     """A bucket as its caller is told it: `retry_after` > 0 when the operation was refused
-    (seconds until the bucket holds what it asked for)."""
+    (seconds until the bucket holds what it asked for). A tuple: two are made a request."""
 
     maximum: int
     available: float
@@ -60,23 +59,33 @@ class Throttle:
             "restoreRate": self.restore_rate,
         }
 
-    def headers(self) -> dict[str, str]:
-        """The IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers): the
-        policy's quota and the window it refills in from empty; what remains and the
-        seconds until the bucket is full again. `Retry-After` on a refusal (RFC 9110)."""
-        window = math.ceil(self.maximum / self.restore_rate)
+    def fields(self) -> list[tuple[bytes, bytes]]:
+        """The IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers) as raw header
+        bytes: what remains and the seconds until the bucket is full again; `Retry-After`
+        on a refusal (RFC 9110). `Tier.policy` is the policy's own field."""
         until_full = math.ceil(max(0.0, self.maximum - self.available) / self.restore_rate)
-        fields = {
-            "ratelimit-policy": f'"{POLICY}";q={self.maximum};w={window}',
-            "ratelimit": f'"{POLICY}";r={int(self.available)};t={until_full}',
-        }
+        fields = [(b"ratelimit", _REMAINING % (self.available, until_full))]
         if self.retry_after:
-            fields["retry-after"] = str(self.seconds())
+            fields.append((b"retry-after", b"%d" % self.seconds()))
         return fields
 
     def seconds(self) -> int:
         """`retry_after` in whole seconds, at least 1 (what Retry-After carries)."""
         return max(1, math.ceil(self.retry_after))
+
+
+class Tier(NamedTuple):
+    """A caller's budget and its `RateLimit-Policy` header field (the quota and the window
+    it refills in from empty), made once a process for each set of roles."""
+
+    budget: Budget
+    policy: tuple[bytes, bytes]
+
+    @classmethod
+    def of(cls, budget: Budget) -> Tier:
+        window = math.ceil(budget.maximum / budget.restore_rate)
+        value = f'"{POLICY}";q={budget.maximum};w={window}'
+        return cls(budget, (b"ratelimit-policy", value.encode()))
 
 
 class _Bucket:
@@ -224,7 +233,7 @@ class Limiter:
         self._default = self.budgets.get(Role.ANONYMOUS) or min(
             self.budgets.values(), key=lambda b: b.maximum
         )
-        self._by_roles: dict[frozenset[Role], Budget] = {}
+        self._by_roles: dict[frozenset[Role], Tier] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limiter | None:
@@ -236,19 +245,19 @@ class Limiter:
             for role, (maximum, rate) in budget_rows(settings.rate_limits).items():
                 budgets[Role(role)] = Budget(maximum, rate)
         shared = None
-        if settings.events_broker.partition("://")[0] in REDIS_SCHEMES:
+        if buckets_in_redis(settings):
             prefix = f"graph-api:{settings.table}:budget:"
             shared = SharedBuckets(settings.events_broker, prefix, LocalBuckets())
         return cls(budgets, shared)
 
-    def budget(self, caller: Principal) -> Budget:
-        """The largest budget of the caller's roles (a token with none: anonymous's),
-        worked out once for each set of roles."""
+    def tier(self, caller: Principal) -> Tier:
+        """The largest budget of the caller's roles (a token with none: anonymous's), with
+        its header field, worked out once for each set of roles."""
         known = self._by_roles.get(caller.roles)
         if known is not None:
             return known
         found = [self.budgets[r] for r in caller.roles if r in self.budgets]
-        best = max(found, key=lambda b: b.maximum) if found else self._default
+        best = Tier.of(max(found, key=lambda b: b.maximum) if found else self._default)
         if len(self._by_roles) < MAX_ROLE_SETS:
             self._by_roles[caller.roles] = best
         return best
@@ -256,6 +265,13 @@ class Limiter:
     async def aclose(self) -> None:
         if self.shared is not None:
             await self.shared.aclose()
+
+
+def buckets_in_redis(settings: Settings) -> bool:
+    """Whether the callers' buckets are in Redis: rate limits on, and a Redis events broker."""
+    return settings.rate_limits != "off" and (
+        settings.events_broker.partition("://")[0] in REDIS_SCHEMES
+    )
 
 
 def describe(throttle: Throttle) -> str:

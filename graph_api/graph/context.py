@@ -6,7 +6,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strawberry.types import Info as StrawberryInfo
 
@@ -22,6 +22,9 @@ from graph_api.store.client import Dynamo
 from graph_api.store.ledger import Ledger
 from graph_api.store.loaders import Loaders
 from graph_api.store.table import Table
+
+if TYPE_CHECKING:  # the plan's modules import the schema's types, which import this one
+    from graph_api.graph.plan.operation import OperationPlan
 
 EVENT_SCOPES = 256  # events whose loaders are kept: those subscribers are resolving now
 
@@ -88,18 +91,16 @@ class Context:
     subscriptions: Group | None = None
     # Where an operation's time goes: sending results, or resolving them (`hub.Pace`).
     pace: Pace = field(default_factory=Pace, repr=False)
-    # What `prefetch.selected` found under a field, by its field nodes: the same for every
-    # parent a list repeats the field under, and variables are fixed for the operation.
-    selections: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    # The operation's plan (`graph/plan/`), which the cost limit puts here once validated:
+    # what every layer of the request reads of the operation.
+    plan: OperationPlan | None = field(default=None, repr=False)
     # The client's address (the connection's peer), which anonymous callers are told apart by.
     client: str | None = None
     # The caller's W3C trace context (`traceparent`, `tracestate`) when tracing is on: the
     # operation's span continues the caller's trace.
     trace_headers: dict[str, str] | None = None
-    # The operation's static cost (`cost.CostLimit`), which the rate limit takes
-    # (`throttle`); the caller's bucket as it left it; the HTTP sub-response, for its status
+    # The caller's bucket as the rate limit left it; the HTTP sub-response, for its status
     # and header fields (None on a websocket).
-    requested_cost: int | None = None
     throttle: Throttle | None = None
     response: Any = None
 
@@ -133,6 +134,12 @@ class Context:
         if principal is not None and principal.subject:
             return f"sub:{principal.subject}"
         return f"addr:{self.client or '-'}"
+
+    @property
+    def requested_cost(self) -> int | None:
+        """The operation's static cost, as its plan says (None: not planned), which the rate
+        limit takes (`throttle`)."""
+        return self.plan.cost.requested if self.plan is not None else None
 
     @property
     def cursors(self) -> Cursors:

@@ -1,17 +1,14 @@
-"""Walking a GraphQL document as written: each fragment once, its figures memoized.
-
-A limit that spreads fragments in as it meets them does exponential work on a document whose
-fragments each spread the next one twice (`fragment F0 on Query { ...F1 ...F1 }` ... 40 levels
-in 400 tokens is 2^40 fields). The walks here visit every selection of the document once:
-fragments are walked dependencies first (`fragment_order`), and a spread adds the memoized
-figures of its fragment, multiplied where the figure is a count (cost, aliases).
-Nothing here trusts the document to be valid: an unknown fragment counts nothing, and a
-fragment caught in a cycle counts nothing in the spread that closes the cycle
-(`NoFragmentCyclesRule` reports the cycle).
+"""What the walk of a document (`graph/plan/walk.py`) builds on: its fragments and
+operations as written, the order that walks each fragment after those it spreads (so that
+a document whose fragments spread each other exponentially is walked in linear time), and
+`KeptBy`, which keeps what is worked out once from a document by the document's identity.
+Nothing here trusts the document to be valid: an unknown fragment is skipped, and a cycle
+of fragments is broken anywhere (`NoFragmentCyclesRule` reports it).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from typing import Generic, TypeVar
 
@@ -37,27 +34,33 @@ class KeptBy(Generic[V]):
     """What is worked out once from objects that come back request after request (a
     document, an operation, a schema: Strawberry's parser cache hands out the same document
     objects), by their identity. Each value keeps its objects alive beside it, so that
-    their ids stay their own; at `limit` values (Strawberry's cache is bounded too) it
-    starts again empty. `key` adds what is not an object of its own (an operation's name).
+    their ids stay their own; past `limit` values (Strawberry's cache is bounded too) the
+    least recently used goes. `key` adds what is not an object of its own.
     """
 
     def __init__(self, limit: int = DOCUMENTS) -> None:
         self.limit = limit
-        self._values: dict[tuple[Hashable, ...], tuple[tuple[object, ...], V]] = {}
+        self._values: OrderedDict[tuple[Hashable, ...], tuple[tuple[object, ...], V]] = (
+            OrderedDict()
+        )
 
     def __len__(self) -> int:
         return len(self._values)
 
     def get(self, kept: tuple[object, ...], key: Hashable = None) -> V | None:
-        found = self._values.get((*map(id, kept), key))
+        at = (*map(id, kept), key)
+        found = self._values.get(at)
         if found is None or any(a is not b for a, b in zip(found[0], kept, strict=True)):
             return None
+        self._values.move_to_end(at)
         return found[1]
 
     def put(self, kept: tuple[object, ...], value: V, key: Hashable = None) -> V:
-        if len(self._values) >= self.limit:
-            self._values.clear()
-        self._values[(*map(id, kept), key)] = (kept, value)
+        at = (*map(id, kept), key)
+        self._values[at] = (kept, value)
+        self._values.move_to_end(at)
+        while len(self._values) > self.limit:
+            self._values.popitem(last=False)
         return value
 
 

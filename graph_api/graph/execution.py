@@ -8,11 +8,11 @@ wrapper), and for an object the collection of its selection. Q1 of `make bench` 
 Here `execute_fields` (the executor's method for the fields of one object) runs a *plan*:
 the grouped field set as data, one step per response key, worked out once for each
 (parent type, grouped field set): the 30 students of a list run one plan 30 times. An
-operation whose grouped field sets cannot depend on its variables (no directive on a
-selection, no fragment variables) keeps its plans from request to request, by the
-identity of its field nodes (Strawberry's parser cache hands out the same document for
-the same text); another one works them out once a request. A step says how its field is
-read and completed:
+operation keeps its plans from request to request on its operation plan (`graph/plan/`:
+one for each value of the variables that can change its grouped field sets, `@skip` and
+`@include`'s among them), by the identity of its field nodes (Strawberry's parser cache
+hands out the same document for the same text); one whose fragments declare variables of
+their own works them out once a request. A step says how its field is read and completed:
 
 - A *plain* field (Strawberry reads it with `getattr`: no resolver, arguments or field
   extensions) is read here, and a plain value completed here: a leaf by its type's
@@ -42,20 +42,15 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from inspect import isasyncgenfunction, isawaitable
-from types import FunctionType
+from collections.abc import Awaitable, Callable, Sequence
+from inspect import isawaitable
 from typing import Any, NamedTuple
 
 from graphql import (
-    FragmentDefinitionNode,
     GraphQLField,
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLResolveInfoHelpers,
-    GraphQLSchema,
-    OperationDefinitionNode,
-    SelectionSetNode,
     Undefined,
     get_nullable_type,
     is_leaf_type,
@@ -63,23 +58,21 @@ from graphql import (
     is_object_type,
 )
 from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
-from graphql.execution.middleware import get_middleware_resolvers
 from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, gather_with_cancel
-from graphql.type.scalars import serialize_boolean, serialize_id, serialize_string
-from strawberry import ID
-from strawberry.resolvers import is_default_resolver
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
-from strawberry.schema.schema_converter import GraphQLCoreConverter
-from strawberry.types.base import StrawberryList, StrawberryOptional
-from strawberry.types.cast import TYPE_CAST_ATTRIBUTE
 from strawberry.types.field import StrawberryField
-from strawberry.utils.str_converters import to_camel_case
 
-from graph_api.graph.document import KeptBy, reads_variables
-from graph_api.internals import strawberry_info
-
-_DEFINITION = GraphQLCoreConverter.DEFINITION_BACKREF
+from graph_api.graph.document import reads_variables
+from graph_api.internals.graphql_core import UNCHANGED, make_path, wraps_resolvers
+from graph_api.internals.strawberry import (
+    CAST_ATTRIBUTE,
+    StrawberryExecutor,
+    field_definition,
+    read_attribute,
+    resolver_call,
+    strawberry_info,
+    strawberry_is_type_of,
+)
 
 
 class Completion(NamedTuple):
@@ -119,18 +112,10 @@ def plain(field: GraphQLField) -> Plain:
     if known is not None:
         return known[1]
     found: Plain = None
-    definition = field.extensions.get(_DEFINITION)
-    if (
-        definition is not None
-        and field.resolve is not None
-        and is_default_resolver(field.resolve)
-        and definition.base_resolver is None
-        and definition.default_resolver is getattr
-        and not definition.extensions
-        and not field.args
-    ):
+    attribute = read_attribute(field)
+    if attribute is not None and not field.args:
         how = completion(field.type)
-        found = (definition.python_name, how) if how is not None else None
+        found = (attribute, how) if how is not None else None
     _plains[id(field)] = (field, found)
     return found
 
@@ -158,17 +143,9 @@ class Direct(NamedTuple):
 _PLAIN = frozenset({str, int, float, bool})  # never awaitable, never an error
 # What `_run` and `_complete` produce or read that is never awaitable: no check needed.
 _SETTLED = frozenset({dict, list, str, int, float, bool, type(None)})
-_new_tuple = tuple.__new__
-
-
-def _path(prev: Path | None, key: str | int, typename: str | None) -> Path:
-    """`Path(prev, key, typename)`: the same named tuple, made without the Python-level
-    `__new__` that NamedTuple writes (a path a field; Q1 makes about 650)."""
-    return _new_tuple(Path, (prev, key, typename))
-
+_path = make_path  # `Path(prev, key, typename)`, made cheaper
 
 _directs: dict[int, tuple[GraphQLField, Direct | None]] = {}
-_SCALARS = (int, str, float, bool, ID)
 
 
 def direct(field: GraphQLField) -> Direct | None:
@@ -179,59 +156,31 @@ def direct(field: GraphQLField) -> Direct | None:
     if known is not None:
         return known[1]
     found: Direct | None = None
-    definition: StrawberryField | None = field.extensions.get(_DEFINITION)
-    resolver = definition.base_resolver if definition is not None else None
+    definition = field_definition(field)
+    call = resolver_call(definition) if definition is not None else None
+    arguments = call.arguments if call is not None else None
     if (
         definition is not None
-        and resolver is not None
-        and not definition.is_subscription
-        and not definition.extensions
-        and isinstance(resolver.wrapped_func, FunctionType)  # not a static or class method
-        and not isasyncgenfunction(resolver.wrapped_func)
+        and call is not None
+        and arguments is not None
+        and len(arguments) == len(field.args)
+        and all(name in field.args for name, _, _ in arguments)
     ):
-        names, lists = [], []
-        for argument in definition.arguments:
-            type_ = argument.type
-            if type(type_) is StrawberryOptional:  # not its subclass Maybe, which wraps
-                type_ = type_.of_type
-            listed = type(type_) is StrawberryList
-            if listed:  # Strawberry hands such a list over as a copy, its items unchanged
-                type_ = type_.of_type  # type: ignore[union-attr]
-                if type(type_) is StrawberryOptional:
-                    type_ = type_.of_type
-            name = argument.graphql_name or to_camel_case(argument.python_name)
-            if type_ not in _SCALARS or name not in field.args:
-                break
-            names.append((name, argument.python_name))
-            if listed:
-                lists.append(argument.python_name)
-        else:
-            if len(names) == len(field.args):
-                found = Direct(
-                    definition,
-                    resolver.wrapped_func,
-                    tuple(names),
-                    resolver.self_parameter is not None,
-                    tuple(
-                        p.name
-                        for p in (resolver.root_parameter, resolver.parent_parameter)
-                        if p is not None
-                    ),
-                    resolver.info_parameter.name if resolver.info_parameter else None,
-                    tuple(lists),
-                )
+        found = Direct(
+            definition,
+            call.function,
+            tuple((name, python) for name, python, _ in arguments),
+            call.self_source,
+            call.source_names,
+            call.info_name,
+            tuple(python for _, python, listed in arguments if listed),
+        )
     _directs[id(field)] = (field, found)
     return found
 
 
 _LEAF, _READ, _CALL, _GENERAL = range(4)  # the kinds of step (`Step`)
 
-# Built-in scalars' coercions, and the types of value each returns unchanged.
-UNCHANGED: dict[Callable[[Any], Any], frozenset[type]] = {
-    serialize_string: frozenset({str}),
-    serialize_id: frozenset({str}),
-    serialize_boolean: frozenset({bool}),
-}
 _NOTHING: frozenset[type] = frozenset()
 
 
@@ -363,20 +312,22 @@ class _Track:
 _settling: set[asyncio.Future[Any]] = set()
 
 
-class ExecutionContext(StrawberryGraphQLCoreExecutionContext):
+class ExecutionContext(StrawberryExecutor):
     """Strawberry's execution context, running plans when no middleware wraps a resolver
     (Strawberry passes a manager always; an extension's `resolve` hook is one)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         manager = self.middleware_manager
-        self._short = manager is None or not any(get_middleware_resolvers(manager.middlewares))
+        self._short = not wraps_resolvers(manager)
         # By parent type and grouped field set (graphql-core's, kept alive beside its plan
         # so that its id stays its own): this request's plans.
         self._plans: dict[tuple[GraphQLObjectType, int], tuple[GroupedFieldSet, Plan]] = {}
-        # The operation's plans from request to request, when its fields do not depend on
-        # its variables; and its `_CALL` steps' arguments that do, this request's.
-        self._kept = kept_plans(self.schema, self.operation, self.fragment_definitions)
+        # The operation's steps from request to request, kept on its plan (`graph/plan/`:
+        # one a set of the variables that change grouped field sets); and its `_CALL`
+        # steps' arguments that read variables, this request's.
+        plan = getattr(self.context_value, "plan", None)
+        self._kept: dict[tuple[Any, ...], Plan] | None = plan.steps if plan is not None else None
         self._arguments: dict[Step, dict[str, Any]] = {}
         # graphql-core's helpers are this context's bound methods, and it holds them: a
         # reference cycle, so every object of the request (its context, loaders and items)
@@ -749,42 +700,6 @@ async def _items_gathered(results: list[Any], pending: list[int]) -> list[Any]:
     return results
 
 
-KeptPlans = dict[tuple[Any, ...], Plan]  # by parent type and field nodes
-_kept: KeptBy[tuple[KeptPlans | None]] = KeptBy()  # by schema and operation
-
-
-def kept_plans(
-    schema: GraphQLSchema,
-    operation: OperationDefinitionNode,
-    fragments: Mapping[str, FragmentDefinitionNode],
-) -> KeptPlans | None:
-    """Where the operation's plans are kept from request to request (Strawberry's parser
-    cache hands out the same document objects for the same text), or None when its grouped
-    field sets may depend on its variables: a directive on a selection (`@skip`, `@include`)
-    or a fragment's own variables."""
-    known = _kept.get((schema, operation))
-    if known is None:
-        definitions = [operation, *fragments.values()]
-        fixed = not any(
-            isinstance(definition, FragmentDefinitionNode) and definition.variable_definitions
-            for definition in definitions
-        ) and not any(_has_directives(definition.selection_set) for definition in definitions)
-        known = _kept.put((schema, operation), ({} if fixed else None,))
-    return known[0]
-
-
-def _has_directives(selection_set: SelectionSetNode | None) -> bool:
-    pending = [selection_set] if selection_set else []
-    while pending:
-        for selection in pending.pop().selections:
-            if selection.directives:
-                return True
-            inner = getattr(selection, "selection_set", None)
-            if inner is not None:
-                pending.append(inner)
-    return False
-
-
 _owns: dict[int, tuple[GraphQLObjectType, bool]] = {}
 
 
@@ -793,9 +708,7 @@ def _own_check(object_type: GraphQLObjectType) -> bool:
     `is_type_of` may, and is left to graphql-core's path."""
     known = _owns.get(id(object_type))
     if known is None:
-        definition = object_type.extensions.get(_DEFINITION)
-        own = definition is not None and getattr(definition.origin, "is_type_of", None) is None
-        known = _owns[id(object_type)] = (object_type, own)
+        known = _owns[id(object_type)] = (object_type, strawberry_is_type_of(object_type))
     return known[1]
 
 
@@ -819,7 +732,7 @@ def _fits(
     return True
 
 
-_CAST = TYPE_CAST_ATTRIBUTE  # `strawberry.cast` marks a value with it: is_type_of reads it
+_CAST = CAST_ATTRIBUTE  # `strawberry.cast` marks a value with it: is_type_of reads it
 _classes: dict[type, bool] = {}
 
 

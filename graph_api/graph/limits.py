@@ -1,11 +1,11 @@
 """Bounds on one operation: depth, aliases, tokens, static cost, introspection.
 
-Every bound works on the document as written (`graph_api.graph.document`): each selection is
-visited once and each fragment's figures are memoized, so a document whose fragments spread
-each other exponentially is measured in time linear in its size (and refused, since its
-expansion is what the limits count). Tokens are counted by the parser, which stops at the
-limit; depth and aliases by `measure` below, before graphql-core's own rules run; cost by
-`graph.cost` once the variables are known.
+Every bound works on the document as written, from its one walk (`graph/plan/walk.py`, which
+the operation's plan reuses): each selection is visited once and each fragment's figures
+are memoized, so a document whose fragments spread each other exponentially is measured in
+time linear in its size (and refused, since its expansion is what the limits count). Tokens
+are counted by the parser, which stops at the limit; depth and aliases by `measure` below,
+before graphql-core's own rules run; cost by `graph.cost` once the variables are known.
 
 graphql-core's rules are not all linear (OverlappingFieldsCanBeMergedRule compares fields of
 the same name pairwise: about a second for 5,000 tokens of repeated fields on this machine),
@@ -27,29 +27,25 @@ import orjson
 from graphql import (
     ASTValidationRule,
     DocumentNode,
-    FieldNode,
-    FragmentSpreadNode,
     GraphQLError,
     GraphQLSchema,
-    InlineFragmentNode,
-    SelectionSetNode,
 )
-from graphql.validation.validate import ValidationAbortedError
 from strawberry.extensions import (
     AddValidationRules,
     DisableIntrospection,
     MaxTokensLimiter,
     SchemaExtension,
 )
-from strawberry.schema.schema import validate_document
 
 from graph_api.errors import BadUserInput
-from graph_api.graph.cost import CostLimit
-from graph_api.graph.document import fragment_order, fragments_of, operations_of
-from graph_api.graph.throttle import LocalRateLimit, SharedRateLimit
-from graph_api.internals import graphql_schema
+from graph_api.graph.budgets import buckets_in_redis
+from graph_api.graph.cost import CostLimit, SharedCostLimit
+from graph_api.graph.document import operations_of
+from graph_api.graph.plan import walk
+from graph_api.internals.graphql_core import ValidationAbortedError
+from graph_api.internals.strawberry import graphql_schema, validate_document, validation_rules
 from graph_api.model import validation
-from graph_api.settings import REDIS_SCHEMES, Settings
+from graph_api.settings import Settings
 
 # The operation name the client sent (None: none), for the multiple-operations rule:
 # Strawberry's ExecutionContext.operation_name falls back to the first operation's name.
@@ -67,51 +63,16 @@ class Shape:
     visited: int = 0  # selections visited: each selection of the document once
 
 
-@dataclass(frozen=True)
-class _Figures:
-    depth: int = 0
-    aliases: int = 0
-
-
-class _ShapeWalk:
-    def __init__(self, document: DocumentNode) -> None:
-        self.fragments = fragments_of(document)
-        self.memo: dict[str, _Figures] = {}
-        self.visited = 0
-        for name in fragment_order(self.fragments):
-            self.memo[name] = self.walk(self.fragments[name].selection_set)
-
-    def walk(self, selection_set: SelectionSetNode | None) -> _Figures:
-        """Depth (fields nested below this level, as Strawberry's QueryDepthLimiter counts:
-        introspection fields and what they hold count nothing) and aliases of a set."""
-        depth = aliases = 0
-        for selection in selection_set.selections if selection_set else ():
-            self.visited += 1
-            if isinstance(selection, FieldNode):
-                inner = self.walk(selection.selection_set)
-                aliases += inner.aliases + (1 if selection.alias else 0)
-                if selection.selection_set and not selection.name.value.startswith("__"):
-                    depth = max(depth, 1 + inner.depth)
-            elif isinstance(selection, InlineFragmentNode):
-                inner = self.walk(selection.selection_set)
-                depth, aliases = max(depth, inner.depth), aliases + inner.aliases
-            elif isinstance(selection, FragmentSpreadNode):
-                # Unknown, or the spread that closes a cycle: nothing (validation says why).
-                known = self.memo.get(selection.name.value, _Figures())
-                depth, aliases = max(depth, known.depth), aliases + known.aliases
-        return _Figures(depth, aliases)
-
-
-def measure(document: DocumentNode) -> Shape:
-    """Depth of each operation and aliases of the document, in one pass over it."""
-    walk = _ShapeWalk(document)
-    shape = Shape()
-    for operation in operations_of(document):
-        figures = walk.walk(operation.selection_set)
-        name = operation.name.value if operation.name else ""
-        shape.depths[name] = max(shape.depths.get(name, 0), figures.depth)
-        shape.aliases += figures.aliases
-    shape.visited = walk.visited
+def measure(document: DocumentNode, schema: GraphQLSchema) -> Shape:
+    """Depth of each operation and aliases of the document, from its one walk for `schema`
+    (`plan.walk`, which the plan reuses)."""
+    walked = walk.walked(schema, document)
+    shape = Shape(visited=walked.visited)
+    for operation in walked.operations:
+        node = operation.node
+        name = node.name.value if node.name else ""
+        shape.depths[name] = max(shape.depths.get(name, 0), operation.depth)
+        shape.aliases += operation.aliases
     return shape
 
 
@@ -120,8 +81,8 @@ class DocumentLimits:
     max_depth: int
     max_aliases: int
 
-    def check(self, document: DocumentNode) -> list[GraphQLError]:
-        shape = measure(document)
+    def check(self, document: DocumentNode, schema: GraphQLSchema) -> list[GraphQLError]:
+        shape = measure(document, schema)
         errors = [
             GraphQLError(
                 f"{f'operation {name!r}' if name else 'the operation'} nests fields"
@@ -217,7 +178,7 @@ class ValidationResults:
     ) -> list[GraphQLError]:
         """Our limits first, on the loop (one linear pass); graphql-core's rules after them,
         in the worker thread, only for a document within the limits."""
-        errors = self.limits.check(document)
+        errors = self.limits.check(document, schema)
         if errors:
             return errors
         loop = asyncio.get_running_loop()
@@ -266,16 +227,15 @@ def limit_extensions(settings: Settings, cache_size: int) -> list[Callable[[], S
     """The extensions that bound an operation; each request gets its own instances."""
     limits = DocumentLimits(settings.max_depth, settings.max_aliases)
     results = ValidationResults(limits, cache_size)
+    # The rate limit's gate is the cost extension's (graph/throttle.py); with Redis's
+    # buckets, its hook awaits them.
+    cost_limit = SharedCostLimit if buckets_in_redis(settings) else CostLimit
     extensions: list[Callable[[], SchemaExtension]] = [
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
         lambda: Validation(results),
-        lambda: CostLimit(settings.max_cost),
+        lambda: cost_limit(settings.max_cost),
     ]
-    # The rate limit's gate, after the cost it takes (graph/throttle.py).
-    if settings.rate_limits != "off":
-        redis = settings.events_broker.partition("://")[0] in REDIS_SCHEMES
-        extensions.append(SharedRateLimit if redis else LocalRateLimit)
     if not settings.introspection:
-        rules = list(DisableIntrospection().validation_rules)
+        rules = validation_rules(DisableIntrospection())
         extensions.insert(1, lambda: AddValidationRules(rules))
     return extensions

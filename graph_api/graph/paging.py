@@ -28,6 +28,7 @@ from graph_api.store.table import key_names
 T = TypeVar("T")
 DEFAULT_FIRST = 20
 MAX_FIRST = 100
+MAX_IDS = 100  # ids a list by ids takes (`students(ids:)`, `nodes(ids:)`)
 
 # The arguments every connection field takes (their descriptions are GraphiQL's docs).
 First = Annotated[

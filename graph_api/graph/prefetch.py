@@ -19,199 +19,73 @@ class's `teacher { version }`) asks in the same level, a second request where th
 allows one (`tests/test_request_counts.py`). Tried on Q4 of `make bench` alone, where it
 is safe, it left 0.15 ms sooner on DynamoDB Local but answered at most 0.1 ms sooner.
 
-`selected` tells a page which fields its nodes will resolve (`nodes.with_items`), and
-`operation_parts` which attributes the reads of each node type's items ask for
-(`nodes.parts_of`).
+Which roster page rides with which read, which fields a page's nodes will resolve
+(`nodes.with_items`) and which attributes the reads of each node type's items ask for
+(`nodes.parts_of`) are the operation's plan's to say (`graph/plan/`): the functions below
+read it, for the resolver's own field.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from graphql import (
-    FieldNode,
-    FragmentSpreadNode,
-    InlineFragmentNode,
-    ListValueNode,
-    ObjectValueNode,
-    SelectionSetNode,
-    TypeInfo,
-    TypeInfoVisitor,
-    ValueNode,
-    VariableNode,
-    Visitor,
-    is_abstract_type,
-    visit,
-)
+from graphql import FieldNode
 
 from graph_api.graph.context import Info
-from graph_api.graph.document import KeptBy
-from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST
-from graph_api.internals import raw_info
+from graph_api.graph.plan.operation import NODES, Level, OperationPlan, Parts
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Key, Kind, Range
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders, PageRequest, expect
 
-ROSTER_FIELD = "students"
+__all__ = ["NODES", "Parts"]
 
 
-# `raw`: graphql-core's resolve info under Strawberry's `Info` (`internals.raw_info`).
+class NoPlan(RuntimeError):
+    """A resolver ran with no operation plan on its request's context: the schema runs
+    without the cost limit (`cost.CostLimit`), which makes every plan. A server error."""
 
 
-def _fields(raw: Any, selection_set: SelectionSetNode | None) -> Iterator[FieldNode]:
-    """The fields of a selection set, its fragments' fields as its own (directives are not
-    read: a field under `@skip` counts, which at worst reads an item it did not need)."""
-    for selection in selection_set.selections if selection_set else ():
-        if isinstance(selection, FieldNode):
-            yield selection
-        elif isinstance(selection, InlineFragmentNode):
-            yield from _fields(raw, selection.selection_set)
-        elif isinstance(selection, FragmentSpreadNode):
-            fragment = raw.fragments.get(selection.name.value)  # unknown: validation says so
-            if fragment is not None:
-                yield from _fields(raw, fragment.selection_set)
+def plan_of(info: Info) -> OperationPlan:
+    """The operation's plan, which the cost limit put on the request's context."""
+    plan = info.context.plan
+    if plan is None:
+        raise NoPlan("no operation plan on the request's context: is cost.CostLimit installed?")
+    return plan
 
 
-def _value(raw: Any, node: ValueNode) -> Any:
-    """An argument's value as Strawberry's `selected_fields` gives it: a variable's value, a
-    literal as its token's text (`"50"`), null as None."""
-    if isinstance(node, VariableNode):  # graphql-core's own executor: its container's
-        variables = getattr(raw.variable_values, "coerced", raw.variable_values)
-        return variables.get(node.name.value)
-    if isinstance(node, ListValueNode):
-        return [_value(raw, value) for value in node.values]
-    if isinstance(node, ObjectValueNode):
-        return {field.name.value: _value(raw, field.value) for field in node.fields}
-    return getattr(node, "value", None)
-
-
-def arguments(info: Info, field: FieldNode) -> dict[str, Any]:
-    """A selected field's arguments (`_value`)."""
-    raw = raw_info(info)
-    return {a.name.value: _value(raw, a.value) for a in field.arguments or ()}
-
-
-def _as_int(value: Any) -> int | None:
-    """An argument as Strawberry hands it over: a literal comes as the token's text
-    (`"50"`), a variable as its value, an omitted argument as the default."""
-    if value is None:
-        return DEFAULT_FIRST  # `first: null` means the default
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
-
-
-NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
+def level(info: Info) -> Level:
+    """What the plan says of the resolver's own field (by its response path)."""
+    plan = info.context.plan
+    return (plan if plan is not None else plan_of(info)).level(info.path)
 
 
 def selected(info: Info, under: Sequence[str] = ()) -> list[FieldNode]:
-    """The fields selected under this field (fragments flattened), or at the end of the
-    path `under` (`NODES`: the fields of a connection's nodes).
-
-    Read off the document, only as deep as asked (Strawberry's `selected_fields` converts
-    the whole tree below the field, with every argument), and once per operation for each
-    field of the document: a list of 30 students asks it of each student's `classes`.
-    """
-    raw = raw_info(info)
-    key = (*map(id, raw.field_nodes), *under)
-    memo = info.context.selections
-    level: list[FieldNode] | None = memo.get(key)
-    if level is None:
-        level = [field for root in raw.field_nodes for field in _fields(raw, root.selection_set)]
-        for name in under:
-            level = [
-                child
-                for field in level
-                if field.name.value == name
-                for child in _fields(raw, field.selection_set)
-            ]
-        memo[key] = level
-    return level
+    """The fields selected under this field (fragments flattened), or at the end of the path
+    `under` (`NODES`: the fields of a connection's nodes), as the plan collected them."""
+    return level(info).fields(under)
 
 
 def reads(info: Info, attributes: Mapping[str, str]) -> frozenset[str]:
     """The item attributes that the fields selected on this connection's nodes read
-    (`attributes`: the node type's field -> attribute), once per operation for each field of
-    the document, as `selected` is."""
-    key = ("reads", *map(id, raw_info(info).field_nodes))
-    memo = info.context.selections
-    wanted: frozenset[str] | None = memo.get(key)
-    if wanted is None:
-        names = (field.name.value for field in selected(info, NODES))
-        wanted = frozenset(attributes[name] for name in names if name in attributes)
-        memo[key] = wanted
-    return wanted
-
-
-Parts = dict[str, frozenset[str] | None]  # GraphQL type → what reads of its items ask for
-
-_parts: KeptBy[Parts] = KeptBy()  # by operation
+    (`attributes`: the node type's field -> attribute)."""
+    plan = info.context.plan  # `level(info)`, inline: once a node of a list
+    return (plan if plan is not None else plan_of(info)).level(info.path).reads(attributes)
 
 
 def operation_parts(info: Info, tables: Mapping[str, Mapping[str, tuple[str, ...]]]) -> Parts:
-    """For each type of `tables` (GraphQL type → `NodeBase.field_attributes`), the item
-    attributes that its fields selected anywhere in the operation (its fragments included)
-    may read, or None when one of them is not named there: every read of such an item in
-    the request asks for that one set, so that one read of a key answers all the others."""
-    raw = raw_info(info)
-    operation = raw.operation
-    known = _parts.get((operation,))
-    if known is not None:
-        return known
-    schema = raw.schema
-    selected_on: dict[str, set[str]] = defaultdict(set)
-    type_info = TypeInfo(schema)
-
-    class Collect(Visitor):
-        def enter_field(self, node: FieldNode, *_: Any) -> None:
-            parent = type_info.get_parent_type()
-            if parent is None:  # not a field of its type: validation said so
-                return
-            possible = schema.get_possible_types(parent) if is_abstract_type(parent) else [parent]
-            for object_type in possible:
-                selected_on[object_type.name].add(node.name.value)
-
-    for definition in (operation, *raw.fragments.values()):
-        visit(definition, TypeInfoVisitor(type_info, Collect()))
-    parts: Parts = {}
-    for type_name, table in tables.items():
-        attributes: set[str] | None = set()
-        for name in selected_on.get(type_name, ()):
-            if name in table:
-                attributes.update(table[name])  # type: ignore[union-attr]
-            elif not name.startswith("__"):  # __typename reads nothing
-                attributes = None
-                break
-        parts[type_name] = frozenset(attributes) if attributes is not None else None
-    return _parts.put((operation,), parts)
+    """For each type of `tables`, what the request's reads of its items ask for
+    (`OperationPlan.parts`)."""
+    return plan_of(info).parts(tables)
 
 
 def first_page_size(info: Info, under: Sequence[str] = ()) -> int | None:
     """`first` of a `students` field selected, from the start, under this field (or at the
-    end of `under`, as `selected` reads it).
-
-    Only a forward first page: a backward page (`last`, `before`) reads the partition from
-    its other end, one Query of its own.
-    """
-    for field in selected(info, under):
-        if field.name.value != ROSTER_FIELD:
-            continue
-        args = arguments(info, field)
-        if any(args.get(name) is not None for name in ("after", "last", "before")):
-            continue
-        first = _as_int(args.get("first", DEFAULT_FIRST))
-        if first is not None and 1 <= first <= MAX_FIRST:
-            return first  # out of range: the field itself says BAD_USER_INPUT
-    return None
+    end of `under`) whose page can ride with its node's read (`Level.first_page_size`)."""
+    return level(info).first_page_size(under)
 
 
 async def node_with_roster(info: Info, kind: Kind, id_: str) -> Item | None:

@@ -14,6 +14,7 @@ from graph_api.graph.context import Info
 from graph_api.graph.nodes import Node, by_id, parse_global_id
 from graph_api.graph.ordering import IdOrder, NameOrder, PlaceOrder
 from graph_api.graph.paging import (
+    MAX_IDS,
     After,
     Before,
     CatalogConnection,
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MAX_IDS = 100
 
 ID_RULE = "`[A-Za-z0-9_-]{1,64}`; anything else is BAD_USER_INPUT"
 # `id` of student(id:), teacher(id:), class(id:), sport(id:).
@@ -375,8 +375,9 @@ _COUNT_ONLY = frozenset({"totalCount", "__typename"})
 
 def paged(info: Info) -> bool:
     """Whether a catalog's or a place's page is wanted: anything but its totalCount (and
-    __typename) is selected, or not totalCount (fragments flattened; a field under @skip or
-    @include counts as selected). A selection without totalCount reads as it always did."""
+    __typename) is selected, or not totalCount (fragments flattened, `@skip`/`@include`
+    as the variables say: the plan's collection). A selection without totalCount reads as
+    it always did."""
     names = {field.name.value for field in prefetch.selected(info)}
     return "totalCount" not in names or not names <= _COUNT_ONLY
 

@@ -11,9 +11,7 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import ParserCache
 from strawberry.types import ExecutionContext, ExecutionResult
-from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
-from strawberry.utils.operation import get_operation_type
 
 from graph_api import telemetry
 from graph_api.events.hub import Pace
@@ -27,6 +25,7 @@ from graph_api.graph.masking import format_error, log_unexpected, request_id_of
 from graph_api.graph.mutation import Mutation
 from graph_api.graph.query import Query
 from graph_api.graph.subscription import Subscription
+from graph_api.internals.strawberry import PreExecutionError, cached_parse, get_operation_type
 from graph_api.settings import Settings
 
 DEFAULTS = Settings(cursor_secret=b"")
@@ -141,7 +140,7 @@ def operation_type(
     shares), so that its own parse of the same request is a cache hit."""
     if not query:
         return None
-    parse = ParserCache(maxsize=CACHE_SIZE).cached_parse_document
+    parse = cached_parse(CACHE_SIZE)
     try:
         document = parse(query, max_tokens=max_tokens)
         return get_operation_type(document, operation_name)

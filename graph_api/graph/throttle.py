@@ -1,6 +1,7 @@
-"""The rate limit's gate (`graph/budgets.py`): after the static cost (`cost.CostLimit`,
-which leaves the requested cost on the context) and before execution, so a refused
-operation reads nothing from DynamoDB.
+"""The rate limit's gate (`graph/budgets.py`), inside the cost extension's hook
+(`cost.CostLimit`): once an operation is priced and before it executes, so a refused
+operation reads nothing from DynamoDB. It is no extension of its own: each costs every
+request its instance and its hooks' context managers (bench/README.md).
 
 A query or mutation takes its requested cost from its caller's bucket up front; once it ran,
 what it did not use goes back: it used the DynamoDB requests it sent plus the capacity units
@@ -16,18 +17,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from graphql import GraphQLError
 from starlette.responses import Response
-from strawberry.extensions import SchemaExtension
-from strawberry.types import ExecutionResult
+from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import RateLimited
-from graph_api.graph.budgets import Throttle, describe
+from graph_api.graph.budgets import Throttle, Tier, describe
 from graph_api.graph.context import Context
-from graph_api.graph.policy import Budget
+from graph_api.internals.starlette import header_fields
 
 RATE_LIMITED = RateLimited.code
 TOO_MANY_REQUESTS = 429
@@ -39,94 +40,93 @@ def used(context: Context, spent: int) -> int:
     return min(spent, ledger.requests + math.ceil(ledger.capacity))
 
 
-class _RateLimit(SchemaExtension):
-    """What the two gates share: who pays, how much, and how the answer says it."""
-
-    throttle: Throttle | None = None
-
-    def _payer(self) -> tuple[Context, Budget, int] | None:
-        """The context and the points to take, or None: nothing to take here (no rate
-        limit, refused already, a subscription: its events pay)."""
-        execution = self.execution_context
-        context = execution.context
-        if (
-            not isinstance(context, Context)
-            or context.services.limiter is None
-            or context.requested_cost is None
-            or execution.result is not None
-            or execution.operation_type == OperationType.SUBSCRIPTION
-        ):
-            return None
-        budget = context.services.limiter.budget(context.auth.caller)
-        return context, budget, min(context.requested_cost, budget.maximum)
-
-    def _refuse(self, context: Context, throttle: Throttle) -> None:
-        error = GraphQLError(
-            describe(throttle),
-            extensions={"code": RATE_LIMITED, "retryAfter": throttle.seconds()},
-        )
-        self.execution_context.result = ExecutionResult(data=None, errors=[error])
-        if isinstance(context.response, Response):
-            context.response.status_code = TOO_MANY_REQUESTS
-
-    def _answer(self, context: Context, throttle: Throttle) -> None:
-        self.throttle = context.throttle = throttle
-        if isinstance(context.response, Response):
-            context.response.headers.update(throttle.headers())
+def _payer(execution: ExecutionContext, requested: int | None) -> tuple[Context, Tier, int] | None:
+    """Who pays and how much, or None: nothing to take here (no rate limit, no document,
+    refused already, a subscription: its events pay)."""
+    context = execution.context
+    if (
+        requested is None
+        or not isinstance(context, Context)
+        or context.services.limiter is None
+        or execution.result is not None
+        or execution.operation_type is OperationType.SUBSCRIPTION
+    ):
+        return None
+    tier = context.services.limiter.tier(context.auth.caller)
+    return context, tier, min(requested, tier.budget.maximum)
 
 
-class LocalRateLimit(_RateLimit):
-    """The gate on the process's buckets: no await, one dict lookup each way."""
-
-    def on_execute(self) -> Iterator[None]:
-        payer = self._payer()
-        if payer is None:
-            yield
-            return
-        context, budget, spent = payer
-        limiter = context.services.limiter
-        assert limiter is not None
-        holder = context.holder
-        throttle = limiter.local.take(holder, budget, spent)
-        if throttle.retry_after:
-            self._refuse(context, throttle)
-            self._answer(context, throttle)
-            yield
-            return
-        try:
-            yield
-        finally:
-            refund = spent - used(context, spent)
-            if refund:
-                throttle = limiter.local.take(holder, budget, -refund)
-            self._answer(context, throttle)
+def _refuse(execution: ExecutionContext, context: Context, tier: Tier, throttle: Throttle) -> None:
+    """A result set before execution makes Strawberry skip executing."""
+    error = GraphQLError(
+        describe(throttle),
+        extensions={"code": RATE_LIMITED, "retryAfter": throttle.seconds()},
+    )
+    execution.result = ExecutionResult(data=None, errors=[error])
+    if isinstance(context.response, Response):
+        context.response.status_code = TOO_MANY_REQUESTS
+    _answer(context, tier, throttle)
 
 
-class SharedRateLimit(_RateLimit):
-    """The gate on Redis's buckets (`budgets.SharedBuckets`), one script call each way."""
+def _answer(context: Context, tier: Tier, throttle: Throttle) -> None:
+    context.throttle = throttle
+    response = context.response
+    if isinstance(response, Response):  # the sub-response: it has none of these yet
+        fields = header_fields(response)
+        fields.append(tier.policy)
+        fields.extend(throttle.fields())
 
-    async def on_execute(self) -> AsyncIterator[None]:
-        payer = self._payer()
-        if payer is None:
-            yield
-            return
-        context, budget, spent = payer
-        limiter = context.services.limiter
-        assert limiter is not None and limiter.shared is not None
-        holder = context.holder
-        throttle = await limiter.shared.take(holder, budget, spent)
-        if throttle.retry_after:
-            self._refuse(context, throttle)
-            self._answer(context, throttle)
-            yield
-            return
-        try:
-            yield
-        finally:
-            refund = spent - used(context, spent)
-            if refund:
-                throttle = await limiter.shared.take(holder, budget, -refund)
-            self._answer(context, throttle)
+
+def gate(execution: ExecutionContext, requested: int | None) -> Iterator[None]:
+    """Around an operation's execution, on the process's buckets (no await): take
+    `requested` (at most the bucket's maximum) or refuse; give back what it did not use."""
+    payer = _payer(execution, requested)
+    if payer is None:
+        yield
+        return
+    context, tier, spent = payer
+    limiter = context.services.limiter
+    assert limiter is not None  # _payer checked it
+    local = limiter.local
+    holder = context.holder
+    throttle = local.take(holder, tier.budget, spent)
+    if throttle.retry_after:
+        _refuse(execution, context, tier, throttle)
+        yield
+        return
+    try:
+        yield
+    finally:
+        refund = spent - used(context, spent)
+        if refund:
+            throttle = local.take(holder, tier.budget, -refund)
+        _answer(context, tier, throttle)
+
+
+@asynccontextmanager
+async def shared_gate(execution: ExecutionContext, requested: int | None) -> AsyncIterator[None]:
+    """`gate` on Redis's buckets (`budgets.SharedBuckets`), one script call each way."""
+    payer = _payer(execution, requested)
+    if payer is None:
+        yield
+        return
+    context, tier, spent = payer
+    limiter = context.services.limiter
+    assert limiter is not None and limiter.shared is not None  # Redis's settings chose this
+    shared = limiter.shared
+    holder = context.holder
+    throttle = await shared.take(holder, tier.budget, spent)
+    if throttle.retry_after:
+        _refuse(execution, context, tier, throttle)
+        yield
+        return
+    try:
+        yield
+    finally:
+        refund = spent - used(context, spent)
+        if refund:
+            throttle = await shared.take(holder, tier.budget, -refund)
+        _answer(context, tier, throttle)
 
 
 def spend_event(context: Context) -> None:
@@ -137,7 +137,7 @@ def spend_event(context: Context) -> None:
     limiter = context.services.limiter
     if limiter is None or context.requested_cost is None:
         return
-    budget = limiter.budget(context.auth.caller)
+    budget = limiter.tier(context.auth.caller).budget
     cost = min(context.requested_cost, budget.maximum)
     throttle = limiter.local.take(context.holder, budget, cost)
     context.throttle = throttle

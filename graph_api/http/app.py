@@ -33,21 +33,10 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.base import BaseRequestProtocol
-from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.subscriptions import (
     GRAPHQL_SSE_PROTOCOL,
     GRAPHQL_TRANSPORT_WS_PROTOCOL,
     GRAPHQL_WS_PROTOCOL,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-    BaseGraphQLTransportWSHandler,
-    Operation,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
-    ConnectionInitMessage,
-    Message,
-    SubscribeMessage,
 )
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
@@ -76,10 +65,22 @@ from graph_api.http.graphql_http import (
     status_for,
 )
 from graph_api.http.legacy_ws import LegacyProtocolRefusal
-from graph_api.http.middleware import BodySizeLimit, HeaderCountLimit, RequestIdMiddleware
+from graph_api.http.middleware import RequestGuard
 from graph_api.http.negotiation import Stream, negotiate, response_media_type
 from graph_api.http.persisted import Documents, Resolved, cache_control, read_id
 from graph_api.http.sse import LineFeedSSETransport
+from graph_api.internals.starlette import header_fields
+from graph_api.internals.strawberry import (
+    BaseGraphQLTransportWSHandler,
+    BaseRequestProtocol,
+    ConnectionInitMessage,
+    InvalidOperationTypeError,
+    Message,
+    Operation,
+    SubscribeMessage,
+    protocol_of,
+    run_as,
+)
 from graph_api.writes import finisher
 
 NO_DOCUMENT = "send payload.query, or name a document by documentId or extensions.persistedQuery"
@@ -108,6 +109,7 @@ EXPIRED_CLOSE = 4401
 # `complete` before the close: they queue behind what the client has not read yet, and the
 # close could not overtake them on the wire anyway. A bound, for an operation that hangs.
 ERRORS_BEFORE_CLOSE_SECONDS = 30.0
+WWW_AUTHENTICATE = (b"www-authenticate", b"Bearer")  # on a 401 (RFC 6750)
 
 
 # A POST's JSON body as `parse_json` decoded it, for `resolve_document` (the request's task
@@ -425,6 +427,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             **kwargs,
         )
         self.services = services
+        # Read by every request: looked up once.
+        self.max_body_bytes = settings.max_body_bytes
+        self.documents_max_age = settings.documents_max_age
         self.documents = Documents.from_settings(settings)
         self.ide_html = graphiql.page() if settings.graphiql else ""
         # The embedded demo's role picker: its tokens are made afresh for each page served.
@@ -443,7 +448,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     async def get_context(self, request: Any, response: Any) -> Context:
         auth = await self.services.auth.authenticate(request.headers.get("authorization"))
         context = Context.create(self.services, request.state.request_id, auth)
-        context.client = request.client.host if request.client else None
+        client = request.client  # a fresh Address at each look
+        context.client = client.host if client else None
         context.response = response  # the rate limit's status and header fields
         if telemetry.tracing is not None:
             context.trace_headers = telemetry.tracing.trace_headers(request.headers)
@@ -468,7 +474,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         """A message's JSON (a websocket's; an HTTP body, capped before it got here; a GET's
         variables): one over the byte cap is refused undecoded, one nested too deep as bad
         JSON (`json_text`: a 400, a websocket's 4400)."""
-        limit = self.services.settings.max_body_bytes
+        limit = self.max_body_bytes
         if over(data, limit):
             raise MessageTooBig(limit)
         return json_text.loads(data)
@@ -534,7 +540,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             return
         success = response.status_code == 200 and getattr(request.state, "clean", False)
         authorized = "authorization" in request.headers
-        max_age = self.services.settings.documents_max_age
+        max_age = self.documents_max_age
         response.headers["cache-control"] = cache_control(success, authorized, max_age)
         response.headers["vary"] = "Accept, Authorization"
 
@@ -561,7 +567,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         data = await super().parse_http_body(request)
         if isinstance(data, GraphQLRequestData):
             preferred = negotiate(request.headers.get("accept")).stream is Stream.ALWAYS
-            data.protocol = "sse" if preferred else "http"
+            run_as(data, "sse" if preferred else "http")
             await self.resolve_document(request, data)
         return data
 
@@ -601,7 +607,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         if (
             request_adapter.method == "GET"
             and isinstance(request_data, GraphQLRequestData)
-            and request_data.protocol == "sse"
+            and protocol_of(request_data) == "sse"
         ):
             # A stream's refusals come inside the stream (a 200); a mutation over GET is
             # refused before it starts, 405 as over plain HTTP (GraphQL over HTTP, "GET").
@@ -616,7 +622,7 @@ class GraphQLEndpoint(GraphQL[Context, None]):
             # Refused before validation (the document is parsed and cached): run it again as
             # a stream; `run` streams what the request data's protocol names.
             assert isinstance(request_data, GraphQLRequestData)
-            request_data.protocol = "sse"
+            run_as(request_data, "sse")
             return await super().execute_operation(*arguments)
 
     async def get_sub_response(self, request: Request | WebSocket) -> Response:
@@ -645,13 +651,23 @@ class GraphQLEndpoint(GraphQL[Context, None]):
         response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
         sub_response: Response,
     ) -> Response:
-        response = super().create_response(response_data, sub_response)
+        """Strawberry's response (the sub-response's status, header fields and background
+        carried over), made once with its negotiated type and status (`graphql_http`)
+        rather than made as JSON's 200 and its headers rewritten."""
         media_type = sub_response.media_type or JSON
-        response.headers["content-type"] = media_type
-        if isinstance(response_data, dict) and not sub_response.status_code:
-            response.status_code = status_for(response_data, media_type)
-            if response.status_code == 401:
-                response.headers["www-authenticate"] = "Bearer"
+        status = sub_response.status_code
+        computed = not status and isinstance(response_data, dict)
+        if computed:
+            status = status_for(cast(GraphQLHTTPResponse, response_data), media_type)
+        response = Response(
+            self.encode_json(response_data), status_code=status or 200, media_type=media_type
+        )
+        fields = header_fields(response)
+        fields.extend(header_fields(sub_response))
+        if computed and status == 401:
+            fields.append(WWW_AUTHENTICATE)
+        if sub_response.background:
+            response.background = sub_response.background
         return response
 
     async def execute_single(
@@ -688,9 +704,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
 
     def should_render_graphql_ide(self, request: BaseRequestProtocol) -> bool:
         # A document by id is run, not GraphiQL shown, whatever a browser's Accept says.
-        params = request.query_params
+        # (Strawberry's test first: a POST's query string is never parsed for it.)
         wanted = super().should_render_graphql_ide(request) and not (
-            "documentId" in params or "extensions" in params
+            "documentId" in request.query_params or "extensions" in request.query_params
         )
         if wanted and self.graphql_ide is None:
             raise HTTPException(404, "GraphiQL is turned off on this server (GRAPH_API_GRAPHIQL)")
@@ -749,8 +765,6 @@ def create_app(services: Services) -> Starlette:
         middleware=[
             # Outermost: refusals and errors of the inner layers carry CORS headers too.
             *cors_middleware(services.settings),
-            Middleware(RequestIdMiddleware),
-            Middleware(HeaderCountLimit),
-            Middleware(BodySizeLimit, limit=services.settings.max_body_bytes),
+            Middleware(RequestGuard, limit=services.settings.max_body_bytes),
         ],
     )

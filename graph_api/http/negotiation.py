@@ -18,6 +18,7 @@ Each type's quality is that of the most specific media range naming it (RFC 9110
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
@@ -74,8 +75,22 @@ def _quality_of(media_type: str, named: dict[str, float]) -> float:
     return 0.0
 
 
+# A process meets few distinct Accept headers (its clients' libraries'), and every request
+# asks twice (its response's type, whether it streams): the answers of the short ones are
+# kept, so a request's header is parsed once per process, not twice per request. A bound
+# in entries and in bytes (at most CACHED_ACCEPTS x CACHED_ACCEPT_LENGTH characters).
+CACHED_ACCEPTS = 64
+CACHED_ACCEPT_LENGTH = 256
+
+
 def negotiate(accept: str | None) -> Negotiated:
     """What a request with this Accept header is answered in (see the module)."""
+    if accept is None or len(accept) <= CACHED_ACCEPT_LENGTH:
+        return _negotiate_cached(accept)
+    return _negotiate(accept)
+
+
+def _negotiate(accept: str | None) -> Negotiated:
     named = _qualities(accept or "")
     response_json = _quality_of(GRAPHQL_RESPONSE_JSON, named)
     json = _quality_of(JSON, named)
@@ -88,6 +103,9 @@ def negotiate(accept: str | None) -> Negotiated:
     else:
         stream = Stream.SUBSCRIPTIONS
     return Negotiated(media_type, stream)
+
+
+_negotiate_cached = functools.lru_cache(maxsize=CACHED_ACCEPTS)(_negotiate)
 
 
 def response_media_type(accept: str | None) -> str:

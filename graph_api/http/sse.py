@@ -8,7 +8,7 @@ tests/test_clients.py runs urql's subscription against the server.
 
 from __future__ import annotations
 
-from strawberry.http.streaming import SSETransport
+from graph_api.internals.strawberry import SSETransport
 
 
 class LineFeedSSETransport(SSETransport):

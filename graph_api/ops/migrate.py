@@ -68,9 +68,9 @@ from botocore.exceptions import ClientError
 from graph_api.model import items, keys
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
 from graph_api.model.keys import PK, SK, Key, Kind
-from graph_api.store import codec
+from graph_api.store import admin, codec
 from graph_api.store import transactions as tx
-from graph_api.store.admin import call_sync, scan
+from graph_api.store.admin import scan
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.retry import Retries, cancellation_reasons, error_code
@@ -301,7 +301,7 @@ def fold_counters(dynamo: Dynamo, table: str, counters: dict[Key, Item], report:
 
 def _read(dynamo: Dynamo, table: str, key: Key) -> Item | None:
     params = {"TableName": table, "Key": codec.encode(key.as_item()), "ConsistentRead": True}
-    found = call_sync(dynamo, "GetItem", params, Retries(dynamo.budget)).get("Item")
+    found = admin.call(dynamo, "GetItem", params, Retries(dynamo.budget)).get("Item")
     return None if found is None else codec.decode(found)
 
 
@@ -572,7 +572,7 @@ def transact(dynamo: Dynamo, table: str, actions: Sequence[tx.Action]) -> None:
         "ClientRequestToken": tx.new_token(),
     }
     try:
-        call_sync(dynamo, "TransactWriteItems", params, Retries(dynamo.budget))
+        admin.call(dynamo, "TransactWriteItems", params, Retries(dynamo.budget))
     except ClientError as error:
         cancelled = error_code(error) == "TransactionCanceledException"
         if cancelled and "ConditionalCheckFailed" in cancellation_reasons(error):

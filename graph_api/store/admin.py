@@ -2,16 +2,16 @@
 stream on, writing items in bulk, and the one Scan (`graph-api check` and `migrate`; tests
 read their tables back with it).
 
-Synchronous: one caller, progress on a terminal. The retry policy is the API requests' own
-(`store/retry.py`), slept on the caller's thread. Nothing on the request path imports this;
-a GraphQL request's reads and writes go through `store/table.py`.
+Synchronous: one caller, progress on a terminal. Each call is the API's own client
+(`Dynamo.call_sync` runs `Dynamo.call` on the command line's loop); the retry policy is the
+API requests' own (`store/retry.py`), slept on the caller's thread. Nothing on the request
+path imports this; a GraphQL request's reads and writes go through `store/table.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -21,7 +21,7 @@ from graph_api.model.keys import GSI1, GSI2, INDEX_KEYS, PK, SK, stream_lease
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
-from graph_api.store.retry import OFFLINE, Failure, Retries, failure_of
+from graph_api.store.retry import OFFLINE, Failure, Retries, error_code, failure_of, resend
 
 BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem (DynamoDB's limit)
 # The change stream feeds subscriptions (`graph_api.events`): both images, so a reader can
@@ -79,18 +79,14 @@ def definition(name: str) -> dict[str, Any]:
 UNPROCESSED = "DynamoDB kept items unprocessed; seed again to finish"
 
 
-def call_sync(dynamo: Dynamo, operation: str, params: dict[str, Any], retries: Retries) -> Any:
-    """`Table.call`'s twin for the command line's tools: the same retries, slept on this
-    thread, no ledger."""
-    cost = 0
-    while True:
-        try:
-            response = dynamo.call_sync(operation, params, None)
-        except (Unavailable, ClientError) as error:
-            cost = retries.again_sync(error)
-            continue
-        retries.answered(cost)
-        return response
+def call(dynamo: Dynamo, operation: str, params: dict[str, Any], retries: Retries) -> Any:
+    """One call for the command line's tools: `Table.call`'s loop (`retry.resend`) on the
+    command line's loop, no ledger. A missing table stays DynamoDB's refusal."""
+
+    def send() -> Awaitable[Any]:
+        return dynamo.call(operation, params, None, missing_table=False)
+
+    return dynamo.run(resend(send, retries))
 
 
 def batch_write(
@@ -114,7 +110,7 @@ def _batch_write(
         request: dict[str, Any] = {name: list(chunk)}
         retries, cost = Retries(dynamo.budget), 0
         while True:
-            response = call_sync(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
+            response = call(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
             request = response.get("UnprocessedItems") or {}
             if not request:
                 retries.recovered(cost)
@@ -139,7 +135,7 @@ def holds_items(dynamo: Dynamo, name: str) -> bool:
         "ProjectionExpression": "#pk, #sk",
         "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
     }
-    page = call_sync(dynamo, "Scan", params, Retries(dynamo.budget))
+    page = call(dynamo, "Scan", params, Retries(dynamo.budget))
     return any(not _is_lease(key) for key in page.get("Items", []))
 
 
@@ -155,7 +151,7 @@ def delete_items(dynamo: Dynamo, name: str, progress: Callable[[int], None] | No
     }
     found: list[dict[str, Any]] = []
     while True:  # each page a request of its own for the retry policy
-        page = call_sync(dynamo, "Scan", params, Retries(dynamo.budget))
+        page = call(dynamo, "Scan", params, Retries(dynamo.budget))
         found.extend(key for key in page.get("Items", []) if not _is_lease(key))
         if "LastEvaluatedKey" not in page:
             break
@@ -169,17 +165,39 @@ def create(dynamo: Dynamo, name: str) -> bool:
     """Create the table and wait until it is active; False if it already exists. Each call
     is retried as a request's are: a DynamoDB Local just started may time out its first."""
     try:
-        call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
+        call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
         return False
-    except dynamo.client.exceptions.ResourceNotFoundException:
-        pass
-    # In use: made by an attempt whose answer was lost (or by another creator): wait for it.
-    with contextlib.suppress(dynamo.client.exceptions.ResourceInUseException):
-        call_sync(dynamo, "CreateTable", definition(name), Retries(dynamo.budget))
-    dynamo.client.get_waiter("table_exists").wait(
-        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-    )
+    except ClientError as error:
+        if error_code(error) != "ResourceNotFoundException":
+            raise
+    try:
+        call(dynamo, "CreateTable", definition(name), Retries(dynamo.budget))
+    except ClientError as error:
+        # In use: made by an attempt whose answer was lost (or by another creator): wait.
+        if error_code(error) != "ResourceInUseException":
+            raise
+    wait_active(dynamo, name)
     return True
+
+
+class TableNotReady(Exception):
+    """The table was not active within the wait."""
+
+
+def wait_active(dynamo: Dynamo, name: str, *, attempts: int = 60, poll: float = 1.0) -> None:
+    """Wait until the table exists and is active (botocore's `table_exists` waiter's
+    figures: every second, 60 times)."""
+    for _ in range(attempts):
+        try:
+            described = dynamo.call_sync("DescribeTable", {"TableName": name}, None)["Table"]
+        except ClientError as error:
+            if error_code(error) != "ResourceNotFoundException":
+                raise
+        else:
+            if described.get("TableStatus") == "ACTIVE":
+                return
+        time.sleep(poll)
+    raise TableNotReady(f"table {name} is not active after {attempts * poll:.0f} s")
 
 
 class IndexNotReady(Exception):
@@ -196,7 +214,7 @@ def add_indexes(
     one UpdateTable each (DynamoDB creates one index a call), each waited for until active;
     the names added. DynamoDB fills an index from the items' attributes: items without its
     keys are simply not in it (`graph-api migrate` writes them)."""
-    described = call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
+    described = call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
     present = {i["IndexName"] for i in described["Table"].get("GlobalSecondaryIndexes") or []}
     added = []
     for index in INDEXES:
@@ -207,7 +225,7 @@ def add_indexes(
             "AttributeDefinitions": attribute_definitions(),
             "GlobalSecondaryIndexUpdates": [{"Create": index_definition(index)}],
         }
-        call_sync(dynamo, "UpdateTable", update, Retries(dynamo.budget))
+        call(dynamo, "UpdateTable", update, Retries(dynamo.budget))
         _wait_for_index(dynamo, name, index, wait, poll)
         added.append(index)
     return added
@@ -216,7 +234,7 @@ def add_indexes(
 def _wait_for_index(dynamo: Dynamo, name: str, index: str, wait: float, poll: float) -> None:
     deadline = time.monotonic() + wait
     while True:
-        described = call_sync(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))[
+        described = call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))[
             "Table"
         ]
         status = {
@@ -251,9 +269,7 @@ def enable_stream(dynamo: Dynamo, name: str) -> bool:
             raise OtherStreamView(view)
         return False
     dynamo.call_sync("UpdateTable", {"TableName": name, "StreamSpecification": dict(STREAM)}, None)
-    dynamo.client.get_waiter("table_exists").wait(
-        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-    )
+    wait_active(dynamo, name)
     return True
 
 

@@ -1,23 +1,24 @@
-"""The one place that talks to DynamoDB: an aiobotocore client awaited on the event loop,
-accounted; and boto3 for the command line.
+"""The one place that talks to DynamoDB: aiodynamo's `Client.send_request` on aiohttp, awaited
+on the event loop, accounted.
 
-The API's calls (`Dynamo.call`) go through aiobotocore: botocore's serializer, signer,
-endpoints, credentials and error handling, on aiohttp (HTTP, TLS, `AWS_CA_BUNDLE`), awaited
-on the loop with no thread. Two components of theirs are ours: the response parser
-(store/response_parser.py, through the session's `response_parser_factory`) and the HTTP
-session class (store/http_session.py: a response's body capped at 16 MB). The command
-line's synchronous work (store/admin.py: tables, seeding, the Scan) calls `call_sync`,
-through a boto3 client made the same way.
+Every DynamoDB call, the API's and the command line's, is `Dynamo.call`: aiodynamo signs it
+(SigV4) and sends it through our HTTP (store/wire.py: the 16 MB cap, the CRC32 check, orjson,
+strict answers, `AWS_CA_BUNDLE`), with the key botocore's credential chain resolves
+(store/credentials.py), to the endpoint botocore resolves (`endpoint_of`). aiodynamo's own
+retries are off (one attempt): our one retry policy (store/retry.py) sends again. What
+aiodynamo and aiohttp raise is mapped once (store/wire_errors.py), then into `Unavailable`
+here (`accounted`). The command line runs the same client on an event loop of its own, on a
+thread of its own (`run`, `call_sync`).
 
-An aiohttp session belongs to the event loop it was made on, so `Dynamo` makes one
-aiobotocore client per running loop, when the loop first calls, and closes it:
+An aiohttp session belongs to the event loop it was made on, so `Dynamo` makes one session
+and client per running loop, when the loop first calls, and closes it:
 - explicitly, `await dynamo.aclose()` (the app's lifespan, at shutdown), or
 - when the loop's runner ends (`asyncio.run`, uvicorn, the test client's portal cancel the
   tasks left at their end: a small task kept per client closes it then).
 
-Each call names the `Ledger` of the GraphQL request it serves; a `before-send` hook counts
-every HTTP attempt against it. Hooks registered with `register` (the ledger's, a test's
-faults, a bench's clock) apply to every client, the ones made later included.
+Each call names the `Ledger` of the GraphQL request it serves; the wire counts every HTTP
+attempt against it. Hooks registered with `register` (botocore's event names: a test's
+faults, a bench's clock) apply to every loop's client, the ones made later included.
 """
 
 from __future__ import annotations
@@ -25,32 +26,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import logging
 import os
+import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
+import aiohttp
 import botocore.loaders
 import botocore.session
-from aiobotocore.config import AioConfig
-from aiobotocore.session import AioSession
+from aiodynamo.client import Client
+from aiodynamo.models import RetryConfig, RetryTimeout
 from botocore.config import Config
 from botocore.exceptions import ChecksumError, ClientError, ConnectionError, HTTPClientError
 from botocore.parsers import ResponseParserError
+from yarl import URL
 
 from graph_api import __version__, telemetry
 from graph_api.errors import Unavailable
 from graph_api.settings import Settings
-from graph_api.store.http_session import CappedAIOHTTPSession
+from graph_api.store import ledger as ledgers
+from graph_api.store.credentials import (
+    LOCAL_CREDENTIALS,
+    BotocoreCredentials,
+    StaticKey,
+    local_key,
+)
 from graph_api.store.item_locks import ItemLocks
 from graph_api.store.ledger import Call, Ledger, capacity_units
-from graph_api.store.response_parser import (
-    AioDynamoResponseParserFactory,
-    DynamoResponseParserFactory,
-)
 from graph_api.store.retry import (
     THROTTLE_CODES,
     Failure,
@@ -59,11 +66,23 @@ from graph_api.store.retry import (
     failure_of,
     not_dynamodb,
 )
+from graph_api.store.wire import (
+    CONNECT_TIMEOUT,
+    READ_TIMEOUT,
+    Hooks,
+    Model,
+    Wire,
+    answer_slot,
+    proxy_for,
+    signed_host,
+)
+from graph_api.store.wire import ssl_context as _ssl_context
+from graph_api.store.wire_errors import mapping
+
+__all__ = ["LOCAL_CREDENTIALS", "Dynamo", "configured_endpoint", "endpoint_of"]
 
 log = logging.getLogger(__name__)
-
-# Credentials for an endpoint this process started (moto, a test's DynamoDB Local): any do.
-LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+T = TypeVar("T")
 
 # Operations that read or write items, and so can report consumed capacity.
 _DATA_OPERATIONS = frozenset(
@@ -101,73 +120,57 @@ REQUIRED = {
     "UpdateTable": ("TableDescription",),
     "DeleteTable": ("TableDescription",),
 }
-# Errors that mean "DynamoDB is busy or unreachable" (botocore makes one attempt).
+# Errors that mean "DynamoDB is busy or unreachable" (one attempt is made).
 _UNAVAILABLE_CODES = THROTTLE_CODES | {"InternalServerError", "ServiceUnavailable"}
-# Answers that are not DynamoDB's JSON (refused by our parser), or fail its checksum.
+# Answers that are not DynamoDB's JSON (refused by the wire), or fail its checksum.
 _UNREADABLE = (ResponseParserError, ChecksumError)
 
-_active_ledger: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
-    "graph_api_ledger", default=None
-)
+USER_AGENT = f"graph-api/{__version__} aiodynamo aiohttp/{aiohttp.__version__}"
+CONNECTIONS = 16  # kept alive per loop's session; at least `max_concurrency`
 
 
-def _user_agent() -> str:
-    """Ours and botocore's, built once: left to itself botocore builds its User-Agent from
-    about twenty parts twice a call."""
-    return f"graph-api/{__version__} {botocore.session.get_session().user_agent()}"
+@dataclasses.dataclass(frozen=True)
+class _OneAttempt(RetryConfig):
+    """aiodynamo's retries off: one attempt, whose failure it raises (its loop raises the
+    last error once the attempts end with `RetryTimeout`). An iterator, not the base's async
+    generator: one left unfinished by a success is finalized through the loop's self-pipe
+    (`call_soon_threadsafe`), a wake-up and a task every call."""
+
+    def delays(self) -> Iterator[float]:
+        yield 0.0
+
+    def attempts(self) -> AsyncIterator[None]:
+        return _Once()
 
 
-USER_AGENT = _user_agent()
+class _Once:
+    def __init__(self) -> None:
+        self.left = True
+
+    def __aiter__(self) -> _Once:
+        return self
+
+    async def __anext__(self) -> None:
+        if not self.left:
+            raise RetryTimeout()
+        self.left = False
+
+
+ONE_ATTEMPT = _OneAttempt()
 
 
 @functools.cache
 def _loader() -> botocore.loaders.Loader:
     """botocore's data loader, shared by every session this process makes (its cache holds
-    the service models and the 1.2 MB endpoints.json, parsed once instead of per session)."""
+    the 1.2 MB endpoints.json, parsed once instead of per session)."""
     return botocore.loaders.create_loader()
 
 
 def _botocore_session() -> botocore.session.Session:
-    """A plain botocore session with the shared loader (endpoint lookups; nothing sent)."""
+    """A plain botocore session with the shared loader (endpoints, credentials, config)."""
     session = botocore.session.get_session()
     session.register_component("data_loader", _loader())
     return session
-
-
-def _session(session: Any, parser_factory: Any) -> Any:
-    """`session` (botocore's or aiobotocore's) with the shared loader and our parser."""
-    session.register_component("data_loader", _loader())
-    session.register_component("response_parser_factory", parser_factory)
-    return session
-
-
-CONNECT_TIMEOUT = 2  # seconds
-READ_TIMEOUT = 5
-CONNECTIONS = 16  # kept alive per client; at least `max_concurrency`
-
-
-def _options(settings: Settings, connections: int) -> dict[str, Any]:
-    return dict(
-        region_name=settings.region,
-        # Deliberate: botocore does not retry (1 attempt); our one retry policy
-        # (store/retry.py: one count a request, the deadline, the retry budget) does. Legacy
-        # mode, because its DynamoDB handler then still checks the answer's `x-amz-crc32`
-        # and raises ChecksumError on a mismatch; standard mode skips that check once no
-        # attempt is left (botocore/retries/standard.py: max attempts are checked first).
-        retries={"mode": "legacy", "total_max_attempts": 1},
-        max_pool_connections=connections,
-        connect_timeout=CONNECT_TIMEOUT,
-        read_timeout=READ_TIMEOUT,
-        # Our requests are built from validated inputs by store/ alone; botocore's walk
-        # of every parameter against its shape model costs ~0.5 ms of CPU a call.
-        parameter_validation=False,
-        user_agent=USER_AGENT,
-    )
-
-
-@functools.cache  # a few operation names, each spelled out once rather than every call
-def _snake(operation: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
 
 
 def _unavailable(service: str, operation: str, error: Exception) -> Unavailable | None:
@@ -258,140 +261,59 @@ def check_answer(operation: str, params: dict[str, Any], response: dict[str, Any
         raise ResponseParserError(f"{operation} answered without {', '.join(missing)}")
 
 
-class _Clients:
-    """Clients of one service: one aiobotocore client per running event loop, and one boto3
-    client for synchronous callers, all with the same settings and hooks."""
-
-    def __init__(
-        self,
-        service: str,
-        settings: Settings,
-        endpoint_url: str | None,
-        *,
-        local_credentials: bool = True,
-    ) -> None:
-        self.service = service
-        self._kwargs: dict[str, Any] = {}
-        if endpoint_url:
-            self._kwargs["endpoint_url"] = endpoint_url
-            if local_credentials:
-                self._kwargs.update(LOCAL_CREDENTIALS)
-        connections = max(CONNECTIONS, settings.max_concurrency)
-        self._aio_config = AioConfig(
-            **_options(settings, connections), http_session_cls=CappedAIOHTTPSession
-        )
-        self._config = Config(**_options(settings, connections))
-        self._aio_session = _session(AioSession(), AioDynamoResponseParserFactory())
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Open] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._sync: Any = None
-        self._hooks: list[tuple[str, Callable[..., Any]]] = []
-
-    # -- hooks -------------------------------------------------------------------------
-
-    def register(self, event: str, handler: Callable[..., Any]) -> None:
-        self._hooks.append((event, handler))
-        for client in self._every():
-            client.meta.events.register(event, handler)
-
-    def unregister(self, event: str, handler: Callable[..., Any]) -> None:
-        """As botocore's: a handler not registered is no error."""
-        if (event, handler) in self._hooks:
-            self._hooks.remove((event, handler))
-        for client in self._every():
-            client.meta.events.unregister(event, handler)
-
-    def _every(self) -> list[Any]:
-        opened = [o.client for o in list(self._by_loop.values()) if o.client is not None]
-        return opened + ([self._sync] if self._sync is not None else [])
-
-    def _hook(self, client: Any) -> Any:
-        for event, handler in self._hooks:
-            client.meta.events.register(event, handler)
-        return client
-
-    # -- the clients ---------------------------------------------------------------------
-
-    @property
-    def sync(self) -> Any:
-        """The boto3 client (made on first use)."""
-        if self._sync is None:
-            import boto3  # the command line's: an API process (Lambda's) never loads it
-
-            session = _session(botocore.session.get_session(), DynamoResponseParserFactory())
-            boto = boto3.session.Session(botocore_session=session)
-            client: Any = boto.client  # typed per service name, ours is a variable
-            self._sync = self._hook(client(self.service, config=self._config, **self._kwargs))
-        return self._sync
-
-    async def current(self) -> Any:
-        """The running loop's aiobotocore client (made on its first call)."""
-        loop = asyncio.get_running_loop()
-        opened = self._by_loop.get(loop)
-        if opened is None:
-            opened = self._by_loop[loop] = _Open()
-            context = self._aio_session.create_client(
-                self.service, config=self._aio_config, **self._kwargs
-            )
-            # A context of its own: the task outlives the request that happens to open it.
-            opened.ready = loop.create_task(
-                opened.run(context, self._hook), context=contextvars.Context()
-            )
-        try:
-            return await opened.client_of()
-        except BaseException:
-            # Opening failed (credentials not yet to be had, say): the next call tries again.
-            if self._by_loop.get(loop) is opened:
-                del self._by_loop[loop]
-            raise
-
-    async def aclose(self) -> None:
-        """Close the running loop's client, if it has one. A later call makes another, from a
-        new session: the credentials the old one resolved and cached are not reused (a
-        SnapStart snapshot is taken after this, and restored where they may be stale)."""
-        opened = self._by_loop.pop(asyncio.get_running_loop(), None)
-        if opened is not None:
-            await opened.close()
-            self._aio_session = _session(AioSession(), AioDynamoResponseParserFactory())
-
-    def close(self) -> None:
-        """Close the boto3 client. Loops' clients close with their loop (module docstring)."""
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
-
-
 class _Open:
-    """One loop's client, kept open by a task of that loop until `close`, or until the
-    loop's runner cancels the tasks left at its end."""
+    """One loop's session and client, kept open by a task of that loop until `close`, or
+    until the loop's runner cancels the tasks left at its end."""
 
-    def __init__(self) -> None:
-        self.client: Any = None
-        self.ready: asyncio.Task[None] | None = None
-        self._opened: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def __init__(self, client: Client, session: aiohttp.ClientSession) -> None:
+        self.client = client
+        self.session = session
+        self.keeper: asyncio.Task[None] | None = None
 
-    async def run(self, context: Any, hook: Callable[[Any], Any]) -> None:
+    async def keep(self) -> None:
         try:
-            async with context as client:
-                self.client = hook(client)
-                self._opened.set_result(client)
-                await asyncio.Event().wait()  # until cancelled
-        except BaseException as error:
-            # The callers waiting in `client_of` get the error; the task ends quietly.
-            if not self._opened.done():
-                self._opened.set_exception(error)
+            await asyncio.Event().wait()  # until cancelled
         finally:
-            self.client = None
-
-    async def client_of(self) -> Any:
-        return await asyncio.shield(self._opened)
+            await self.session.close()
 
     async def close(self) -> None:
-        if self.ready is not None and not self.ready.done():
-            self.ready.cancel()
+        if self.keeper is not None and not self.keeper.done():
+            self.keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.ready
+                await self.keeper
+        elif not self.session.closed:
+            await self.session.close()
+
+
+class _LoopThread:
+    """An event loop running on a daemon thread, for synchronous callers."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="graph-api dynamodb", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+
+    def close(self) -> None:
+        """Cancel what is left on the loop (the sessions' keepers close them), then stop."""
+        if self.loop.is_closed():
+            return
+        self.run(_cancel_all())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+async def _cancel_all() -> None:
+    current = asyncio.current_task()
+    left = [task for task in asyncio.all_tasks() if task is not current]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
 
 
 class Dynamo:
@@ -399,61 +321,164 @@ class Dynamo:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._clients = _Clients("dynamodb", settings, settings.endpoint_url)
-        self._clients.register("before-send.dynamodb", self._count_attempt)
+        self.hooks = Hooks()
+        self.credentials: BotocoreCredentials | StaticKey = (
+            StaticKey(local_key())
+            if settings.endpoint_url
+            else BotocoreCredentials(_botocore_session)
+        )
+        self._endpoint: str | None = settings.endpoint_url
+        self._ssl: Any = None
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Open] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._runner: _LoopThread | None = None
+        self._unclosed: Any = None
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
         # One transaction in flight per item among this process's writers (transactions.py).
         self.item_locks = ItemLocks()
 
     @property
-    def client(self) -> Any:
-        """The command line's boto3 client (waiters, modeled exceptions, `call_sync`)."""
-        return self._clients.sync
+    def endpoint(self) -> str:
+        """Where the calls go: the settings' endpoint, else botocore's (its
+        `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL`, the config file's, else AWS's)."""
+        if self._endpoint is None:
+            self._endpoint = endpoint_of("dynamodb", self.settings.region)
+        return self._endpoint
 
     def register(self, event: str, handler: Callable[..., Any]) -> None:
-        """A botocore event handler on every client of this `Dynamo`, now and later."""
-        self._clients.register(event, handler)
+        """A botocore-style event handler on every call of this `Dynamo` (store/wire.Hooks)."""
+        self.hooks.register(event, handler)
 
     def unregister(self, event: str, handler: Callable[..., Any]) -> None:
-        self._clients.unregister(event, handler)
+        self.hooks.unregister(event, handler)
+
+    def _open_now(self) -> _Open:
+        loop = asyncio.get_running_loop()
+        opened = self._by_loop.get(loop)
+        if opened is None:
+            if self._ssl is None:
+                ca_bundle = _botocore_session().get_config_variable("ca_bundle")
+                self._ssl = _ssl_context(ca_bundle)
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=max(CONNECTIONS, self.settings.max_concurrency), ssl=self._ssl
+                ),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT
+                ),
+                # As botocore asks: an answer's CRC32 is of the bytes as sent, never gzipped.
+                headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+                trust_env=False,  # the proxy is looked up once (`proxy_for`)
+                skip_auto_headers=("User-Agent",),
+                auto_decompress=False,
+            )
+            client = Client(
+                Wire(
+                    session,
+                    self.hooks,
+                    proxy=proxy_for(self.endpoint),
+                    host=signed_host(self.endpoint),
+                ),
+                self.credentials,
+                self.settings.region,
+                # botocore's URL for DynamoDB: the endpoint's root.
+                endpoint=URL(self.endpoint.rstrip("/") + "/"),
+                throttle_config=ONE_ATTEMPT,
+            )
+            opened = self._by_loop[loop] = _Open(client, session)
+            # A context of its own: the task outlives the request that happens to open it.
+            opened.keeper = loop.create_task(opened.keep(), context=contextvars.Context())
+        return opened
 
     async def open(self) -> None:
-        """Open the running loop's client now, as its first call would (Lambda's init: the
-        first request then finds botocore's models loaded and the credentials resolved)."""
-        await self._clients.current()
+        """Open the running loop's client now, and resolve the credentials, as its first
+        call would (Lambda's init: the first request then finds them resolved)."""
+        opened = self._open_now()
+        await self.credentials.get_key(opened.client.http)
 
     async def aclose(self) -> None:
-        """Close the running loop's client (the app's lifespan calls this at shutdown)."""
-        await self._clients.aclose()
+        """Close the running loop's client, if it has one. A later call makes another, and
+        resolves the credentials again (a SnapStart snapshot is taken after this, and
+        restored where they may be stale)."""
+        opened = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if opened is not None:
+            await opened.close()
+        if isinstance(self.credentials, BotocoreCredentials):
+            self.credentials.reset()
 
     def close(self) -> None:
-        self._clients.close()
+        """Close the command line's loop (and its client). Other loops' clients close with
+        their loop (module docstring)."""
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            self._unclosed.detach()
+            runner.close()
 
-    @staticmethod
-    def _count_attempt(**_: Any) -> None:
-        ledger = _active_ledger.get()
-        if ledger is not None:
-            ledger.count_request()
-
-    async def call(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
-        """One DynamoDB operation, awaited on this loop's client."""
+    async def call(
+        self,
+        operation: str,
+        params: dict[str, Any],
+        ledger: Ledger | None,
+        *,
+        missing_table: bool = True,
+    ) -> Any:
+        """One DynamoDB operation, awaited on this loop's client. A missing table is
+        UNAVAILABLE (`_missing_table`) unless `missing_table` is False (the command line,
+        whose `create-table` asks for DynamoDB's refusal)."""
         params = _asked(operation, params)
-        with _accounted(
-            operation, ledger, params=params, region=self.settings.region, missing_table=True
+        hooks = self.hooks.any
+        if hooks:
+            self.hooks.emit(
+                f"before-parameter-build.dynamodb.{operation}",
+                params=params,
+                model=Model(operation),
+            )
+        with accounted(
+            operation,
+            ledger,
+            params=params,
+            region=self.settings.region,
+            missing_table=missing_table,
         ) as answer:
-            client = await self._clients.current()
-            answer.append(await getattr(client, _snake(operation))(**params))
+            opened = self._open_now()
+            slot: list[Any] = []
+            token = answer_slot.set(slot)
+            try:
+                with mapping(self.endpoint, operation):
+                    await opened.client.send_request(action=operation, payload=params)
+            except Exception as error:
+                if hooks:
+                    self.hooks.emit(f"after-call-error.dynamodb.{operation}", exception=error)
+                raise
+            finally:
+                answer_slot.reset(token)
+            answer.append(slot[-1])
+            if hooks:
+                self.hooks.emit(
+                    f"after-call.dynamodb.{operation}",
+                    parsed=answer[0],
+                    model=Model(operation),
+                    http_response=None,
+                    context={},
+                )
             check_answer(operation, params, answer[0])
         return answer[0]
 
     def call_sync(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
-        """One DynamoDB operation on the boto3 client, for the command line."""
-        params = _asked(operation, params)
-        with _accounted(operation, ledger, params=params, region=self.settings.region) as answer:
-            answer.append(getattr(self.client, _snake(operation))(**params))
-            check_answer(operation, params, answer[0])
-        return answer[0]
+        """`call` for the command line: the same client, on a loop of this `Dynamo`'s own."""
+        return self.run(self.call(operation, params, ledger, missing_table=False))
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` to its end on the command line's loop, waiting here: one loop per
+        `Dynamo`, on a thread of its own (so a caller on another loop may wait too), kept
+        until `close` so that its connections are reused from call to call."""
+        if self._runner is None:
+            runner = self._runner = _LoopThread()
+            # Closed with this `Dynamo` if `close` is never called: its session with it.
+            self._unclosed = weakref.finalize(self, runner.close)
+        return self._runner.run(work)
 
 
 def _asked(operation: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -463,7 +488,7 @@ def _asked(operation: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _accounted(
+def accounted(
     operation: str,
     ledger: Ledger | None,
     service: str = "DynamoDB",
@@ -472,13 +497,13 @@ def _accounted(
     region: str,
     missing_table: bool = False,
 ) -> Iterator[list[Any]]:
-    """Around one call: its attempts counted against `ledger` (the `before-send` hook reads
-    it here), its time and capacity recorded, its failure mapped once (`_unavailable`); and,
+    """Around one call: its attempts counted against `ledger` (the wire reads it here), its
+    time and capacity recorded, its failure mapped once (`_unavailable`); and,
     when telemetry is on, the process's metrics and the call's span (graph_api/telemetry).
     A read of an index the table lacks is mapped here too (`_missing_index`), and, with
     `missing_table` (the API's calls), a table that does not exist (`_missing_table`).
     The call appends its answer to the list it is given."""
-    token = _active_ledger.set(ledger)
+    token = ledgers.active.set(ledger)
     started = time.perf_counter()
     answer: list[Any] = []
     tracing = telemetry.tracing
@@ -498,7 +523,7 @@ def _accounted(
             raise unavailable from error
         raise
     finally:
-        _active_ledger.reset(token)
+        ledgers.active.reset(token)
         consumed = answer[0].get("ConsumedCapacity") if answer else None
         if ledger is not None:
             ledger.record(Call(operation, started, time.perf_counter()), consumed)
@@ -564,46 +589,3 @@ def streams_endpoint(settings: Settings) -> str | None:
     return configured_endpoint("dynamodb", settings.region, session) or configured_endpoint(
         "dynamodbstreams", settings.region, session
     )
-
-
-class Streams:
-    """The DynamoDB Streams client of the change stream reader (`graph_api/events/reader.py`).
-
-    Made as `Dynamo` makes its client (region, timeouts, no botocore retries: the reader backs
-    off itself), at `streams_endpoint(settings)` unless `endpoint_url` names another (an
-    emulator may serve it elsewhere); an endpoint this process started is reached with the
-    same throwaway credentials as its DynamoDB, any other with botocore's credentials.
-    """
-
-    def __init__(self, settings: Settings, *, endpoint_url: str | None = None) -> None:
-        ours = endpoint_url or settings.endpoint_url
-        endpoint = ours or streams_endpoint(settings)
-        self._clients = _Clients(
-            "dynamodbstreams", settings, endpoint, local_credentials=bool(ours)
-        )
-        self.region = settings.region
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint the calls go to (as botocore resolved it)."""
-        return str(self._clients.sync.meta.endpoint_url)
-
-    def register(self, event: str, handler: Callable[..., Any]) -> None:
-        """A botocore event handler on every client of these Streams, now and later."""
-        self._clients.register(event, handler)
-
-    async def aclose(self) -> None:
-        await self._clients.aclose()
-
-    def close(self) -> None:
-        self._clients.close()
-
-    async def call(self, operation: str, params: dict[str, Any]) -> Any:
-        """One call; busy or unreachable is `Unavailable` (as for `Dynamo`), other refusals
-        (an expired iterator, trimmed data) stay the `ClientError` they are."""
-        with _accounted(
-            operation, None, "DynamoDB Streams", params=params, region=self.region
-        ) as answer:
-            client = await self._clients.current()
-            answer.append(await getattr(client, _snake(operation))(**params))
-        return answer[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ def capacity_units(consumed: Any) -> float:
 
 @dataclass
 class Ledger:
-    # HTTP requests sent to DynamoDB: every attempt botocore makes counts.
+    # HTTP requests sent to DynamoDB: every attempt the wire sends counts.
     requests: int = 0
     capacity: float = 0.0
     calls: list[Call] = field(default_factory=list)
@@ -55,7 +56,7 @@ TURNS = 5
 
 async def sent(ledger: Ledger, asked: int, turns: int = TURNS) -> None:
     """Return once `asked` more requests than now have left (the ledger counts each as
-    botocore sends it), or after `turns` loop turns: reads started without being awaited
+    the wire sends it), or after `turns` loop turns: reads started without being awaited
     (`graph.prefetch.start_partitions`) leave before the caller's own work
     goes on."""
     target = ledger.requests + asked
@@ -63,3 +64,9 @@ async def sent(ledger: Ledger, asked: int, turns: int = TURNS) -> None:
         await asyncio.sleep(0)
         if ledger.requests >= target:
             return
+
+
+# The ledger of the call running in this context: the wire counts each attempt against it.
+active: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
+    "graph_api_ledger", default=None
+)

@@ -44,8 +44,8 @@ Where each loop lives, one per kind of failure, all on the request's `Retries`:
 
 - the same request sent again (throttles, 5xx, timeouts, dropped connections, answers that
   are not DynamoDB's or fail their checksum, and a transaction's conflicts, under the same
-  `ClientRequestToken`): `Table.call` only, and
-  its synchronous twin `admin.call_sync` for the command line (migrate, seed);
+  `ClientRequestToken`): `resend`, which `Table.call` and the command line's
+  `admin.call` (migrate, seed) run;
 - the rest sent again: `Table._get_chunk` (`UnprocessedKeys`), `admin.batch_write`
   (`UnprocessedItems`), `admin.scan` (the same page, smaller, `OFFLINE`);
 - the write read again (`Stale`: a guard failed): `writes.attempts.retrying`;
@@ -67,8 +67,10 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from time import sleep  # by name: a test records the command line's sleeps instead
+from typing import TypeVar
 
 from aiohttp import ClientConnectorCertificateError
 from botocore.exceptions import (
@@ -85,6 +87,7 @@ from graph_api import telemetry
 from graph_api.errors import Unavailable
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,11 +320,6 @@ class Retries:
         await asyncio.sleep(delay)
         return cost
 
-    def again_sync(self, error: Exception) -> int:
-        cost, delay = self._after(error)
-        sleep(delay)
-        return cost
-
     def progressed(self) -> None:
         """One step of a multi-step write (a chunk of followed copies) committed: the count
         starts again for the next step. The steps are fixed by the data, not by failures,
@@ -337,6 +335,21 @@ class Retries:
         """A loop reached its goal after a retry that cost `cost` (0: none): given back, as
         a call's successful retry is (its calls refilled their own share already)."""
         self.budget.refill(cost)
+
+
+async def resend(send: Callable[[], Awaitable[T]], retries: Retries) -> T:
+    """`send()` again, unchanged, while its failure says it may pass next time: the one loop
+    for throttles, timeouts, dropped connections and transaction conflicts (`Table.call`
+    for a request, `admin.call` for the command line), on `retries`."""
+    cost = 0
+    while True:
+        try:
+            response = await send()
+        except (Unavailable, ClientError) as error:
+            cost = await retries.again(error)
+            continue
+        retries.answered(cost)
+        return response
 
 
 def _cause(error: Exception) -> BaseException:

@@ -15,15 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from graph_api.errors import Unavailable
 from graph_api.model.keys import INDEX_KEYS, PK, SK, Key, Range
 from graph_api.store import codec
 from graph_api.store.client import Dynamo
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Ledger
-from graph_api.store.retry import Failure, Policy, Retries
+from graph_api.store.retry import Failure, Policy, Retries, resend
 
 BATCH_GET_LIMIT = 100  # keys per BatchGetItem (DynamoDB's limit)
 BUSY = "DynamoDB is busy; try again shortly"
@@ -81,15 +79,7 @@ class Table:
         sent again unchanged (a transaction with its token) while the failure says it may
         pass next time: the one loop for throttles, timeouts, dropped connections and
         transaction conflicts, on the request's retries (store/retry.py)."""
-        cost = 0
-        while True:
-            try:
-                response = await self._send(operation, params)
-            except (Unavailable, ClientError) as error:
-                cost = await self.retries.again(error)
-                continue
-            self.retries.answered(cost)
-            return response
+        return await resend(lambda: self._send(operation, params), self.retries)
 
     async def _send(self, operation: str, params: dict[str, Any]) -> Any:
         async with self._slots:
