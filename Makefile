@@ -132,9 +132,11 @@ bench-embedded: $(STAMP)  ## the embedded backend as make run serves it (500 and
 	$(BIN)/python -m bench.embedded
 
 # Writes that meet on one item (issue 54): 16 writers, one API worker, every transaction's
-# items held 15 ms by tools/contention.py. BENCH_ARGS: --seconds, --hold, --endpoint.
+# items held 15 ms by tools/contention.py. BENCH_ARGS: --seconds, --hold, --endpoint. BASE=<ref>:
+# that commit's own bench/scale.py too (its checkout and venv in .cache/bench-base/, as make
+# bench builds it), then one table of both.
 bench-scale: $(STAMP)  ## creates and enrolments spread vs on one city/class, behind an AWS-like contention front
-	$(BIN)/python -m bench.scale $(BENCH_ARGS)
+	$(BIN)/python -m bench.scale $(if $(BASE),--base $(BASE)) $(BENCH_ARGS)
 
 # Q1's and Q3's CPU per request by layer (HTTP, parse and validate, plan, execution, wire,
 # decode, serialize, event loop), the API served in process over TLS to DynamoDB Local and

@@ -140,6 +140,12 @@ def pick_targets(items: list[Item]) -> dict[str, Any]:
     for item in items:
         if item.get(TYPE) and item[PK] == item[SK]:
             nodes[item[TYPE]].append(item)
+    enrolled: dict[str, int] = defaultdict(int)  # a class's (sport's) count is in shards: its edges
+    for item in items:
+        if item.get(TYPE) == "enrolment":
+            enrolled[item["classId"]] += 1
+        elif item.get(TYPE) == "membership":
+            enrolled[item["sportId"]] += 1
     students = sorted(nodes["student"], key=lambda s: s["id"])
     states: dict[tuple[str, str], int] = defaultdict(int)
     for student in students:
@@ -149,9 +155,9 @@ def pick_targets(items: list[Item]) -> dict[str, Any]:
     country, state = max(states, key=lambda place: states[place])
     return {
         "q1_student_ids": [s["id"] for s in students[:30]],
-        "q2_class_id": max(nodes["class"], key=lambda c: c["studentCount"])["id"],
+        "q2_class_id": max(nodes["class"], key=lambda c: enrolled[c["id"]])["id"],
         "q3_teacher_id": max(nodes["teacher"], key=lambda t: len(t.get("classes") or {}))["id"],
-        "q4_sport_id": max(nodes["sport"], key=lambda s: s["studentCount"])["id"],
+        "q4_sport_id": max(nodes["sport"], key=lambda s: enrolled[s["id"]])["id"],
         "q5_country": country,
         "q5_state": state,
     }

@@ -10,6 +10,10 @@ held `--hold` seconds (15 ms: AWS's commit time) by `tools/contention.py`:
 and the table prints each one's rate, its failures by code, the transactions the front
 cancelled for `TransactionConflict`, and the hot case's rate over the spread one's. Then
 `graph-api check`. On the embedded backend, started here, or `--endpoint` (DynamoDB Local).
+
+`--base REF` (`make bench-scale BASE=<ref>`): then the same run of REF's own
+`bench/scale.py`, in its checkout under `.cache/bench-base/` with its own venv (as `make
+bench BASE=` builds it, `bench/servers.py`), and one table of both, head beside base.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import subprocess
 import time
 import uuid
 from collections import Counter
@@ -77,7 +82,7 @@ def enrolments(one_class: bool) -> Operation:
 
 def seed_for_enrolments(services: Services, per_writer: int) -> None:
     """A class for each writer and `per_writer` students each, written directly (with the
-    catalogs' counters, as the mutations would leave them)."""
+    catalogs' counters and the classes' roster shards, as the mutations would leave them)."""
     teacher = items.teacher("t-0", "Teacher")
     classes = [items.school_class(f"c-{w}", f"Class {w}", teacher) for w in range(WRITERS)]
     for klass in classes:
@@ -91,7 +96,7 @@ def seed_for_enrolments(services: Services, per_writer: int) -> None:
     ]
     nodes += [items.email_guard(n) for n in nodes if n["type"] == "student"]
     table = services.settings.table
-    admin.batch_write(services.dynamo, table, nodes)
+    admin.batch_write(services.dynamo, table, nodes + items.roster_shards(nodes))
     for key, count in items.counters(nodes).items():
         services.dynamo.call_sync(
             "UpdateItem",
@@ -134,12 +139,75 @@ async def drive(
     return tally
 
 
+Row = list[str]  # a table row's cells: case, rate, failed, conflicts, hot / spread
+
+
+def table_rows(output: str) -> tuple[list[Row], str]:
+    """The rows of the case table `main` prints, and its `graph-api check` line."""
+    rows = []
+    for line in output.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 5 and not cells[0].startswith("case"):
+            rows.append(cells)
+    check = next((ln for ln in output.splitlines() if ln.startswith("graph-api check:")), "")
+    return rows, check.removeprefix("graph-api check:").strip()
+
+
+def run_base(ref: str, seconds: float, hold: float) -> str:
+    """REF's own `make bench-scale` table: its `bench/scale.py` in its checkout and venv."""
+    from bench import servers  # git worktrees and venvs: only with --base
+
+    checkout = servers.base(ref)
+    print(f"base {checkout.commit}: its bench/scale.py, {seconds:.0f} s a case", flush=True)
+    python = checkout.root / ".venv" / "bin" / "python"
+    command = [str(python), "-m", "bench.scale", "--seconds", str(seconds), "--hold", str(hold)]
+    done = subprocess.run(command, cwd=checkout.root, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"make bench-scale: the base's run failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def side_by_side(head: str, base: str, base_label: str) -> str:
+    """One table of head's and base's runs, case by case."""
+    (ours, our_check), (theirs, their_check) = table_rows(head), table_rows(base)
+    by_case = {row[0]: row for row in theirs}
+    lines = [
+        f"head beside base {base_label}",
+        "| case | rate head | rate base | failed head | failed base | conflicts head"
+        " | conflicts base | hot / spread head | hot / spread base |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in ours:
+        other = by_case.get(row[0], ["", "-", "-", "-", "-"])
+        cells = [row[0], *(x for pair in zip(row[1:], other[1:], strict=True) for x in pair)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append(f"graph-api check: head {our_check}, base {their_check}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per case (default 10)")
     parser.add_argument("--hold", type=float, default=0.015, help="seconds an item is held")
     parser.add_argument("--endpoint", help="a DynamoDB to use (default: the embedded one)")
+    parser.add_argument("--base", help="a git ref to run too, and print beside head")
     args = parser.parse_args()
+    if args.base:  # base first: its install may take a while, and then both tables print
+        base = run_base(args.base, args.seconds, args.hold)
+        print(base, flush=True)
+        head = run_head(args)
+        print(side_by_side(head, base, args.base))
+    else:
+        run_head(args)
+
+
+def run_head(args: argparse.Namespace) -> str:
+    """This checkout's run: prints its table as it goes, and returns what it printed."""
+    out: list[str] = []
+
+    def say(line: str) -> None:
+        out.append(line)
+        print(line, flush=True)
 
     embedded = None if args.endpoint else EmbeddedDynamoDB()
     endpoint = args.endpoint or (embedded.start() if embedded else "")
@@ -150,6 +218,7 @@ def main() -> None:
         cursor_secret=b"bench-scale",
         cursor_secret_configured=True,
         deadline_seconds=10.0,  # the default: what a client of the API gets
+        open_writes=True,  # no sign-in: the writers are anonymous, as `make run`'s demo
     )
     services = Services.create(settings)
     admin.create(services.dynamo, settings.table)
@@ -167,12 +236,12 @@ def main() -> None:
         ("enrollStudent, a class each", enrolments(False)),
         ("enrollStudent, all into one class", enrolments(True)),
     ]
-    print(
+    say(
         f"{WRITERS} writers, one API worker, items held {args.hold * 1000:.0f} ms, "
         f"{args.seconds:.0f} s a case, on {'the embedded backend' if embedded else endpoint}"
     )
-    print("| case | rate | failed | conflicts | hot / spread |")
-    print("|---|---:|---:|---:|---:|")
+    say("| case | rate | failed | conflicts | hot / spread |")
+    say("|---|---:|---:|---:|---:|")
     spread = 0.0
     try:
         for n, (name, operation) in enumerate(cases):
@@ -187,19 +256,20 @@ def main() -> None:
             )
             ratio = f"{tally.rate / spread:.2f}x" if n % 2 and spread else ""
             spread = tally.rate
-            print(
+            say(
                 f"| {name} | {tally.rate:.1f} /s | {failed}{detail} | {tally.conflicts} | {ratio} |"
             )
         front.detach()
         findings = check_table(services.dynamo, settings.table)
-        print("graph-api check:", "clean" if not findings else f"{len(findings)} findings")
+        say("graph-api check: " + ("clean" if not findings else f"{len(findings)} findings"))
         for finding in findings[:10]:
-            print(f"  {finding.kind}: {finding.message}")
+            say(f"  {finding.kind}: {finding.message}")
     finally:
         services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
         services.close()
         if embedded is not None:
             embedded.stop()
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

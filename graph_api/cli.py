@@ -521,6 +521,7 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f" {report.teachers} teacher(s) ({report.teaching_deleted} teaching edge(s) folded"
             f" into the teacher) in {layout} transaction(s)"
             + (f"; {report.search_keys} search key(s) written" if report.search_keys else "")
+            + (f"; {report.rosters} roster count(s) moved into shards" if report.rosters else "")
         )
     if report.folded:
         print(f"folded {report.folded} counter(s) of one item into their shards")

@@ -90,8 +90,10 @@ def new_items(school: School) -> list[Item]:
             out.append(_edge(MEMBERSHIP.attach(student, sports[sport_id])))
         out.append(student)
     nodes = [*teachers.values(), *classes.values(), *sports.values(), *out]
-    # The counters of catalogs and places (issue 48), which migrate backfills.
-    return nodes + [items.counter(key, n) for key, n in items.counters(nodes).items()]
+    # The counters of catalogs and places (issue 48), which migrate backfills, and the
+    # classes' roster counters in shards (issue 54), which migrate moves their counts into.
+    counters = [items.counter(key, n) for key, n in items.counters(nodes).items()]
+    return nodes + counters + items.roster_shards(nodes)
 
 
 def _edge(item: Item | None) -> Item:

@@ -25,7 +25,8 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,16 +256,35 @@ def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Ite
             out.append(edge)
     out += [email_guard(n) for n in nodes if n["type"] == "student"]
     admin.batch_write(services.dynamo, services.settings.table, out)
-    # The catalogs' and places' counters, added to (seeds and mutations may share a table).
-    for key, n in items.counters(nodes).items():
+    # The catalogs' and places' counters, added to (seeds and mutations may share a table),
+    # and the classes' roster shards: stamped for the classes seeded here, added to for
+    # the enrolments seeded here.
+    added: Counter[keys.Key] = Counter(items.counters(nodes))
+    stamps: dict[keys.Key, dict[str, Any]] = {}
+    for shard in items.roster_shards(out):
+        key = keys.Key(shard["PK"], shard["SK"])
+        roster = keys.roster_counted(key)
+        assert roster is not None
+        stamps[key] = items.stamped(roster[0], shard)
+        added[key] += 0
+    for item in out:
+        for kind, relation in items.SHARDED.items():
+            if item["type"] == relation.name:
+                target_id = item[f"{kind.lower()}Id"]
+                added[keys.roster_shard(kind, target_id, item["studentId"])] += 1
+    for key, n in added.items():
+        setting = {"#t": items.TYPE, **{f"#s{i}": f for i, f in enumerate(stamps.get(key, {}))}}
+        values = {":t": items.COUNTER_TYPE, ":n": n}
+        values.update({f":s{i}": v for i, v in enumerate(stamps.get(key, {}).values())})
+        sets = ", ".join(["#t = :t", *(f"#s{i} = :s{i}" for i in range(len(setting) - 1))])
         services.dynamo.call_sync(
             "UpdateItem",
             {
                 "TableName": services.settings.table,
                 "Key": codec.encode(key.as_item()),
-                "UpdateExpression": "SET #t = :t ADD #n :n",
-                "ExpressionAttributeNames": {"#t": items.TYPE, "#n": items.COUNT},
-                "ExpressionAttributeValues": codec.encode({":t": items.COUNTER_TYPE, ":n": n}),
+                "UpdateExpression": f"SET {sets} ADD #n :n",
+                "ExpressionAttributeNames": {**setting, "#n": items.COUNT},
+                "ExpressionAttributeValues": codec.encode(values),
             },
             None,
         )
@@ -290,6 +310,25 @@ def held_count(services: Services, counter: keys.Key) -> int | None:
     found = [get_item(services, *key) for key in [counter, *keys.counter_shards(counter)]]
     held = [int(item["count"]) for item in found if item is not None]
     return sum(held) if held else None
+
+
+def roster_size(items: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> int:
+    """A class's (sport's) students in a list of items (a seed, the demo): its edges, which
+    its roster shards count (its item holds no count since issue 54)."""
+    edge, field = ("enrolment", "classId") if node["type"] == "class" else ("membership", "sportId")
+    return sum(1 for i in items if i.get("type") == edge and i.get(field) == node["id"])
+
+
+def class_count(services: Services, class_id: str, kind: keys.Kind = keys.Kind.CLASS) -> int:
+    """A class's (sport's) studentCount as the table holds it, read strongly: its roster
+    shards' sum (and the count on its item, a node of the layout before issue 54)."""
+    node = get_item(services, *keys.node(kind, class_id)) or {}
+    shards = [get_item(services, *key) for key in keys.roster_shards(kind, class_id)]
+    return int(node.get("studentCount", 0)) + sum(int(s["count"]) for s in shards if s)
+
+
+def sport_count(services: Services, sport_id: str) -> int:
+    return class_count(services, sport_id, keys.Kind.SPORT)
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:
@@ -1122,7 +1161,7 @@ def school(*links: tuple[items.Relation, Item, Item], nodes: Sequence[Item] = ()
         if (edge := relation.attach(owner, target)) is not None:
             edges.append(edge)
     guards = [items.email_guard(n) for n in out.values() if n["type"] == "student"]
-    return [*out.values(), *edges, *guards]
+    return [*out.values(), *edges, *guards, *items.roster_shards([*out.values(), *edges])]
 
 
 # -- writes, as a client makes them ----------------------------------------------------------

@@ -127,3 +127,26 @@ def test_a_query_the_base_was_not_asked_is_left_out_of_its_sums_and_bars() -> No
     assert [line.split(":")[0] for line in report.against_base(result)] == ["- met"] * 4
     q6 = next(line for line in report.cpu_table(result) if line.startswith("| Q6 "))
     assert q6.startswith("| Q6 | 9.00 | n/a | 1.00 | n/a | 9.00\u00d7 |")
+
+
+SCALE_HEAD = """16 writers, one API worker, items held 15 ms, 10 s a case, on the embedded backend
+| case | rate | failed | conflicts | hot / spread |
+|---|---:|---:|---:|---:|
+| enrollStudent, a class each | 150.2 /s | 0 | 0 |  |
+| enrollStudent, all into one class | 140.0 /s | 0 | 0 | 0.93x |
+graph-api check: clean
+"""
+SCALE_BASE = SCALE_HEAD.replace("140.0 /s", "33.3 /s").replace("0.93x", "0.22x")
+SCALE_BASE = SCALE_BASE.replace("clean", "2 findings")
+
+
+def test_bench_scale_with_a_base_prints_each_case_of_head_beside_the_base_s() -> None:
+    from bench import scale
+
+    table = scale.side_by_side(SCALE_HEAD, SCALE_BASE, "a6fde19").splitlines()
+    assert table[0] == "head beside base a6fde19"
+    assert table[3] == "| enrollStudent, a class each | 150.2 /s | 150.2 /s | 0 | 0 | 0 | 0 |  |  |"
+    assert table[4] == (
+        "| enrollStudent, all into one class | 140.0 /s | 33.3 /s | 0 | 0 | 0 | 0 | 0.93x | 0.22x |"
+    )
+    assert table[5] == "graph-api check: head clean, base 2 findings"

@@ -16,6 +16,7 @@ from support import make_settings, scan, wire_key
 from graph_api import cli
 from graph_api.errors import Unavailable
 from graph_api.events.lease import Lease
+from graph_api.model import keys
 from graph_api.ops.check import Finding, check_table
 from graph_api.settings import Settings
 from graph_api.store import admin, codec, retry
@@ -165,14 +166,39 @@ def test_stale_teacher_name_on_a_class(graph: Graph) -> None:
     assert ("stale-copy", where(*node("CLASS", "cls-001"))) in kinds(graph)
 
 
+def roster_shards(class_id: str) -> list[keys.Key]:
+    return keys.roster_shards(keys.Kind.CLASS, class_id)
+
+
 def test_counters_that_differ_from_entries_and_edges(graph: Graph) -> None:
-    set_attr(graph, *node("CLASS", "cls-002"), "studentCount", 999)
+    for n, shard in enumerate(roster_shards("cls-002")):  # a class counts in its shards
+        set_attr(graph, *shard, "count", 0 if n else 999)
     set_attr(graph, *node("STUDENT", "stu-0001"), "edgeCount", 0)
     set_attr(graph, *node("TEACHER", "tch-001"), "classCount", 7)
     counts = dict(found(graph, "count"))
     assert counts[where(*node("CLASS", "cls-002"))].startswith("studentCount is 999, edges say ")
     assert counts[where(*node("STUDENT", "stu-0001"))].startswith("edgeCount is 0, entries say ")
     assert counts[where(*node("TEACHER", "tch-001"))] == "classCount is 7, entries say 3"
+
+
+def test_a_class_with_a_shard_missing_or_stamped_unlike_it_or_none(graph: Graph) -> None:
+    first, second, *_ = roster_shards("cls-001")
+    call(graph, "DeleteItem", Key=wire_key(*first))
+    set_attr(graph, *second, "subject", "Not Its Subject")
+    where_class = where(*node("CLASS", "cls-001"))
+    assert found(graph, "roster-shard") == [
+        (
+            where_class,
+            "class cls-001's roster counter lacks shard(s) 0 (`graph-api migrate` makes them)",
+        )
+    ]
+    assert (where(*second), "subject unlike class cls-001's") in found(graph, "stale-copy")
+    # A class whose count is on its item (before issue 54): migrate moves it into shards.
+    set_attr(graph, *node("CLASS", "cls-003"), "studentCount", 0)
+    assert (
+        where(*node("CLASS", "cls-003")),
+        "studentCount is on the class item, not in shards (old layout: run `graph-api migrate`)",
+    ) in found(graph, "old-layout")
 
 
 def test_entry_without_its_edge(graph: Graph) -> None:
@@ -299,10 +325,10 @@ def test_cli_exit_status_says_clean_or_not(
     monkeypatch.setenv("GRAPH_API_TABLE", graph.settings.table)
     assert cli.main(["check"]) == 0
     assert "clean" in capsys.readouterr().out
-    set_attr(graph, *node("SPORT", "spt-01"), "studentCount", -1)
+    set_attr(graph, *node("TEACHER", "tch-001"), "classCount", -1)
     assert cli.main(["check"]) == 1
     out = capsys.readouterr().out
-    assert "SPORT#spt-01" in out and "studentCount is -1" in out and "1 finding(s)" in out
+    assert "TEACHER#tch-001" in out and "classCount is -1" in out and "1 finding(s)" in out
 
 
 class ScanTimeouts:

@@ -33,6 +33,7 @@ from support import (
 )
 
 from graph_api.graph.context import Services
+from graph_api.model import keys
 from graph_api.store.embedded import EmbeddedDynamoDB
 
 
@@ -706,9 +707,11 @@ def test_projected_reads_answer_what_motos_own_projection_answers(
     }
     assert set(ours[3]) == {"home", "classes"} and "c1" in ours[3]["classes"]["M"]
     assert ours[6] == {"home": {"M": {"city": {"S": _home()["city"]}}}, "name": {"S": "Ada"}}
-    # The class's partition: the class item (its version), then its roster's edge.
-    assert [set(item) for item in ours[11]] == [{"version"}, {"studentId", "studentName"}]
-    assert ours[11][1] == {"studentId": {"S": "s1"}, "studentName": {"S": "Ada"}}
+    # The class's partition: the class item (its version), its roster shards (none of
+    # these attributes: an item projected to nothing is still answered), then its edge.
+    shards: list[set[str]] = [set()] * keys.ROSTER_SHARDS
+    assert [set(item) for item in ours[11]] == [{"version"}, *shards, {"studentId", "studentName"}]
+    assert ours[11][-1] == {"studentId": {"S": "s1"}, "studentName": {"S": "Ada"}}
     monkeypatch.setattr(Item, "project", Item.project.__wrapped__)  # moto's own
     assert answers() == ours
 

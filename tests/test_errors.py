@@ -214,14 +214,16 @@ def test_a_damaged_count_is_reported_by_id_not_by_key(empty_services: Services, 
         create_sport(svc, "n1")
         assert join(svc, "s1", "n1").errors == []
     # A count damaged behind the API's back (a bad import, a hand edit): deleting the
-    # student cannot move it below zero, and says so.
+    # student cannot move its roster shard below zero, and says so.
     node = keys.node(kind, "n1")
+    shard = keys.roster_shard(kind, "n1", "s1")
     svc.dynamo.call_sync(
         "UpdateItem",
         {
             "TableName": svc.settings.table,
-            "Key": codec.encode(node.as_item()),
-            "UpdateExpression": "SET studentCount = :zero",
+            "Key": codec.encode(shard.as_item()),
+            "UpdateExpression": "SET #count = :zero",
+            "ExpressionAttributeNames": {"#count": "count"},
             "ExpressionAttributeValues": {":zero": codec.encode_value(0)},
         },
         None,
@@ -231,7 +233,7 @@ def test_a_damaged_count_is_reported_by_id_not_by_key(empty_services: Services, 
     )
     message = f"{kind.lower()} n1 counts no students; run graph-api check"
     assert result.user_errors == [{"code": "CONFLICT", "message": message}]
-    assert node.pk not in message
+    assert node.pk not in message and shard.sk not in message
 
 
 def test_a_missing_table_is_unavailable_naming_it_and_create_table(endpoint: str) -> None:

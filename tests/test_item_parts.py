@@ -207,7 +207,7 @@ def answer(result: Result) -> tuple[Any, list[Any]]:
 
 
 def keys_read(reads: list[dict[str, Any]]) -> list[str]:
-    return [key["PK"]["S"] for read in reads for key in read["Keys"]]
+    return [key["PK"]["S"] + " " + key["SK"]["S"] for read in reads for key in read["Keys"]]
 
 
 @pytest.mark.parametrize(

@@ -297,23 +297,31 @@ def test_the_command_migrates_then_says_there_is_nothing_to_do(
     edges = sum(len(p.classes) + len(p.sports) for p in school.students)
     homes = sum(p.home is not None for p in school.students)
     # One transaction a node, each fits in one; a student's and a teacher's search key ride
-    # in it, a class's (whose layout never changed) takes one of its own.
+    # in it, a class's takes one of its own, and a class's or sport's roster count's move
+    # into shards another.
     nodes = students + teachers + len(school.classes)
-    shards = [i for i in new_items(school) if i["type"] == "counter"]
+    rosters = len(school.classes) + len(school.sports)  # each class's and sport's count
+    shards = [
+        i
+        for i in new_items(school)
+        if i["type"] == "counter" and keys.roster_counted(keys.Key(i["PK"], i["SK"])) is None
+    ]
     counters = {keys.counter_of(keys.Key(i["PK"], i["SK"])) for i in shards}  # one transaction each
     assert captured.out.splitlines() == [
         "change stream: already on (NEW_AND_OLD_IMAGES)",
         f"migrated {env.name}: {students} student(s) ({edges} edge(s) moved to their class or"
         f" sport, {homes} home(s) onto the student), {teachers} teacher(s) ({len(school.classes)}"
-        f" teaching edge(s) folded into the teacher) in {nodes} transaction(s);"
-        f" {nodes} search key(s) written",
+        f" teaching edge(s) folded into the teacher) in {nodes + rosters}"
+        f" transaction(s); {nodes} search key(s) written;"
+        f" {rosters} roster count(s) moved into shards",
         f"set {len(counters)} counter(s) of catalogs and places to the counts walked",
         "done: run `graph-api check` to verify the table",
     ]
     progress = captured.err.split("\r")
     assert f"migrating {env.name}: scanning, 50 items" in progress
     bar = "#" * 30
-    assert progress[-1].rstrip("\n") == f"migrating {env.name}: [{bar}] {nodes}/{nodes} nodes"
+    jobs = nodes + len(school.sports)  # a sport's job: its roster count only
+    assert progress[-1].rstrip("\n") == f"migrating {env.name}: [{bar}] {jobs}/{jobs} nodes"
     assert cli.main(["check"]) == 0
     capsys.readouterr()
     assert cli.main(["migrate"]) == 0

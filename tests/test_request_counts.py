@@ -313,6 +313,7 @@ class Model:
         # requests; the longest chain is what no timing can merge (`fewest_batch_gets`).
         self.chain = 0
         self.longest_chain = 0
+        self.shard_sites: dict[int, object] = {}  # a selection's roster shard reads
 
     def run(self, root: list[Sel]) -> Model:
         for sel in root:
@@ -415,6 +416,7 @@ class Model:
 
             def primed() -> None:  # the node and its roster's first page, from one Query
                 self.items_read.add((kind, id_))
+                self.shards_read(kind, id_)
                 if (kind, id_) in school.node:
                     self.pages_read.add((("roster", kind, id_), first + 1))
                     self.resolve(Obj(kind, id_, None), sel.children)
@@ -454,6 +456,11 @@ class Model:
     def resolve(self, obj: Obj, sels: list[Sel]) -> None:
         carried = obj.carried
         missing = [s for s in sels if carried is not None and s.name not in carried]
+        if obj.kind in ("class", "sport") and any(s.name == "studentCount" for s in missing):
+            # Asked with the class's item, but the item may be on its way already (a page's
+            # nodes get their items first): a batch of their own, by the per-batch count.
+            site = self.shard_sites.setdefault(id(sels), object())
+            self.roster_shards(obj.kind, obj.id, site)
         for sel in sels:
             if carried is None or sel.name in carried:
                 self.field(obj, sel)
@@ -461,11 +468,22 @@ class Model:
             loaded = Obj(obj.kind, obj.id, None)
             self.item(obj.kind, obj.id, lambda: self.resolve(loaded, missing), sels)
 
+    def shards_read(self, kind: str, id_: str) -> None:
+        """A class's (sport's) roster shards, read by the Query of its partition."""
+        self.items_read |= {(f"{kind} shard", f"{id_}#{n}") for n in range(keys.ROSTER_SHARDS)}
+
+    def roster_shards(self, kind: str, id_: str, asking: object) -> None:
+        """A class's (sport's) studentCount: its roster shards' keys, in the wave it resolves."""
+        for n in range(keys.ROSTER_SHARDS):
+            self.item(f"{kind} shard", f"{id_}#{n}", lambda: None, asking)
+
     def field(self, obj: Obj, sel: Sel) -> None:
         """A field whose object carries what it needs (or has its item)."""
         school = self.school
         item = school.node[obj.kind, obj.id]
         name, first = sel.name, first_of(sel)
+        if obj.kind in ("class", "sport") and name == "studentCount":
+            self.roster_shards(obj.kind, obj.id, sel)
         if obj.kind == "student" and name in ("classes", "sports"):
             kind = "class" if name == "classes" else "sport"
             for id_ in sorted(item[name])[:first]:
@@ -484,6 +502,7 @@ class Model:
 
             def primed(id_: str) -> None:
                 self.items_read.add(("class", id_))
+                self.shards_read("class", id_)
                 if ("class", id_) in school.node:
                     self.pages_read.add((("roster", "class", id_), size + 1))
                 waiting.discard(id_)
@@ -599,7 +618,8 @@ def test_q3_a_teacher_and_its_classes_is_two_waves(
     assert len(result.data["teacher"]["classes"]["edges"]) == len(classes) >= 2
     count = wire_count(result)
     assert count <= 2 + len(classes), ledger_text(result)
-    # Exactly: the teacher; then one Query a class for its item (studentCount) and roster page.
+    # Exactly: the teacher; then one Query a class for its item, its roster shards
+    # (studentCount) and its roster page.
     assert count == 1 + len(classes), ledger_text(result)
     first, second = waves(result.context.ledger.calls)
     assert [c.operation for c in first] == ["BatchGetItem"]
@@ -916,7 +936,8 @@ def test_the_split_level_cases_are_one_batch_by_the_formula(
     _, shape = SPLIT_LEVELS[case]
     model = expected(demo_items, shape)
     assert model.waves[-1] == {"BatchGetItem": 1}
-    assert model.split[-1] == {"BatchGetItem": 2}
+    # Two, and the classes' roster shards (their studentCount) a batch of their own.
+    assert model.split[-1] == {"BatchGetItem": 3}
 
 
 @pytest.mark.parametrize("case", sorted(SPLIT_LEVELS))
@@ -1021,11 +1042,14 @@ def test_naive_mode_pays_one_get_item_per_node(
     assert naive.data == batched.data
     school = School.of(demo_items)
     enrolments = sum(len(school.node["student", s]["classes"]) for s in ids)
-    # One GetItem per student and one per class entry (studentCount), repeats included: no
-    # batching, no cache.
-    assert operations(naive) == {"GetItem": len(ids) + enrolments}
-    assert wire_count(naive) == len(ids) + enrolments
-    assert operations(batched) == {"BatchGetItem": 2}
+    # One GetItem per student and, per class entry, one for its item and one per roster
+    # shard (studentCount), repeats included: no batching, no cache.
+    reads = len(ids) + enrolments * (1 + keys.ROSTER_SHARDS)
+    assert operations(naive) == {"GetItem": reads}
+    assert wire_count(naive) == reads
+    # The students; their class entries' items; the classes' roster shards (studentCount),
+    # asked for once the entries' fields resolve, after their items were.
+    assert operations(batched) == {"BatchGetItem": 3}
     # Naive mode has no prefetch either: a class and its roster are a GetItem and a Query.
     q2 = execute(naive_services, Q2, {"id": five["class"]})
     assert operations(q2) == {"GetItem": 1, "Query": 1}

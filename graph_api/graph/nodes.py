@@ -14,7 +14,8 @@ anywhere in the operation read (`parts_of`), whole items when one of them is not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import CoroutineType
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -24,7 +25,7 @@ from graph_api.errors import BadUserInput, NotFound
 from graph_api.graph import paging, prefetch
 from graph_api.graph.context import Info
 from graph_api.model import keys
-from graph_api.model.items import TYPE, Relation
+from graph_api.model.items import COUNT, TYPE, Relation
 from graph_api.model.keys import Kind
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders
@@ -188,8 +189,6 @@ class NodeBase:
     ) -> paging.Connection[T]:
         """A page of the edge items in this node's partition (a class's students), counted
         by the node's own counter of them."""
-        assert relation.target_count is not None
-        count = relation.target_count
         found = await paging.from_range(
             info,
             field,
@@ -198,7 +197,24 @@ class NodeBase:
             lambda edge, loaders: to_node(relation.owner_view(edge), loaders),
         )
         await _give_items(info, found.edges)
-        return found.counted(lambda: self.get(count))
+        return found.counted(lambda: self.roster_count(relation))
+
+    def roster_count(self, relation: Relation) -> Any:
+        """How many `relation`s point at this node (a class's `studentCount`): on its item,
+        and for a sharded relation in its roster counter's shards too (a class made before
+        the shards keeps its count on its item until `graph-api migrate` moves it). The
+        shards are read only when this is resolved, in the BatchGetItem of its wave."""
+        count = relation.target_count
+        assert count is not None
+        known = self.known
+        own = known.get(count) if count in known or TYPE in known else None
+        if not relation.sharded or type(own) is int:  # an old layout's class: no shards
+            return self.get(count)
+        shards = keys.roster_shards(self.kind, self.id)
+        # The node's item (if not known) and its shards asked for now: one batch for both.
+        item = None if count in known or TYPE in known else self._found(self._item_load())
+        # Whole: a shard is its count and the class's copies, a few bytes either way.
+        return _summed(count, item, self.loaders.item.load_each((key, None) for key in shards))
 
     def get(self, name: str) -> Any:
         """The item attribute's value when known, else an awaitable of it (graphql-core
@@ -225,18 +241,41 @@ class NodeBase:
     async def _load(self, name: str) -> Any:
         return (await self._item()).get(name)
 
-    async def _item(self) -> Item:
-        """The node's item, as the request's reads of its kind ask for it (`parts_of`): one
-        batched read, shared by every field that asks."""
+    def _item_load(self) -> Awaitable[Item | None]:
+        """The read of the node's item, asked for now (`_item`)."""
         key = keys.node(self.kind, self.id)
         parts = self.loaders.parts
         part = parts.get(self.kind) if parts is not None else None
-        item = await (
+        return (
             self.loaders.item.load(key) if part is None else self.loaders.item.load_part(key, part)
         )
+
+    async def _item(self) -> Item:
+        """The node's item, as the request's reads of its kind ask for it (`parts_of`): one
+        batched read, shared by every field that asks."""
+        return await self._found(self._item_load())
+
+    async def _found(self, read: Awaitable[Item | None]) -> Item:
+        """The node's item from its read (`_item_load`); NOT_FOUND when there is none."""
+        item = await read
         if item is None:
             raise NotFound(f"{self.kind.lower()} {self.id} does not exist", id=self.id)
         return item
+
+
+async def _summed(
+    count: str, item: Awaitable[Item] | None, shards: Awaitable[list[Item | None]]
+) -> int:
+    """The shards' counts, plus the node item's `count` (a class of the layout before) when
+    `item` is its read (asked for with the shards: one BatchGetItem). A total below 0
+    (drift, which check reports) says 0."""
+    if item is None:
+        own, found = None, await shards
+    else:  # both reads asked for already: awaited together, so a failed one leaves none behind
+        node, found = await asyncio.gather(item, shards)
+        own = node.get(count)
+    total = int(own or 0) + sum(int(shard.get(COUNT, 0)) for shard in found if shard)
+    return max(total, 0)
 
 
 def map_pages(

@@ -37,7 +37,7 @@ from graphql import FieldNode
 from graph_api.graph.context import Info
 from graph_api.graph.plan.operation import NODES, Level, OperationPlan, Parts
 from graph_api.model import keys
-from graph_api.model.keys import PK, SK, Kind, Range
+from graph_api.model.keys import PK, SK, Key, Kind, Range
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders, PageRequest, expect
 
@@ -111,9 +111,11 @@ def start_partitions(loaders: Loaders, kind: Kind, ids: Sequence[str], first: in
     for id_ in ids:
         page = PageRequest(keys.roster(kind, id_, Kind.STUDENT), first + 1)
         node, roster = loaders.item.expect(keys.node(kind, id_)), expect(loaders.page, page)
-        read = loaders.page.load(PageRequest(Range(None, keys.partition(kind, id_), ""), first + 2))
+        shards = [(k, loaders.item.expect(k)) for k in _shards(kind, id_)]
+        whole = Range(None, keys.partition(kind, id_), "")
+        read = loaders.page.load(PageRequest(whole, first + 2 + len(shards)))
         asked += not read.done()  # type: ignore[attr-defined]
-        settle = partial(_settle, loaders, kind, id_, page, node, roster)
+        settle = partial(_settle, loaders, kind, id_, page, node, roster, shards)
         asyncio.ensure_future(read).add_done_callback(settle)
     return asked
 
@@ -125,16 +127,22 @@ def _settle(
     page: PageRequest,
     node: asyncio.Future[Item | None] | None,
     roster: asyncio.Future[list[Item]] | None,
+    shards: list[tuple[Key, asyncio.Future[Item | None] | None]],
     read: asyncio.Future[list[Item]],
 ) -> None:
     """Give what a partition's Query read to the loaders, and to the futures its node's
-    fields wait for (`page`: the roster's first page, which `roster` stands for)."""
+    fields wait for (`page`: the roster's first page, which `roster` stands for; `shards`: a
+    class's roster shards, its `studentCount`)."""
     if read.cancelled() or read.exception() is not None:
-        for future in (node, roster):
+        for future in (node, roster, *(f for _, f in shards)):
             if future is not None:
                 _copy(read, future)
         return
     item, edges = _primed(loaders, kind, id_, page.count - 1, read.result())
+    found = {(i[PK], i[SK]): i for i in read.result()}
+    for key, future in shards:
+        if future is not None and not future.done():
+            future.set_result(found.get(key))
     if node is not None and not node.done():
         node.set_result(item)
     if roster is None or roster.done():
@@ -165,11 +173,17 @@ def _copy(done: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
 async def _read_partition(
     loaders: Loaders, kind: Kind, id_: str, first: int
 ) -> tuple[Item | None, list[Item]]:
-    # The node sorts before its edges (`CLASS#c` < `STUDENT#…`, `SPORT#s` < `STUDENT#…`): one
-    # more than the node and the page the field asks for (its `first + 1`).
+    # The node sorts before its edges (`CLASS#c` < `STUDENT#…`, `SPORT#s` < `STUDENT#…`), a
+    # class's roster shards between them: the node, the shards and the page the field asks
+    # for (its `first + 1`).
     whole = Range(None, keys.partition(kind, id_), "")
-    items = await loaders.page.load(PageRequest(whole, first + 2))
+    items = await loaders.page.load(PageRequest(whole, first + 2 + len(_shards(kind, id_))))
     return _primed(loaders, kind, id_, first, items)
+
+
+def _shards(kind: Kind, id_: str) -> list[Key]:
+    """A class's or a sport's roster shards, read with its partition."""
+    return keys.roster_shards(kind, id_)
 
 
 def _primed(
@@ -182,6 +196,9 @@ def _primed(
     roster = keys.roster(kind, id_, Kind.STUDENT)
     edges = [i for i in items if i[SK].startswith(roster.prefix)][: first + 1]
     loaders.item.prime(keys.node(kind, id_), node)
+    found = {(i[PK], i[SK]): i for i in items}
+    for shard in _shards(kind, id_):  # its count: none, one of the layout before
+        loaders.item.prime(shard, found.get(shard))
     if node is not None:
         loaders.page.prime(PageRequest(roster, first + 1), edges)
     return node, edges

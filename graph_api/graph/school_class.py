@@ -53,7 +53,7 @@ class Class(NodeBase, Node):
     attributes: ClassVar[Attributes] = {
         "subject": "subject",
         "teacher": _teacher,
-        "student_count": "studentCount",
+        "student_count": lambda root: root.roster_count(items.ENROLMENT),
         "version": "version",
     }
     field_attributes: ClassVar[FieldAttributes] = {
@@ -80,8 +80,9 @@ class Class(NodeBase, Node):
         " BatchGetItem."
     )
     student_count: int = strawberry.field(
-        description="How many students are enrolled: a counter on the class item, exact"
-        " (the same as `students { totalCount }`)."
+        description="How many students are enrolled: the sum of the class's 8 counter shards"
+        " (read with its roster, or in its level's one BatchGetItem), exact (the same as"
+        " `students { totalCount }`)."
     )
     version: int = strawberry.field(
         description="Grows with each write of the class's own fields (subject, teacher), not"

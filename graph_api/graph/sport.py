@@ -35,7 +35,7 @@ class Sport(NodeBase, Node):
     attributes: ClassVar[Attributes] = {
         "name": "name",
         "coach": "coach",
-        "student_count": "studentCount",
+        "student_count": lambda root: root.roster_count(items.MEMBERSHIP),
         "version": "version",
     }
     field_attributes: ClassVar[FieldAttributes] = {
@@ -59,8 +59,9 @@ class Sport(NodeBase, Node):
         description="Who coaches the sport (1-200 characters), or null if no one does."
     )
     student_count: int = strawberry.field(
-        description="How many students play the sport: a counter on the sport item, exact"
-        " (the same as `students { totalCount }`)."
+        description="How many students play the sport: the sum of the sport's 8 counter shards"
+        " (read with its roster, or in its level's one BatchGetItem), exact (the same as"
+        " `students { totalCount }`)."
     )
     version: int = strawberry.field(
         description="Grows with each write of the sport's own fields (name, coach), not"

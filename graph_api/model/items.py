@@ -99,12 +99,12 @@ def school_class(id_: str, subject: str, teacher_item: Item) -> Item:
         subject=subject,
         teacherId=teacher_item["id"],
         teacherName=teacher_item["name"],  # copy: Class.teacher { name } without a read
-        studentCount=0,
-    )
+    )  # its studentCount: in its roster counter's shards (`roster_shards`)
 
 
 def sport(id_: str, name: str, coach: str | None) -> Item:
-    return node_item(Kind.SPORT, id_, name=name, coach=coach, studentCount=0)
+    # its studentCount: in its roster shards (`roster_shards`), as a class's
+    return node_item(Kind.SPORT, id_, name=name, coach=coach)
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,9 @@ class Relation:
     target_count: str | None  # the target's, if it keeps one
     limit: int  # at most this many entries in one owner's map
     flags: tuple[str, ...] = ()  # target fields copied into the entry only while it has them
+    # The target's count in shards (`keys.roster_shards`), which also carry the fields an
+    # entry copies (`writes/roster_shards.py`): a link writes no target item.
+    sharded: bool = False
 
     def roster_fields(self) -> tuple[str, ...]:
         """The owner's fields its edge items copy."""
@@ -194,7 +197,7 @@ class Relation:
         edge item, if the relation has one."""
         owner_item.setdefault(self.field, {})[target_item["id"]] = self.entry_of(target_item)
         owner_item[self.owner_count] = owner_item.get(self.owner_count, 0) + 1
-        if self.target_count:
+        if self.target_count and not self.sharded:  # a sharded count: `roster_shards`
             target_item[self.target_count] = target_item.get(self.target_count, 0) + 1
         return self.edge_item(owner_item, target_item) if self.roster is not None else None
 
@@ -210,6 +213,7 @@ ENROLMENT = Relation(
     target_count="studentCount",
     limit=100,
     flags=(HANDING_OVER,),
+    sharded=True,
 )
 MEMBERSHIP = Relation(
     "membership",
@@ -221,6 +225,7 @@ MEMBERSHIP = Relation(
     owner_count="edgeCount",
     target_count="studentCount",
     limit=50,
+    sharded=True,
 )
 # A class has one teacher (its `teacherId`): no edge item, no count on the class.
 TEACHING = Relation(
@@ -256,6 +261,55 @@ def todo(kind: Kind, id_: str, token: str, at: int) -> Item:
 
 def counter(key: keys.Key, count: int) -> Item:
     return {**key.as_item(), TYPE: COUNTER_TYPE, COUNT: count}
+
+
+# The relation whose count each kind keeps in roster shards: a class's enrolments, a sport's
+# memberships (`keys.roster_shards`, `writes/roster_shards.py`).
+SHARDED = {Kind.CLASS: ENROLMENT, Kind.SPORT: MEMBERSHIP}
+
+
+def stamped(kind: Kind, target_item: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a sharded roster's shards copy from their class (sport): those its
+    entries copy, flags included while it has them (`writes/roster_shards.py`)."""
+    return SHARDED[kind].entry_of(target_item)
+
+
+def stamp_fields(kind: Kind) -> tuple[str, ...]:
+    """Every field a roster shard of `kind` may copy (flags too)."""
+    relation = SHARDED[kind]
+    return (*relation.entry, *relation.flags)
+
+
+def roster_shard(key: keys.Key, kind: Kind, target_item: Mapping[str, Any], count: int) -> Item:
+    """A roster shard: its part of the count, and its class's (sport's) copies."""
+    return {**counter(key, count), **stamped(kind, target_item)}
+
+
+def in_sharded_layout(relation: Relation, target_item: Mapping[str, Any]) -> bool:
+    """Whether the target counts its relations in shards: a sharded relation's target
+    without a count of its own (the layout before keeps it until `graph-api migrate`)."""
+    return relation.sharded and relation.target_count not in target_item
+
+
+def roster_shards(all_items: Iterable[Mapping[str, Any]]) -> list[Item]:
+    """The roster shards of these items' classes and sports, counting these items' edges:
+    what seeding writes beside the nodes (each shard stamped with its node's fields)."""
+    tally: Counter[keys.Key] = Counter()
+    targets: list[tuple[Kind, Mapping[str, Any]]] = []
+    by_type = {relation.name: (kind, relation) for kind, relation in SHARDED.items()}
+    for item in all_items:
+        if (edge := by_type.get(item.get(TYPE, ""))) is not None:
+            kind, relation = edge
+            owner_id = item[f"{relation.owner.lower()}Id"]
+            tally[keys.roster_shard(kind, item[f"{kind.lower()}Id"], owner_id)] += 1
+        for kind, relation in SHARDED.items():
+            if item.get(TYPE) == kind.lower() and in_sharded_layout(relation, item):
+                targets.append((kind, item))
+    return [
+        roster_shard(key, kind, node, tally[key])
+        for kind, node in targets
+        for key in keys.roster_shards(kind, node["id"])
+    ]
 
 
 def place_counters(home: Any) -> tuple[keys.Key, ...] | None:

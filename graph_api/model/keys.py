@@ -278,6 +278,44 @@ def counter_of(key: Key) -> Key:
     return key
 
 
+# -- a class's (a sport's) roster count in shards ------------------------------------------
+# A class's `studentCount` is ROSTER_SHARDS items in the class's own partition, between the
+# node and its roster (`CLASS#c` < `CLASS#c#COUNT#<n>` < `STUDENT#…`), each enrolment on the
+# shard its student's id picks: the enrolments of one class meet on 1/ROSTER_SHARDS of them
+# and never on the class item, and the Query that reads a class with its roster's first page
+# reads its count too. A sport's the same (`SPORT#s#COUNT#<n>`). Fewer than a list's
+# counter: they are read per class a page shows.
+# Eight take one class's enrolments in eight lanes (bench/README.md, `make bench-scale`). Each
+# shard also carries the class's copied fields (`writes/roster_shards.py` says why).
+ROSTER_SHARDS = 8
+
+
+def _roster_shard_at(target: Kind, target_id: str, n: int) -> Key:
+    ref = _ref(target, target_id)
+    return Key(ref, f"{ref}{SEP}{COUNT}{SEP}{n}")
+
+
+def roster_shard(target: Kind, target_id: str, owner_id: str) -> Key:
+    """The roster shard that the relation of `owner_id` with the target moves, for its life."""
+    return _roster_shard_at(target, target_id, zlib.crc32(owner_id.encode()) % ROSTER_SHARDS)
+
+
+def roster_shards(target: Kind, target_id: str) -> list[Key]:
+    """Every roster shard of the target, in key order: what `studentCount` reads and sums."""
+    return [_roster_shard_at(target, target_id, n) for n in range(ROSTER_SHARDS)]
+
+
+def roster_counted(counter: Key) -> tuple[Kind, str] | None:
+    """The node whose roster a counter item counts (a roster shard's key), or None for a
+    counter of a catalog or a place."""
+    kind, _, id_ = counter.pk.partition(SEP)
+    if kind not in (Kind.CLASS, Kind.SPORT) or not ID_PATTERN.fullmatch(id_):
+        return None
+    if not counter.sk.startswith(f"{counter.pk}{SEP}{COUNT}{SEP}"):
+        return None
+    return Kind(kind), id_
+
+
 def home_counters(country: str, state: str, city: str) -> tuple[Key, Key, Key]:
     """The three counters a home moves: its country's, its state's and its city's."""
     return (

@@ -103,6 +103,8 @@ class _Checker:
         self.pairs: set[tuple[str, str, str]] = set()
         self.counted: Counter[tuple[str, str, str]] = Counter()  # (type, id, counter) -> edges
         self.counters: dict[keys.Key, Item] = {}  # counter items, by key
+        # A class's (sport's) roster shards, by the node: shard key -> item
+        self.rosters: dict[tuple[Kind, str], dict[keys.Key, Item]] = defaultdict(dict)
         self.walked: Counter[keys.Key] = Counter()  # what each counter shard must hold
         self.todos: dict[tuple[str, str], Item] = {}  # (type, id) of a node -> its to-do
 
@@ -122,7 +124,12 @@ class _Checker:
             self.nodes[(kind, item.get("id", ""))] = item
             self.walked.update(items.shards_moved(item, damaged_ok=True))
         elif kind == items.COUNTER_TYPE:
-            self.counters[keys.Key(item.get(PK, ""), item.get(SK, ""))] = item
+            key = keys.Key(item.get(PK, ""), item.get(SK, ""))
+            roster = keys.roster_counted(key)
+            if roster is not None:
+                self.rosters[roster][key] = item
+            else:
+                self.counters[key] = item
         elif kind == "email":
             self.guards.append(item)
         elif kind == items.LEASE_TYPE and _key_of(item) == _STREAM_LEASE:
@@ -178,6 +185,7 @@ class _Checker:
                 self.checked(edge, partial(self.check_edge, relation))
         self.check_guards()
         self.check_counters()
+        self.check_orphan_rosters()
         return self.findings
 
     def checked(self, item: Item, check: Callable[[Item], None]) -> None:
@@ -209,6 +217,8 @@ class _Checker:
             self.report("bad-key", node, f"{', '.join(bad)} disagree with {where}")
         if kind is Kind.CLASS:
             self.check_class(node)
+        if kind in items.SHARDED:
+            self.check_roster_shards(kind, node)
         relations = OWNED[kind]
         if missing := [r.field for r in relations if not isinstance(node.get(r.field), dict)]:
             self.report(
@@ -286,8 +296,45 @@ class _Checker:
                 continue  # an old-layout node: no maps to count
             else:
                 actual, what = self.counted[(kind.lower(), node["id"], counter)], "edges"
-            if node.get(counter, 0) != actual:
-                self.report("count", node, f"{counter} is {node.get(counter)}, {what} say {actual}")
+            held = node.get(counter)
+            if kind in items.SHARDED and counter == items.SHARDED[kind].target_count:
+                shards = self.rosters.get((kind, node["id"]), {}).values()
+                held = (held or 0) + sum(s.get(items.COUNT, 0) for s in shards)
+            if (held or 0) != actual:
+                self.report("count", node, f"{counter} is {held}, {what} say {actual}")
+
+    def check_roster_shards(self, kind: Kind, node: Item) -> None:
+        """A class (sport) counts its students in its roster shards, every one of them
+        there (a link conditions its shard on existing), each carrying the node's copied
+        fields (a link conditions its shard on them: `writes/roster_shards.py`)."""
+        label = _label(kind, node["id"])
+        if not items.in_sharded_layout(items.SHARDED[kind], node):
+            self.report(
+                "old-layout",
+                node,
+                f"studentCount is on the {kind.lower()} item, not in shards" + _MIGRATE,
+            )
+            return
+        held = self.rosters.get((kind, node["id"]), {})
+        wanted = keys.roster_shards(kind, node["id"])
+        if missing := [str(n) for n, key in enumerate(wanted) if key not in held]:
+            self.report(
+                "roster-shard",
+                node,
+                f"{label}'s roster counter lacks shard(s) {', '.join(missing)}"
+                " (`graph-api migrate` makes them)",
+            )
+        stamped = items.stamped(kind, node)
+        for _, shard in sorted(held.items()):
+            fields = items.stamp_fields(kind)
+            if stale := sorted(f for f in fields if shard.get(f) != stamped.get(f)):
+                self.stale(shard, kind, node["id"], f"{', '.join(stale)} unlike {label}'s")
+
+    def check_orphan_rosters(self) -> None:
+        for (kind, id_), held in sorted(self.rosters.items()):
+            if self.node(kind, id_) is None:
+                for shard in held.values():
+                    self.report("orphan-counter", shard, f"{kind.lower()} {id_} does not exist")
 
     # -- edges ---------------------------------------------------------------------------
 

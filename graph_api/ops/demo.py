@@ -171,7 +171,8 @@ def generate(students: int = 500, seed: int = 7) -> list[Item]:
     out += classes + sports
     # The counter shards of the catalogs and places, as the writes that made the school would
     # hold them.
-    return out + [items.counter(key, n) for key, n in items.counters(out).items()]
+    counters = [items.counter(key, n) for key, n in items.counters(out).items()]
+    return out + counters + items.roster_shards(out)
 
 
 def _edge(item: Item | None) -> Item:

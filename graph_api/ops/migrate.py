@@ -29,6 +29,13 @@ First of all, a counter kept in one item (before issue 54) is folded into its sh
 its count added to shard 0 and the item deleted in one transaction conditioned on its `moves`
 as read, read again and retried while writers (the old code) move it (`fold_counters`).
 
+A class whose `studentCount` is on its item (before issue 54's roster shards) gets its
+`keys.ROSTER_SHARDS` roster shards, stamped with its copied fields, each counting the
+enrolments walked for it and shard 0 the rest, and loses the count from its item, in one
+transaction conditioned on the class's version, count and copied fields as scanned
+(`plan_roster`): online, as an old instance's enrolment moves the count and refuses it. A
+class in shards with a shard missing or stamped unlike it gets that shard.
+
 Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled. Every
 counter shard is read (a consistent Scan) *before* the pass's scan; each counter whose shard
 sum then differs from the count the scan walks gets the shards that differ put, each
@@ -126,6 +133,10 @@ class _School:
     teaching: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     classes_of: dict[str, list[Item]] = field(default_factory=lambda: defaultdict(list))
     walked: Counter[Key] = field(default_factory=Counter)  # what each counter shard must hold
+    rosters: dict[tuple[Kind, str], dict[Key, Item]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
+    roster_walked: Counter[Key] = field(default_factory=Counter)  # a roster shard's edges
     scanned: int = 0
 
     def add(self, item: Item) -> None:
@@ -139,13 +150,30 @@ class _School:
             self.teaching[str(item.get("teacherId"))].append(item)
         elif legacy is not None:
             self.old_edges[str(item.get("studentId"))].append(item)
+            self.count_roster(legacy, item)
         elif type_ in _EDGES:
             self.new_edges[str(item.get("studentId"))].append(item)
+            self.count_roster(str(type_), item)
+        elif type_ == items.COUNTER_TYPE and keys.roster_counted(_key(item)) is not None:
+            roster = keys.roster_counted(_key(item))
+            assert roster is not None
+            self.rosters[roster][_key(item)] = item
         elif type_ in {kind.lower() for kind in Kind}:
             self.nodes[(str(type_), str(item.get("id")))] = item
             if type_ == "class":
                 self.classes_of[str(item.get("teacherId"))].append(item)
             self.walked.update(items.shards_moved(item, damaged_ok=True))
+
+    def count_roster(self, relation_name: str, edge: Item) -> None:
+        """An enrolment (membership), for the roster shard its student picks."""
+        for kind, relation in items.SHARDED.items():
+            if relation_name == relation.name:
+                target_id, student_id = (
+                    str(edge.get(f"{kind.lower()}Id")),
+                    str(edge.get("studentId")),
+                )
+                shard = keys.roster_shard(kind, keys.check_id(target_id), student_id)
+                self.roster_walked[shard] += 1
 
     def node(self, kind: Kind, id_: str) -> Item | None:
         return self.nodes.get((kind.lower(), id_))
@@ -168,7 +196,8 @@ class Job:
     homes_moved: int = 0
     teaching_deleted: int = 0
     search_keys: int = 0  # 1 when the job writes the node's search key
-    layout: bool = True  # False: the job only writes the search key
+    rosters: int = 0  # 1 when the job moves a class's roster count into shards
+    layout: bool = True  # False: a class's job (search key, roster shards)
 
     @property
     def label(self) -> str:
@@ -185,8 +214,8 @@ def read_counters(dynamo: Dynamo, table: str, page_size: int | None = None) -> d
     return {
         _key(item): item
         for item in scan(dynamo, table, page_size=page_size)
-        if item.get(items.TYPE) == items.COUNTER_TYPE
-    }
+        if item.get(items.TYPE) == items.COUNTER_TYPE and keys.roster_counted(_key(item)) is None
+    }  # a class's roster shards are the class job's (`plan_roster`)
 
 
 def plan_counters(school: _School, before: dict[Key, Item]) -> list[list[tx.Action]]:
@@ -434,8 +463,73 @@ def plan_search_key(school: _School, kind: Kind, id_: str) -> Job | None:
     return Job(kind, id_, [[update]], search_keys=1, layout=False)
 
 
+def plan_roster(school: _School, kind: Kind, class_id: str) -> list[tx.Action]:
+    """A class's roster count into its shards (issue 54), online, in one transaction
+    conditioned on the class's copied fields as scanned (the shards copy them):
+
+    - a class that keeps `studentCount` on its item (the layout before, or an older
+      instance's link since the last migrate put it back): the count removed, conditioned on
+      its value as scanned (links move it), and added to shard 0; every shard stamped;
+    - a class in shards with shards missing (links and unlinks need them: none of the
+      shard's edges moved while it was missing) or stamped unlike the class: those put, the
+      missing ones with the count of their edges walked.
+    Nothing when its shards are whole."""
+    klass = school.node(kind, class_id)
+    if klass is None:
+        return []
+    relation = items.SHARDED[kind]
+    stamped = items.stamped(kind, klass)
+    held = school.rosters.get((kind, class_id), {})
+    wanted = keys.roster_shards(kind, class_id)
+    fields = items.stamp_fields(kind)
+    holds: list[tx.Clause] = [
+        ("lacks", f) if stamped.get(f) is None else ("eq", f, stamped[f]) for f in fields
+    ]
+    node = keys.node(kind, class_id)
+    stamp = {items.TYPE: items.COUNTER_TYPE, **stamped}
+    unflag = [f for f in relation.flags if f not in stamped]
+    if not items.in_sharded_layout(relation, klass):
+        moved = int(klass[relation.target_count or ""])
+        # Each shard its edges walked, the rest (links since the edges were scanned) on
+        # shard 0: the total is the count as scanned, which the class's condition pins. Shards
+        # already there (an older instance's link put the count back): all on shard 0.
+        counts = [0 if held else school.roster_walked.get(key, 0) for key in wanted]
+        counts[0] += moved - sum(counts)
+        return [
+            tx.update(node, *_guard(klass, "studentCount"), *holds, remove=["studentCount"]),
+            *(
+                tx.update(key, assign=stamp, remove=unflag, add={items.COUNT: n})
+                for key, n in zip(wanted, counts, strict=True)
+            ),
+        ]
+    actions: list[tx.Action] = []
+    for key in wanted:
+        shard = held.get(key)
+        if shard is None:
+            count = school.roster_walked.get(key, 0)
+            actions.append(tx.put(items.roster_shard(key, kind, klass, count), tx.NOT_EXISTS))
+        elif any(shard.get(f) != stamped.get(f) for f in fields):
+            actions.append(tx.update(key, tx.EXISTS, assign=stamp, remove=unflag))
+    if not actions:
+        return []
+    return [tx.check(node, tx.EXISTS, *holds), *actions]
+
+
 def _plan_class(school: _School, class_id: str) -> Job | None:
-    return plan_search_key(school, Kind.CLASS, class_id)  # a class's layout never changed
+    search = plan_search_key(school, Kind.CLASS, class_id)
+    roster = plan_roster(school, Kind.CLASS, class_id)
+    if not roster:
+        return search
+    before = search.transactions if search is not None else []
+    searched = 0 if search is None else 1
+    return Job(
+        Kind.CLASS, class_id, [*before, roster], search_keys=searched, rosters=1, layout=False
+    )
+
+
+def _plan_sport(school: _School, sport_id: str) -> Job | None:
+    roster = plan_roster(school, Kind.SPORT, sport_id)
+    return Job(Kind.SPORT, sport_id, [roster], rosters=1, layout=False) if roster else None
 
 
 def plan(school: _School) -> tuple[list[Job], list[str]]:
@@ -446,6 +540,7 @@ def plan(school: _School) -> tuple[list[Job], list[str]]:
         (Kind.TEACHER, plan_teacher, school.ids(Kind.TEACHER, school.teaching)),
         (Kind.STUDENT, plan_student, school.ids(Kind.STUDENT, school.old_edges, school.homes)),
         (Kind.CLASS, _plan_class, school.ids(Kind.CLASS)),
+        (Kind.SPORT, _plan_sport, school.ids(Kind.SPORT)),
     ]
     for kind, planner, ids in planners:
         for id_ in ids:
@@ -497,6 +592,7 @@ class Report:
     transactions: int = 0
     counters: int = 0  # counters of catalogs and places set to the count walked
     folded: int = 0  # counters of the layout before shards folded into their shards
+    rosters: int = 0  # classes whose roster count was moved into (or completed in) shards
     scans: int = 0
     changed: list[str] = field(default_factory=list)  # nodes a writer changed: not migrated
     skipped: list[str] = field(default_factory=list)  # nodes migrate cannot rewrite
@@ -550,6 +646,7 @@ def migrate_table(
                 if progress:
                     progress("migrate", done, len(jobs))
             report.search_keys += job.search_keys
+            report.rosters += job.rosters
             if job.layout and job.kind is Kind.STUDENT:
                 report.students += 1
             elif job.layout:

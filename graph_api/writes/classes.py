@@ -14,7 +14,7 @@ from graph_api.store import transactions as tx
 from graph_api.store.codec import Item
 from graph_api.store.table import Table
 from graph_api.store.transactions import NOT_EXISTS, STALE, Action, Stale, put, transact
-from graph_api.writes import counts, guards, propagation
+from graph_api.writes import counts, guards, propagation, roster_shards
 from graph_api.writes.attempts import retrying
 from graph_api.writes.guards import Guard
 from graph_api.writes.reads import Reads, key_of
@@ -64,6 +64,7 @@ async def create(table: Table, id_: str | None, subject: str, teacher_id: str) -
                 put(klass, NOT_EXISTS, on_fail=exists),
                 _join_teacher(teacher, klass),
                 *counts.moved(None, klass),
+                *roster_shards.made(Kind.CLASS, klass),
             ],
         )
         return class_id
@@ -117,13 +118,25 @@ async def delete(table: Table, id_: str) -> str:
 
     async def attempt() -> str:
         klass = await reads.node(Kind.CLASS, id_)
+        per_shard = await roster_shards.counts(reads, Kind.CLASS, klass)
+        enrolled = klass.get("studentCount", 0) + sum(per_shard or ())
         busy = Conflict(
-            f"class {id_} still has {klass.get('studentCount', 0)} student(s):"
-            " unenroll them first (unenrollStudent)",
+            f"class {id_} still has {enrolled} student(s): unenroll them first (unenrollStudent)",
             id=id_,
         )
-        if klass.get("studentCount", 0):
+        if enrolled:
             raise busy
+        # Its roster counter's shards go with it, each still counting what we read (a link
+        # since then moved one: read again); a class of the layout before may have stamped
+        # shards without counts, which go too.
+        shards = roster_shards.shards(Kind.CLASS, id_)
+        if per_shard is None:
+            gone = [tx.delete(key) for key in shards]
+        else:
+            gone = [
+                tx.delete(key, roster_shards.fence(n), on_fail=STALE)
+                for key, n in zip(shards, per_shard, strict=True)
+            ]
         teacher_id = klass["teacherId"]
         damaged = Conflict(f"teacher {teacher_id} counts no classes; run graph-api check")
         await transact(
@@ -141,6 +154,7 @@ async def delete(table: Table, id_: str) -> str:
                 ),
                 _leave_teacher(teacher_id, id_, damaged),
                 *counts.moved(klass, None),
+                *gone,
             ],
         )
         return id_

@@ -1,5 +1,6 @@
 """Deleting a node that nothing links to any more (a teacher with no class, a sport with no
-member): one conditional delete on its counter, and its catalog's count."""
+member): one conditional delete on its counter (a sport's: on each of its roster shards, as
+read, which go with it), and its catalog's count."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from graph_api.errors import Conflict
 from graph_api.model.keys import Kind
 from graph_api.store.table import Table
 from graph_api.store.transactions import EXISTS, STALE, delete, transact
-from graph_api.writes import counts
+from graph_api.writes import counts, roster_shards
 from graph_api.writes.attempts import retrying
 from graph_api.writes.reads import Reads, key_of
 
@@ -19,8 +20,14 @@ async def delete_if_unlinked(table: Table, kind: Kind, id_: str, counter: str, b
 
     async def attempt() -> str:
         node = await reads.node(kind, id_)
-        if node.get(counter, 0):
-            raise Conflict(busy.format(count=node[counter]), id=id_)
+        per_shard = await roster_shards.counts(reads, kind, node)
+        linked = node.get(counter, 0) + sum(per_shard or ())
+        if linked:
+            raise Conflict(busy.format(count=linked), id=id_)
+        shards = [
+            delete(key, roster_shards.fence(n), on_fail=STALE)
+            for key, n in zip(roster_shards.shards(kind, id_), per_shard or (), strict=False)
+        ]
         # The node as read, still there: a delete that lost a race to another (or a link
         # made since our read) reads again, and says NOT_FOUND (or CONFLICT) then, so the
         # catalog's count moves once.
@@ -31,7 +38,7 @@ async def delete_if_unlinked(table: Table, kind: Kind, id_: str, counter: str, b
             ("zero_or_missing", counter),
             on_fail=STALE,
         )
-        await transact(table, [gone, *counts.moved(node, None)])
+        await transact(table, [gone, *counts.moved(node, None), *shards])
         return id_
 
     return await retrying(table, attempt)

@@ -1,23 +1,27 @@
 """Enrolments and sport memberships: the student's map entry, the edge item in the class's
-(or sport's) roster and both counters, in one transaction."""
+(or sport's) roster and both counters, in one transaction. An enrolment writes no class
+item: its count is the shard of the class's roster counter that its student picks, which
+also carries the class's copied fields (`roster_shards.py`)."""
 
 from __future__ import annotations
 
 from graph_api.errors import AlreadyExists, BadUserInput, Conflict, NotFound
-from graph_api.model import keys
+from graph_api.model import items, keys
 from graph_api.model.items import Relation
 from graph_api.store.table import Table
 from graph_api.store.transactions import (
     EXISTS,
     NOT_EXISTS,
     STALE,
+    Action,
+    Clause,
     Stale,
     delete,
     put,
     transact,
     update,
 )
-from graph_api.writes import guards
+from graph_api.writes import guards, roster_shards
 from graph_api.writes.attempts import retrying
 from graph_api.writes.guards import Guard
 from graph_api.writes.reads import Reads
@@ -72,18 +76,26 @@ async def link(
             ("lacks", src) if value is None else ("eq", src, value)
             for src, value in relation.copied_from(target).items()
         ]
+        if items.in_sharded_layout(relation, target):
+            # The shard carries the class's copied fields: conditions on it, not the class.
+            counted = roster_shards.join(relation, target, owner_id, guards.clauses(guard))
+        else:
+            # The layout before: the class keeps its count (until migrate moves it away).
+            kept: list[Clause] = [("has", target_count)] if relation.sharded else []
+            counted = update(
+                keys.node(relation.target, target_id),
+                EXISTS,
+                *kept,
+                *guards.clauses(guard),
+                *target_fresh,
+                add={target_count: 1},
+                on_fail=STALE,
+            )
         await transact(
             table,
             [
                 put(relation.edge_item(owner, target), NOT_EXISTS, on_fail=already),
-                update(
-                    keys.node(relation.target, target_id),
-                    EXISTS,
-                    *guards.clauses(guard),
-                    *target_fresh,
-                    add={target_count: 1},
-                    on_fail=STALE,
-                ),
+                counted,
                 update(
                     keys.node(relation.owner, owner_id),
                     EXISTS,
@@ -104,8 +116,9 @@ async def unlink(
     table: Table, relation: Relation, owner_id: str, target_id: str, guard: Guard | None = None
 ) -> str:
     """Remove the relation: entry, edge item and both counts, never below zero. Reads
-    nothing first; with a `guard` on the target (a class), the target's update carries it
-    and comes first, and only a failed transaction reads the target, to say why."""
+    nothing first; with a `guard` on the target (a class), the target's update (a sharded
+    roster: its shard's) carries it and comes first, and only a failed transaction reads the
+    target, to say why (or, a class of the layout before, to move the count on its item)."""
     keys.check_id(owner_id, _field(relation.owner))
     keys.check_id(target_id, _field(relation.target))
     edge, _ = keys.edge(relation.owner, owner_id, relation.target, target_id)
@@ -125,7 +138,14 @@ async def unlink(
         add={relation.owner_count: -1},
         on_fail=damaged,
     )
-    if guard is None:
+    clauses = guards.clauses(guard)
+
+    def on_item() -> Action:  # the count on the target's item: sports, classes not migrated
+        return update(
+            target_key, *clauses, ("gt", target_count, 0), add={target_count: -1}, on_fail=STALE
+        )
+
+    if guard is None and not relation.sharded:
         target_action = update(
             target_key, ("gt", target_count, 0), add={target_count: -1}, on_fail=damaged
         )
@@ -133,22 +153,31 @@ async def unlink(
         return target_id
 
     async def attempt() -> str:
-        guarded = update(
-            target_key,
-            *guard.clauses(),
-            ("gt", target_count, 0),
-            add={target_count: -1},
-            on_fail=STALE,
-        )
+        first = roster_shards.leave(relation, target_id, owner_id, clauses)
+        if not relation.sharded:
+            first = on_item()
         try:
-            await transact(table, [guarded, edge_action, owner_action])
+            await transact(table, [first, edge_action, owner_action])
+            return target_id
         except Stale:
-            # The target's condition failed, nothing was written: the guard, or a count.
+            pass
+        # The target's condition failed, nothing was written: the guard, a count, or a
+        # class whose count is still on its item.
+        try:
             target = await Reads(table).node(relation.target, target_id, _field(relation.target))
+        except NotFound:
+            if guard is not None:
+                raise
+            raise absent from None
+        if guard is not None:
             guard.check(target)
+        if relation.sharded and not items.in_sharded_layout(relation, target):
             if not target.get(target_count):
-                raise absent from None  # nobody is in it
-            raise  # it changed between the transaction and the read: try again
-        return target_id
+                raise absent
+            await transact(table, [on_item(), edge_action, owner_action])  # Stale: again
+            return target_id
+        if not relation.sharded and not target.get(target_count):
+            raise absent  # nobody is in it
+        raise Stale()  # it changed between the transaction and the read: try again
 
     return await retrying(table, attempt)

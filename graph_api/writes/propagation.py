@@ -39,7 +39,10 @@ Why a followed write leaves every copy exact, under any traffic (the invariant):
 written by the rename or by the link that creates it, and each copies from an item its own
 transaction conditions on. A link copies the class's (the sport's, the student's) fields with
 the condition that they still hold what it read (`memberships.link`): one that commits after
-the rename's head copies the new value; one that read before fails and reads again. The head
+the rename's head copies the new value; one that read before fails and reads again. A class's
+link conditions its roster shard instead of the class, and every write here that changes a
+class's copied fields stamps them on all its shards in the same transaction (`class_stamps`;
+`roster_shards.py` has the argument), so the shard holds what the class holds. The head
 commits the sources first (the node; for a teacher, every class's `teacherName`), and only
 then are the holders of copies read, strongly consistent: every copy older than the head is
 in what they return, and each update of one is conditioned on its entry or edge still being
@@ -48,9 +51,11 @@ claim and the node's copied fields, so no chunk writes a value older than the no
 rename never waits for the rosters to hold still, and a plan held still (one transaction)
 is only tried while they do: a roster that moves while it is read makes the write follow.
 More than 100 actions (a teacher of many classes or students): the first transaction holds
-the node and as many of its classes as fit, the other classes follow in chunks, and the
-rosters are read only once every class has the new name, so a link made in between, which
-copied the old name from a class not yet renamed, is read and copied over.
+the node and as many of its classes as fit, each with its roster shards' stamps, the other
+classes follow in chunks, each class again with its stamps (a link conditions the shards:
+a class renamed before them would refuse links until they came), and the rosters are read
+only once every class has the new name, so a link made in between, which copied the old
+name from a class not yet renamed, is read and copied over.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ from graph_api.store.transactions import (
     transact_each,
     update,
 )
-from graph_api.writes import todos
+from graph_api.writes import roster_shards, todos
 from graph_api.writes.reads import Reads, key_of
 
 # Reads who holds copies now; the copy actions in rounds, applied one round after another.
@@ -106,10 +111,20 @@ class Copies:
     units: list[list[Action]] = field(default_factory=list)
     fences: list[Clause] = field(default_factory=list)  # the relation counts the plan saw
     source: dict[str, Any] = field(default_factory=dict)  # node field -> value copied
-    first: list[Action] = field(default_factory=list)
+    # Followed: the writes of the nodes the copies are read from, in groups that commit
+    # whole (a class's rename with its roster shards' stamps, so the two never disagree);
+    # as many as fit go with the head. A group's action whose condition fails is dropped
+    # (the class left the teacher; a class of the layout before has no shards to stamp).
+    first: list[list[Action]] = field(default_factory=list)
+    # How many of `first`'s groups may go in the head, where every condition must hold (a
+    # class of the layout before is renamed after it, with stamps dropped if it has none).
+    in_head: int | None = None  # None: all
     follow_fences: list[Clause] = field(default_factory=list)
     targets: Targets | None = None
     held: bool = True  # False: planned only to be followed (they cannot fit one transaction)
+    # A class's roster shards (`roster_shards.py`): each one's count as the held plan read
+    # it (its fence, as `fences` pins a count on a node), None for a node without shards.
+    shard_counts: list[int] | None = None
 
     def actions(self) -> list[Action]:
         return [action for unit in self.units for action in unit]
@@ -286,12 +301,40 @@ def _student_copies(reads: Reads, student: Mapping[str, Any]) -> Copies:
     )
 
 
-async def _students_of(reads: Reads, kind: Kind, node: Mapping[str, Any]) -> list[str]:
-    """The students on a class's or a sport's roster, which must agree with its count."""
+async def _students_of(
+    reads: Reads, kind: Kind, node: Mapping[str, Any], per_shard: Sequence[int] | None = None
+) -> list[str]:
+    """The students on a class's or a sport's roster, which must agree with its count (on
+    its item, or `per_shard`: a class's roster shards' counts)."""
     students = await _roster(reads, kind, node["id"])
-    if len(students) != node["studentCount"]:
+    if len(students) != node.get("studentCount", 0) + sum(per_shard or ()):
         raise Stale()  # an edge and its count always move together: we read mid-way
     return students
+
+
+def layout_fence(kind: Kind, node: Mapping[str, Any]) -> list[Clause]:
+    """For a write of a class that keeps its count on its item (and so writes no shard
+    stamps): that it still does, so a `graph-api migrate` since our read (which stamped
+    the shards from the class as it was) makes us read again."""
+    relation = items.SHARDED.get(kind)
+    if relation is not None and not items.in_sharded_layout(relation, node):
+        return [("has", "studentCount")]
+    return []
+
+
+def class_stamps(
+    kind: Kind,
+    node: Mapping[str, Any],
+    assign: Mapping[str, Any],
+    remove: Sequence[str] = (),
+    counts: Sequence[int] | None = None,
+) -> list[Action]:
+    """What a write of a sharded class or sport (as read: `node`) writes on its roster
+    shards."""
+    relation = items.SHARDED.get(kind)
+    if relation is None or not items.in_sharded_layout(relation, node):
+        return []
+    return roster_shards.stamps(kind, node["id"], assign, remove, counts)
 
 
 async def _roster(reads: Reads, kind: Kind, id_: str) -> list[str]:
@@ -322,10 +365,12 @@ async def _class_copies(
     teaching: bool = True,
     copies_teacher: bool = False,
     held: bool = True,
+    per_shard: Sequence[int] | None = None,
 ) -> Copies:
     """`teaching=False` when the caller writes the teacher's entry itself; `copies_teacher`
     when the write copies the teacher's name into the class: the teacher's entry is then
-    guarded by that name, so the name is still the teacher's when the write commits."""
+    guarded by that name, so the name is still the teacher's when the write commits.
+    `per_shard`: the class's roster shards' counts, read by the caller (held only)."""
     cid = klass["id"]
     copied = ENROLMENT.entry_of(klass)  # with the class's HANDING_OVER mark, if it has one
     first: list[Action] = []
@@ -341,27 +386,37 @@ async def _class_copies(
                 on_fail=STALE,
             )
         )
-    students = await _students_of(reads, Kind.CLASS, klass) if held else []
+    students = await _students_of(reads, Kind.CLASS, klass, per_shard) if held else []
 
     async def targets() -> list[list[Action]]:
         now = await _roster(reads, Kind.CLASS, cid)
         return [_entry_copies(ENROLMENT, {sid: {cid: copied} for sid in now}, whole=True)]
 
     entries = _entry_copies(ENROLMENT, {sid: {cid: copied} for sid in students}, whole=True)
+    sharded = items.in_sharded_layout(ENROLMENT, klass)
     return Copies(
         units=[first + entries],
-        fences=[("eq", "studentCount", len(students))],
+        # The count the roster was checked against: on the shards (their stamps carry it,
+        # `write`), or on the class.
+        fences=[] if sharded else [("eq", "studentCount", len(students))],
         source=ENROLMENT.copied_from(klass),
-        first=first,
+        first=[first] if first else [],
         targets=targets,
         held=held,
+        shard_counts=list(per_shard) if held and sharded and per_shard is not None else None,
     )
 
 
-async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = True) -> Copies:
+async def _sport_copies(
+    reads: Reads,
+    sport: Mapping[str, Any],
+    held: bool = True,
+    per_shard: Sequence[int] | None = None,
+) -> Copies:
     pid = sport["id"]
     copied = MEMBERSHIP.entry_of(sport)
-    students = await _students_of(reads, Kind.SPORT, sport) if held else []
+    students = await _students_of(reads, Kind.SPORT, sport, per_shard) if held else []
+    sharded = items.in_sharded_layout(MEMBERSHIP, sport)
 
     async def targets() -> list[list[Action]]:
         now = await _roster(reads, Kind.SPORT, pid)
@@ -369,10 +424,11 @@ async def _sport_copies(reads: Reads, sport: Mapping[str, Any], held: bool = Tru
 
     return Copies(
         units=[_entry_copies(MEMBERSHIP, {sid: {pid: copied} for sid in students})],
-        fences=[("eq", "studentCount", len(students))],
+        fences=[] if sharded else [("eq", "studentCount", len(students))],
         source=copied,
         targets=targets,
         held=held,
+        shard_counts=list(per_shard) if held and sharded and per_shard is not None else None,
     )
 
 
@@ -391,6 +447,15 @@ async def _teacher_copies(
         node = keys.node(Kind.CLASS, class_id)
         return update(node, ours, *fences, assign={"teacherName": name}, on_fail=STALE)
 
+    def renaming(class_id: str) -> list[Action]:
+        # Followed: a class's rename and its shards' stamps, in one transaction, so a link
+        # never meets a class and shards that disagree (it would fail on the shard until the
+        # stamps came). Each stamp is conditioned like the class (still the teacher's), and
+        # on the shard having a count (a class of the layout before has none: dropped).
+        assign = {"teacherName": name}
+        clauses: list[Clause] = [ours, ("has", items.COUNT)]
+        return [own(class_id), *roster_shards.stamps(Kind.CLASS, class_id, assign, clauses=clauses)]
+
     def entries(rosters: Mapping[str, Sequence[str]]) -> list[Action]:
         by_student: dict[str, dict[str, dict[str, Any]]] = {}
         for class_id, students in rosters.items():
@@ -398,15 +463,32 @@ async def _teacher_copies(
                 by_student.setdefault(sid, {})[class_id] = {"teacherName": name}
         return _entry_copies(ENROLMENT, by_student, {"teacherId": tid})
 
-    classes = await reads.nodes(Kind.CLASS, class_ids) if held else []
-    if len(classes) + sum(k["studentCount"] for k in classes) > room:
-        classes = []  # their counts bound the copies from above: too many, follow them
-        held = False
-    rosters = await _few_at_a_time(_students_of(reads, Kind.CLASS, k) for k in classes)
-    renamed = [
-        own(k["id"], ("eq", "studentCount", len(students)))
-        for k, students in zip(classes, rosters, strict=True)
+    found = await reads.nodes(Kind.CLASS, class_ids)
+    # The classes in shards first: their renames may go with the head (its conditions must
+    # all hold); the others' (a class of the layout before: no shards to stamp) follow it.
+    sharded = sorted(k["id"] for k in found if items.in_sharded_layout(ENROLMENT, k))
+    followed = [*sharded, *sorted(set(class_ids) - set(sharded))]
+    classes = found if held else []
+    per_shard = await _few_at_a_time(roster_shards.counts(reads, Kind.CLASS, k) for k in classes)
+    counted = [
+        k.get("studentCount", 0) + sum(c or ()) for k, c in zip(classes, per_shard, strict=True)
     ]
+    stamps_needed = sum(len(c) for c in per_shard if c is not None)
+    if len(classes) + sum(counted) + stamps_needed > room:
+        classes, per_shard = [], []  # their counts bound the copies from above: follow them
+        held = False
+    rosters = await _few_at_a_time(
+        _students_of(reads, Kind.CLASS, k, c) for k, c in zip(classes, per_shard, strict=True)
+    )
+    renamed: list[Action] = []
+    for k, students, shard_counts in zip(classes, rosters, per_shard, strict=True):
+        if shard_counts is None:
+            renamed.append(own(k["id"], ("eq", "studentCount", len(students))))
+        else:  # the shards' counts as read fence the roster, and carry the new name
+            renamed.append(own(k["id"]))
+            renamed += roster_shards.stamps(
+                Kind.CLASS, k["id"], {"teacherName": name}, counts=shard_counts
+            )
 
     async def targets() -> list[list[Action]]:
         # Round k holds each student's k-th entry: a student in two of the teacher's classes
@@ -429,7 +511,8 @@ async def _teacher_copies(
         units=[renamed, entries({k["id"]: r for k, r in zip(classes, rosters, strict=True)})],
         fences=[count],
         source={"name": name},
-        first=[own(class_id) for class_id in class_ids],
+        first=[renaming(class_id) for class_id in followed],
+        in_head=len(sharded),
         follow_fences=[count],
         targets=targets,
         held=held,
@@ -460,6 +543,8 @@ async def plan(
         state.pop(HANDING_OVER, None)
     if kind is Kind.CLASS:
         teaching = not moving
+        per_shard = await roster_shards.counts(reads, kind, state)
+        count = state.get("studentCount", 0) + sum(per_shard or ())
         return await _held_if_still(
             lambda held: _class_copies(
                 reads,
@@ -467,12 +552,16 @@ async def plan(
                 teaching=teaching,
                 copies_teacher="teacherName" in changes,
                 held=held,
+                per_shard=per_shard,
             ),
-            state["studentCount"] + teaching <= room,
+            count + teaching + len(per_shard or ()) <= room,
         )
     if kind is Kind.SPORT:
+        per_shard = await roster_shards.counts(reads, kind, state)
+        count = state.get("studentCount", 0) + sum(per_shard or ())
         return await _held_if_still(
-            lambda held: _sport_copies(reads, state, held), state["studentCount"] <= room
+            lambda held: _sport_copies(reads, state, held, per_shard),
+            count + len(per_shard or ()) <= room,
         )
     return await copies_for(reads, kind, state, room=room)
 
@@ -529,11 +618,17 @@ async def write(
     rest = copies.actions()
     copying = bool(rest) or copies.targets is not None
     remove = (HANDING_OVER,) if moving or (copying and _unmarks(kind, node)) else ()
-    if copies.held and 1 + len(head) + len(rest) <= MAX_ACTIONS:
+    guard = [*guard, *layout_fence(kind, node)]
+    held = copies.held
+    if held:
         fences = [*guard, *copies.fences]
         write_ = NodeWrite.versioned(kind, node, changes, copies, fences, remove)
+        # A class's roster shards take its copied fields (and fence their counts).
+        stamps = class_stamps(kind, node, write_.assign, remove, copies.shard_counts)
+        held = 1 + len(head) + len(stamps) + len(rest) <= MAX_ACTIONS
+    if held:
         try:
-            await transact(table, [write_.action(None, bool(rest)), *head, *rest])
+            await transact(table, [write_.action(None, bool(rest)), *head, *stamps, *rest])
             return
         except Stale:
             if copies.targets is None:
@@ -549,10 +644,15 @@ async def write(
         token = new_token()
     write_ = NodeWrite.versioned(kind, node, changes, copies, fences, remove)
     start = [write_.action(token, True), todos.put_todo(kind, node["id"], token), *head]
-    start += copies.first
-    await transact(table, start[:MAX_ACTIONS])  # Stale: the caller reads again
+    start += class_stamps(kind, node, write_.assign, remove)  # with the class, or not at all
+    groups = list(copies.first)
+    in_head = len(groups) if copies.in_head is None else copies.in_head
+    while in_head and len(start) + len(groups[0]) <= MAX_ACTIONS:
+        start += groups.pop(0)  # whole groups only: a class with its stamps, or not yet
+        in_head -= 1
+    await transact(table, start)  # Stale: the caller reads again
     try:
-        await _follow(table, kind, node["id"], token, copies, start[MAX_ACTIONS:])
+        await _follow(table, kind, node["id"], token, copies, groups)
     except Unavailable:
         table.unfinished.append(f"{kind.lower()} {node['id']}")
 
@@ -570,7 +670,8 @@ async def _revoke(table: Table, klass: Item, teacher_id: str, guard: Sequence[Cl
         assign={CLAIM: token, HANDING_OVER: teacher_id},
         on_fail=STALE,
     )
-    await transact(table, [mark, todos.put_todo(Kind.CLASS, klass["id"], token)])
+    stamps = class_stamps(Kind.CLASS, klass, {HANDING_OVER: teacher_id})
+    await transact(table, [mark, todos.put_todo(Kind.CLASS, klass["id"], token), *stamps])
     marked = {**klass, HANDING_OVER: teacher_id}
     copies = await _class_copies(Reads(table), marked, teaching=False, held=False)
     assert copies.targets is not None
@@ -604,20 +705,37 @@ async def _each_round(
     return True
 
 
+async def _each_group(
+    table: Table, key: Key, guard: Sequence[Clause], groups: list[list[Action]], token: str
+) -> bool:
+    """Apply the groups while the guard holds, as many whole groups a transaction as fit (a
+    group is never split across two); False when the guard fails."""
+    chunks: list[list[Action]] = []
+    for group in groups:
+        if not chunks or len(chunks[-1]) + len(group) > MAX_ACTIONS - 1:  # the guard's check
+            chunks.append([])
+        chunks[-1] += group
+    for n, chunk in enumerate(chunks):
+        if not await transact_each(table, key, guard, chunk, token, f"f{n}"):
+            return False
+    return True
+
+
 async def _follow(
     table: Table,
     kind: Kind,
     id_: str,
     token: str,
     copies: Copies,
-    pending_first: list[Action],
+    pending_first: list[list[Action]],
 ) -> None:
-    """Apply the rest of a claimed write's copies: `pending_first`, then its targets."""
+    """Apply the rest of a claimed write's copies: `pending_first`'s groups, then its
+    targets."""
     key = keys.node(kind, id_)
     while True:
         assert copies.targets is not None
         guard = [("eq", CLAIM, token), *copies.holds()]
-        if await transact_each(table, key, guard, pending_first, token, "first") and (
+        if await _each_group(table, key, guard, pending_first, token) and (
             await _each_round(
                 table, key, guard, await copies.targets(), token, todos.done(kind, id_)
             )
@@ -656,17 +774,20 @@ async def take_over(
         copies = await copies_for(reads, kind, state, held=False)
         token = new_token()
         held: Clause = ("lacks", CLAIM) if claim is None else ("eq", CLAIM, claim)
+        unmark = [HANDING_OVER] if HANDING_OVER in node else []
         take = update(
             keys.node(kind, id_),
             held,
             *copies.follow_fences,
             *copies.holds(skip={HANDING_OVER}),
+            *layout_fence(kind, node),
             assign={CLAIM: token},
-            remove=[HANDING_OVER] if HANDING_OVER in node else [],
+            remove=unmark,
             on_fail=STALE,
         )
+        stamps = class_stamps(kind, node, {}, unmark)
         try:
-            await transact(table, [take, todos.put_todo(kind, id_, token)])
+            await transact(table, [take, todos.put_todo(kind, id_, token), *stamps])
         except Stale:
             # On the request's retries: the write's own "read again" loop shares the count.
             cost = await table.retries.pause(Failure.CONTENTION, UNFINISHED)

@@ -9,7 +9,7 @@ from graph_api.model import ids, items, keys
 from graph_api.model.keys import Kind
 from graph_api.store.table import Table
 from graph_api.store.transactions import NOT_EXISTS, put, transact
-from graph_api.writes import counts, propagation
+from graph_api.writes import counts, propagation, roster_shards
 from graph_api.writes.attempts import retrying
 from graph_api.writes.deletion import delete_if_unlinked
 from graph_api.writes.reads import Reads
@@ -22,7 +22,8 @@ async def create(table: Table, id_: str | None, name: str, coach: str | None) ->
     sport_id = keys.check_id(id_) if id_ is not None else ids.new_id()
     exists = AlreadyExists(f"sport {sport_id} already exists", field="id")
     node = items.sport(sport_id, name, coach)
-    await transact(table, [put(node, NOT_EXISTS, on_fail=exists), *counts.moved(None, node)])
+    made = roster_shards.made(Kind.SPORT, node)
+    await transact(table, [put(node, NOT_EXISTS, on_fail=exists), *counts.moved(None, node), *made])
     return sport_id
 
 

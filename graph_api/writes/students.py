@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graph_api.errors import AlreadyExists, Conflict
 from graph_api.model import ids, items, keys
-from graph_api.model.items import ENROLMENT, MEMBERSHIP, Place
+from graph_api.model.items import ENROLMENT, MEMBERSHIP, Place, Relation
 from graph_api.model.keys import Kind
 
 # The update and delete actions as tx.update, tx.delete: this module's writers have those names
@@ -18,10 +18,11 @@ from graph_api.store.transactions import (
     STALE,
     Action,
     Clause,
+    Stale,
     put,
     transact,
 )
-from graph_api.writes import counts, propagation
+from graph_api.writes import counts, propagation, roster_shards
 from graph_api.writes.attempts import retrying
 from graph_api.writes.reads import Reads, key_of
 from graph_api.writes.versions import expect_version
@@ -112,26 +113,54 @@ async def set_home(table: Table, student_id: str, home: Place | None) -> str:
 async def delete(table: Table, id_: str) -> str:
     """Remove the student, its email guard and its edge items; move the counters."""
     reads = Reads(table)
+    # Classes and sports found keeping their count on their item (not migrated): their
+    # counts move there. Any other's count moves in its shard, which fails for such a node
+    # (it has no count there): the attempt then reads them and tries again.
+    on_items: set[tuple[Kind, str]] = set()
 
     async def attempt() -> str:
         node = await reads.node(Kind.STUDENT, id_)
+        try:
+            return await _delete(node)
+        except Stale:
+            on_items.clear()
+            for relation in (ENROLMENT, MEMBERSHIP):
+                if ids := sorted(relation.entries(node)):
+                    targets = await reads.nodes(relation.target, ids)
+                    on_items.update(
+                        (relation.target, t["id"])
+                        for t in targets
+                        if not items.in_sharded_layout(relation, t)
+                    )
+                    sharded = [t["id"] for t in targets if items.in_sharded_layout(relation, t)]
+                    await _no_damaged_shard(relation, sharded)
+            raise
+
+    async def _no_damaged_shard(relation: Relation, target_ids: list[str]) -> None:
+        # A shard counting no one while this student's edge is on it was damaged behind the
+        # API's back: the delete cannot move it, and says so rather than retry.
+        wanted = {roster_shards.shard_of(relation, t, id_): t for t in target_ids}
+        found = await reads.table.get_many(wanted, consistent=True)
+        for key, target_id in wanted.items():
+            shard = found.get(key)
+            if shard is not None and int(shard.get(items.COUNT, 0)) <= 0:
+                raise Conflict(_damaged(relation, target_id), id=target_id)
+
+    async def _delete(node: Item) -> str:
         unlinks: list[tuple[tuple[str, ...], list[Action]]] = []  # (map entry, its actions)
         for relation in (ENROLMENT, MEMBERSHIP):
             for target_id in relation.entries(node):
                 edge, _ = keys.edge(Kind.STUDENT, id_, relation.target, target_id)
-                # Messages name ids, never keys.
-                damaged = (
-                    f"{relation.target.lower()} {target_id} counts no students; run graph-api check"
+                count = tx.update(
+                    keys.node(relation.target, target_id),
+                    ("gt", "studentCount", 0),
+                    add={"studentCount": -1},
+                    on_fail=Conflict(_damaged(relation, target_id), id=target_id),
                 )
-                actions = [
-                    tx.delete(edge, EXISTS, on_fail=STALE),
-                    tx.update(
-                        keys.node(relation.target, target_id),
-                        ("gt", "studentCount", 0),
-                        add={"studentCount": -1},
-                        on_fail=Conflict(damaged, id=target_id),
-                    ),
-                ]
+                if relation.sharded and (relation.target, target_id) not in on_items:
+                    at_least_one = ("gt", items.COUNT, 0)
+                    count = roster_shards.leave(relation, target_id, id_, (at_least_one,))
+                actions = [tx.delete(edge, EXISTS, on_fail=STALE), count]
                 unlinks.append((relation.path(target_id), actions))
 
         # The node's home and its counters: a home changed since our read fails the version.
@@ -169,3 +198,8 @@ async def delete(table: Table, id_: str) -> str:
         return id_
 
     return await retrying(table, attempt)
+
+
+def _damaged(relation: Relation, target_id: str) -> str:
+    """A count that cannot move below zero, named by id (messages never name keys)."""
+    return f"{relation.target.lower()} {target_id} counts no students; run graph-api check"
