@@ -202,6 +202,77 @@ def test_every_readme_example_answers_with_data(make_run: MakeRun) -> None:
         assert refused == [], (n, block, refused)
 
 
+def _token(make_run: MakeRun, *argv: str) -> str:
+    """The token `.venv/bin/graph-api token ARGV` prints (last line) beside `make run`."""
+    minted = subprocess.run(
+        [".venv/bin/graph-api", "token", *argv],
+        cwd=make_run.folder,
+        env=make_run.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return minted.stdout.splitlines()[-1]
+
+
+def _emails(body: dict[str, Any]) -> dict[str, str | None]:
+    return {s["id"]: s["email"] for s in body["data"]["students"]}
+
+
+def _codes(body: dict[str, Any]) -> set[str]:
+    return {e["extensions"]["code"] for e in body.get("errors", [])}
+
+
+EMAILS = '{ students(ids: ["stu-0001", "stu-0002"]) { id email } }'
+
+
+def test_make_run_enforces_the_policy_with_its_dev_tokens(make_run: MakeRun) -> None:
+    """`make run` as a newcomer starts it, nothing set: a student's dev token reads that
+    student's email and not another's; without a token a caller reads none and is told how to
+    get a token (not that the server has no sign-in, which it has: its dev tokens), and may
+    not write; admin reads both."""
+    student = _token(make_run, "--role", "student", "--id", "stu-0001")
+    mine = make_run.post(EMAILS, student)
+    assert _emails(mine)["stu-0001"] and _emails(mine)["stu-0002"] is None, mine
+    assert _codes(mine) == {"FORBIDDEN"}, mine
+
+    anonymous = make_run.post(EMAILS)
+    assert _emails(anonymous) == {"stu-0001": None, "stu-0002": None}, anonymous
+    assert _codes(anonymous) == {"UNAUTHENTICATED"}, anonymous
+    assert "no sign-in configured" not in json.dumps(anonymous)
+    assert "graph-api token --role admin" in anonymous["errors"][0]["message"]
+    write = make_run.post(
+        'mutation { joinSport(studentId: "stu-0001", sportId: "spt-01") { userErrors { code } } }'
+    )
+    assert write.get("data") is None and _codes(write) == {"UNAUTHENTICATED"}, write
+
+    everyone = _emails(make_run.post(EMAILS, make_run.admin))
+    assert all(everyone.values()), everyone
+
+
+def test_make_runs_graphiql_offers_the_five_roles_with_working_tokens(make_run: MakeRun) -> None:
+    """The GraphiQL page `make run` serves has the **Act as** picker of the README: admin, a
+    teacher, a student, a guardian and anonymous, each token (minted by the server) acting
+    as that role: the student's reads its own email only, anonymous sends no header."""
+    request = urllib.request.Request(f"{make_run.url}/graphql", headers={"accept": "text/html"})
+    with urllib.request.urlopen(request, timeout=RECIPE_WAIT) as response:
+        html = response.read().decode()
+    found = re.search(r"const roles = (\[.*?\]);\n", html)
+    assert found is not None, html[:2000]
+    roles = {entry["role"]: entry for entry in json.loads(found[1])}
+    assert set(roles) == {"admin", "teacher", "student", "guardian", "anonymous"}, roles
+    assert roles["anonymous"]["headers"] == ""
+    readme = README.read_text(encoding="utf-8")
+    for entry in roles.values():
+        assert entry["label"] in readme, entry["label"]  # the README names each button
+    answers = {}
+    for role in ("admin", "student", "guardian"):
+        header = json.loads(roles[role]["headers"])["Authorization"]
+        answers[role] = _emails(make_run.post(EMAILS, header.removeprefix("Bearer ")))
+    assert all(answers["admin"].values()) and all(answers["guardian"].values()), answers
+    assert answers["student"]["stu-0001"] and answers["student"]["stu-0002"] is None, answers
+
+
 @pytest.fixture
 def small_school(endpoint: str) -> Iterator[Services]:
     """A demo school of its own, small (the README's ids exist from 55 students on)."""
