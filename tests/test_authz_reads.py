@@ -959,7 +959,7 @@ def test_graph_api_token_signs_with_the_configured_secret(
 
 def auth_section() -> str:
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Auth and personal data") :]
+    section = text[text.index("## Acting as a role") :]
     return section[: section.index("\n## ", 1)]
 
 

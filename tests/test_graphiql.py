@@ -114,3 +114,29 @@ def test_only_a_server_taking_dev_tokens_offers_roles_and_its_tokens_sign_in() -
     assert "const roles = null;" in graphiql.page()  # no picker
     admin_token = json.loads(entries[1]["headers"])["Authorization"].split()[-1]
     assert admin_token in graphiql.page(roles=entries)
+
+
+SIGNED_IN = {"jwt_secret": "s" * 32, "jwt_issuer": "https://issuer.test", "jwt_audience": "api"}
+
+
+@pytest.mark.usefixtures("built")
+@pytest.mark.parametrize("overrides", [{"backend": "remote"}, SIGNED_IN], ids=["remote", "sign-in"])
+def test_only_the_embedded_demo_serves_the_role_picker(
+    endpoint: str, services: Services, client: TestClient, overrides: dict[str, str]
+) -> None:
+    """The page a browser gets: on the embedded demo (no sign-in: dev tokens), the picker with
+    its tokens; on a remote table, or with sign-in configured, the same page with no picker
+    and no token in it."""
+    demo = client.get("/graphql", headers=BROWSER).text
+    assert "const roles = null;" not in demo and '"Authorization": "Bearer ' in demo.replace(
+        '\\"', '"'
+    )
+    other = Services.create(make_settings(endpoint, table="test-read", **overrides))
+    try:
+        with TestClient(create_app(other)) as test_client:
+            page = test_client.get("/graphql", headers=BROWSER)
+    finally:
+        other.close()
+    assert page.status_code == 200 and "GraphiQL" in page.text
+    assert "const roles = null;" in page.text
+    assert "Bearer" not in page.text and "eyJ" not in page.text  # no token, no JWT

@@ -142,24 +142,60 @@ def test_a_front_end_on_another_origin_queries_and_mutates_through_cors(demo_api
     assert student["name"] == "Cross Origin"  # the refused page's mutation never ran
 
 
-ROLES_QUERY = '{ students(ids: ["stu-0001", "stu-0002"]) { id email } }'
+# A student of no class (the test creates it): no teacher reads its email, no guardian's.
+LONE = {"id": "stu-roles", "name": "Lone Student", "email": "lone.student@example.org"}
+ROLES_QUERY = '{ students(ids: ["stu-0001", "stu-0002", "stu-roles"]) { id email } }'
+
+
+def taught_by(teacher_id: str) -> set[str]:
+    """The demo school's students in a class `teacher_id` teaches."""
+    items = school()
+    classes = {i["id"] for i in items if i["type"] == "class" and i["teacherId"] == teacher_id}
+    return {i["studentId"] for i in items if i["type"] == "enrolment" and i["classId"] in classes}
+
+
+def create_lone_student(api: str) -> None:
+    """LONE, in no class (`demo_api` takes writes without a token); there already when this
+    session's server has it."""
+    query = (
+        f'mutation {{ createStudent(input: {{id: "{LONE["id"]}", name: "{LONE["name"]}",'
+        f' email: "{LONE["email"]}"}}) {{ userErrors {{ code }} }} }}'
+    )
+    request = urllib.request.Request(
+        f"{api}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.load(response)
+    codes = {e["code"] for e in answer["data"]["createStudent"]["userErrors"]}
+    assert codes <= {"ALREADY_EXISTS"}, answer
 
 
 def test_graphiql_acts_as_each_role_of_the_demo_in_one_click(demo_api: str) -> None:
-    """The embedded demo's role picker, in the browser: each button sets the headers editor
-    (a bearer token; anonymous: empty again); as a student the query reads that student's
-    email and not another's, as admin and as the guardian both, as anonymous neither."""
+    """The embedded demo's role picker, in the browser: each of its five buttons sets the
+    headers editor (a bearer token; anonymous: empty again), and the same query answers as
+    the policy says: the student (stu-0001) reads its own email only; the teacher (tch-001)
+    and the guardian (of stu-0001 and stu-0002) read those two and not a student of no
+    class; admin reads all three; anonymous none."""
     chromium = os.environ.get("CHROMIUM") or tool("chromium", "apt-get install chromium")
     node = tool("node", "apt-get install nodejs npm")
     if not graphiql.assets_present():
         missing("GraphiQL's assets are not built: run make (python -m tools.graphiql_assets)")
     npm_package(SCRIPT.parent)
     emails = {i["id"]: i["email"] for i in school() if i["type"] == "student"}
-    own, other = emails["stu-0001"], emails["stu-0002"]
+    own, other, lone = emails["stu-0001"], emails["stu-0002"], LONE["email"]
+    assert {"stu-0001", "stu-0002"} <= taught_by("tch-001"), "pick students tch-001 teaches"
+    create_lone_student(demo_api)
     steps = [
-        {"role": "student", "shown": [own, "FORBIDDEN"], "hidden": [other]},
-        {"role": "admin", "shown": [own, other], "hidden": ["FORBIDDEN"]},
-        {"role": "guardian", "shown": [own, other], "hidden": ["FORBIDDEN"]},
-        {"role": "anonymous", "shown": ['"stu-0002"'], "hidden": [own, other]},
+        {"role": "student", "shown": [own, "FORBIDDEN"], "hidden": [other, lone]},
+        {"role": "teacher", "shown": [own, other, "FORBIDDEN"], "hidden": [lone]},
+        {"role": "admin", "shown": [own, other, lone], "hidden": ["FORBIDDEN"]},
+        {"role": "guardian", "shown": [own, other, "FORBIDDEN"], "hidden": [lone]},
+        {
+            "role": "anonymous",
+            "shown": ['"stu-0002"', "UNAUTHENTICATED"],
+            "hidden": [own, other, lone, "no sign-in configured"],
+        },
     ]
     browse(node, chromium, SCRIPT, demo_api, {"roles": {"query": ROLES_QUERY, "steps": steps}})

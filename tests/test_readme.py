@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from graphql import (
     FieldNode,
     GraphQLInterfaceType,
@@ -200,6 +202,78 @@ def test_every_readme_example_answers_with_data(make_run: MakeRun) -> None:
             for error in payload.get("userErrors", [])
         ]
         assert refused == [], (n, block, refused)
+
+
+def _token(make_run: MakeRun, *argv: str) -> str:
+    """The token `.venv/bin/graph-api token ARGV` prints (last line) beside `make run`."""
+    minted = subprocess.run(
+        [".venv/bin/graph-api", "token", *argv],
+        cwd=make_run.folder,
+        env=make_run.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return minted.stdout.splitlines()[-1]
+
+
+def _emails(body: dict[str, Any]) -> dict[str, str | None]:
+    return {s["id"]: s["email"] for s in body["data"]["students"]}
+
+
+def _codes(body: dict[str, Any]) -> set[str]:
+    return {e["extensions"]["code"] for e in body.get("errors", [])}
+
+
+EMAILS = '{ students(ids: ["stu-0001", "stu-0002"]) { id email } }'
+
+
+def test_make_run_enforces_the_policy_with_its_dev_tokens(make_run: MakeRun) -> None:
+    """`make run` as a newcomer starts it, nothing set: a student's dev token reads that
+    student's email and not another's; without a token a caller reads none and is told how to
+    get a token (not that the server has no sign-in, which it has: its dev tokens), and may
+    not write; admin reads both."""
+    student = _token(make_run, "--role", "student", "--id", "stu-0001")
+    mine = make_run.post(EMAILS, student)
+    assert _emails(mine)["stu-0001"] and _emails(mine)["stu-0002"] is None, mine
+    assert _codes(mine) == {"FORBIDDEN"}, mine
+
+    anonymous = make_run.post(EMAILS)
+    assert _emails(anonymous) == {"stu-0001": None, "stu-0002": None}, anonymous
+    assert _codes(anonymous) == {"UNAUTHENTICATED"}, anonymous
+    assert "no sign-in configured" not in json.dumps(anonymous)
+    assert "graph-api token --role admin" in anonymous["errors"][0]["message"]
+    write = make_run.post(
+        'mutation { joinSport(studentId: "stu-0001", sportId: "spt-01") { userErrors { code } } }'
+    )
+    assert write.get("data") is None and _codes(write) == {"UNAUTHENTICATED"}, write
+
+    everyone = _emails(make_run.post(EMAILS, make_run.admin))
+    assert all(everyone.values()), everyone
+
+
+def test_make_runs_graphiql_offers_the_five_roles_with_working_tokens(make_run: MakeRun) -> None:
+    """The GraphiQL page `make run` serves has the **Act as** picker of the README: admin, a
+    teacher, a student, a guardian and anonymous, each token (minted by the server) acting
+    as that role: the student's reads its own email only, anonymous sends no header."""
+    request = urllib.request.Request(f"{make_run.url}/graphql", headers={"accept": "text/html"})
+    with urllib.request.urlopen(request, timeout=RECIPE_WAIT) as response:
+        html = response.read().decode()
+    found = re.search(r"const roles = (\[.*?\]);\n", html)
+    assert found is not None, html[:2000]
+    roles = {entry["role"]: entry for entry in json.loads(found[1])}
+    assert set(roles) == {"admin", "teacher", "student", "guardian", "anonymous"}, roles
+    assert roles["anonymous"]["headers"] == ""
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    for entry in roles.values():
+        assert f"`{entry['label']}`" in readme, entry["label"]  # the README names each button
+    answers = {}
+    for role in ("admin", "teacher", "student", "guardian"):
+        header = json.loads(roles[role]["headers"])["Authorization"]
+        answers[role] = _emails(make_run.post(EMAILS, header.removeprefix("Bearer ")))
+    assert all(answers["admin"].values()) and all(answers["guardian"].values()), answers
+    assert all(answers["teacher"].values()), answers  # tch-001 teaches both (README)
+    assert answers["student"]["stu-0001"] and answers["student"]["stu-0002"] is None, answers
 
 
 @pytest.fixture
@@ -554,3 +628,118 @@ def test_the_readme_javascript_runs_under_node(make_run: MakeRun, tmp_path: Path
             assert event["rosterChanged"]["class"]["id"] == class_id, event
         finally:
             _stop(process)
+
+
+# -- a front end's CI, as the README writes it ------------------------------------------------
+
+RELAY = ROOT / "tests" / "relay"  # relay-compiler, pinned, and a Relay front end's documents
+# A CI step that cannot run here, and why: each skipped step must match one of these.
+CI_CANNOT_RUN = {
+    r"^pip install .*git\+https://github\.com/OWNER/": (
+        "installs the API from your fork on GitHub (OWNER); this checkout's .venv is that install"
+    ),
+}
+
+
+def _block(kind: str) -> str:
+    (block,) = [block for found, block in SNIPPETS if found == kind]
+    return block
+
+
+def _front_end(folder: Path, operations: Path) -> dict[str, str]:
+    """`folder` as a front end's checkout: `src/` holding `operations`' files; the environment
+    its commands run in (the API's commands on PATH, as the CI step's pip install puts them)."""
+    shutil.copytree(operations, folder / "src")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env["PATH"] = f"{README.parent / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def test_the_readme_ci_steps_check_a_front_ends_operations(tmp_path: Path) -> None:
+    """The ```yaml block's `run:` steps, as GitHub Actions runs each (bash), in a front end's
+    checkout whose `src/` holds tests/operations: they pass; with an operation the schema
+    does not serve added, the check step fails the job naming it."""
+    steps = [step["run"] for step in yaml.safe_load(_block("yaml")) if "run" in step]
+    env = _front_end(tmp_path, ROOT / "tests" / "operations")
+    skipped = [s for s in steps if any(re.search(p, s) for p in CI_CANNOT_RUN)]
+    checks = [s for s in steps if s not in skipped]
+    assert skipped and checks, steps
+
+    def run_steps() -> list[subprocess.CompletedProcess[str]]:
+        return [
+            subprocess.run(
+                ["bash", "-e", "-c", step],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=RECIPE_WAIT,
+            )
+            for step in checks
+        ]
+
+    for done in run_steps():
+        assert done.returncode == 0, (done.args, done.stdout, done.stderr)
+    (tmp_path / "src" / "Broken.graphql").write_text(
+        'query BrokenByTheApi { student(id: "stu-0001") { id nickname } }\n', "utf-8"
+    )
+    failed = [done for done in run_steps() if done.returncode != 0]
+    assert failed and "BrokenByTheApi" in failed[0].stdout + failed[0].stderr, failed
+
+
+def test_the_readme_relay_check_validates_a_relay_front_end(tmp_path: Path) -> None:
+    """The ```make block as a Relay front end's Makefile, `make relay-check` run as written
+    (its schema.graphql target fetches the API's schema from your fork on GitHub: here it is
+    this checkout's, `make -o schema.graphql` keeps it), in a checkout whose `src/` holds
+    tests/relay's documents with their compiled artifacts: it passes; with a document the
+    schema does not serve, it fails."""
+    tool("node", "apt-get install nodejs npm")
+    npm = tool("npx", "apt-get install nodejs npm")
+    npm_package(RELAY)
+    (tmp_path / "Makefile").write_text(_block("make"), "utf-8")
+    env = _front_end(tmp_path, RELAY / "runtime")
+    (tmp_path / "node_modules").symlink_to(RELAY / "node_modules")
+    shutil.copy(SCHEMA_FILE, tmp_path / "schema.graphql")
+    found = re.search(r'"schemaConfig":\s*(\{[^}]*\})', README.read_text(encoding="utf-8"))
+    assert found is not None
+    config = {"src": "./src", "schema": "./schema.graphql", "language": "javascript"}
+    (tmp_path / "relay.config.json").write_text(
+        json.dumps({**config, "schemaConfig": json.loads(found[1])}), "utf-8"
+    )
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=RECIPE_WAIT
+        )
+
+    compiled = run(npm, "relay-compiler")  # the front end's committed artifacts
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    checked = run("make", "-o", "schema.graphql", "relay-check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    documents = tmp_path / "src" / "documents.js"
+    text = documents.read_text("utf-8")
+    documents.write_text(text.replace("          nodeId\n", "          nickname\n", 1), "utf-8")
+    broken = run("make", "-o", "schema.graphql", "relay-check")
+    assert broken.returncode != 0 and "nickname" in broken.stdout + broken.stderr, broken
+
+
+# Each kind of fenced block the README holds, and the test that runs its blocks as written.
+RUN_BY = {
+    "graphql": test_every_readme_example_answers_with_data,
+    "json": test_the_mutation_example_sent_again_answers_what_the_readme_shows,
+    "sh": test_every_readme_shell_snippet_runs_as_written,
+    "js": test_the_readme_javascript_runs_under_node,
+    "yaml": test_the_readme_ci_steps_check_a_front_ends_operations,
+    "make": test_the_readme_relay_check_validates_a_relay_front_end,
+}
+
+
+def test_every_readme_code_block_is_run_by_a_test() -> None:
+    """No snippet a reader would run goes untested: every fenced block names its language, one
+    of RUN_BY's, whose test runs it (a block of output, unfenced, belongs with its command)."""
+    kinds = [kind for kind, _ in SNIPPETS]
+    assert set(kinds) <= set(RUN_BY) and "" not in kinds, kinds
+    assert all('"userErrors"' in block for block in JSON_BLOCKS)  # the answer that test checks
+    assert len(re.findall(r"^```\w*$", README.read_text(encoding="utf-8"), re.M)) == 2 * len(
+        SNIPPETS
+    )
