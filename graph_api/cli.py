@@ -676,7 +676,13 @@ def parser() -> argparse.ArgumentParser:
         " Redis)",
     )
     serve.set_defaults(run=cmd_serve)
-    create = commands.add_parser("create-table", help="create the table and its indexes")
+    create = commands.add_parser(
+        "create-table",
+        help="create the table and its indexes",
+        description="create the table with its change stream and its global secondary indexes"
+        f" {' and '.join(admin.INDEXES)}; a table that exists is left as it is (`graph-api"
+        " migrate` adds the indexes an older one lacks)",
+    )
     create.set_defaults(run=cmd_create_table)
     seed_cmd = commands.add_parser("seed", help="load deterministic demo data")
     seed_cmd.add_argument(
@@ -756,7 +762,12 @@ def parser() -> argparse.ArgumentParser:
         "token",
         help="print a bearer token for a role (last line), signed as the server checks them",
     )
-    token_cmd.add_argument("--role", required=True, choices=sorted(r.value for r in CLAIMABLE))
+    token_cmd.add_argument(
+        "--role",
+        required=True,
+        choices=sorted(r.value for r in CLAIMABLE),
+        help="whom the token speaks for",
+    )
     token_cmd.add_argument("--id", help="the teacher or student node the caller is")
     token_cmd.add_argument("--students", metavar="ID,ID", help="whom a guardian answers for")
     token_cmd.add_argument(
@@ -769,6 +780,9 @@ def parser() -> argparse.ArgumentParser:
         "--table", default="graph", help="table name in the model (default %(default)s)"
     )
     model.set_defaults(run=cmd_export_model)
+    for choice in commands._choices_actions:  # each command's --help opens with its line
+        command = commands.choices[choice.dest]
+        command.description = command.description or choice.help
     for command in commands.choices.values():  # whose usage a bad argument prints (`parse`)
         command.set_defaults(command_parser=command)
     return root
