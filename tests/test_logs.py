@@ -269,3 +269,48 @@ def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
     assert any(m.startswith("GraphiQL: http://127.0.0.1:") for m in messages)
     assert any(m.startswith("Subscriptions: on") for m in messages)
     assert not [r for r in records if r["logger"].startswith(("botocore", "aiobotocore"))]
+
+
+@pytest.mark.parametrize(
+    ("env", "fmt"),
+    [
+        ({"GRAPH_API_BACKEND": "remote"}, "json"),
+        ({"GRAPH_API_BACKEND": "remote", "GRAPH_API_LOG_FORMAT": "text"}, "text"),
+        ({"GRAPH_API_BACKEND": "remote", "GRAPH_API_MAX_COST": "lots"}, "json"),
+    ],
+)
+def test_the_images_uvicorn_supervisor_logs_in_the_workers_format(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], fmt: str
+) -> None:
+    """`deploy/uvicorn-logging.json` (the image's --log-config) gives uvicorn's own lines the
+    format the workers log in; settings a worker will refuse leave the image's JSON."""
+    import logging.config
+    from pathlib import Path
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = Path(__file__).resolve().parent.parent / "deploy" / "uvicorn-logging.json"
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    saved_uvicorn = {
+        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
+        for name in UVICORN
+    }
+    try:
+        logging.config.dictConfig(json.loads(config.read_text()))
+        (handler,) = root.handlers
+        assert isinstance(handler, logging.StreamHandler)
+        buffer = io.StringIO()
+        handler.setStream(buffer)
+        logging.getLogger("uvicorn.error").info("Started parent process [1]")
+    finally:
+        root.handlers, _ = saved
+        root.setLevel(saved[1])
+        for name, (handlers, propagate) in saved_uvicorn.items():
+            logging.getLogger(name).handlers = handlers
+            logging.getLogger(name).propagate = propagate
+    line = buffer.getvalue().strip()
+    if fmt == "json":
+        assert json.loads(line)["message"] == "Started parent process [1]"
+    else:
+        assert line.endswith(" INFO uvicorn.error [-]: Started parent process [1]")
