@@ -218,12 +218,14 @@ def test_invalid_log_settings_are_refused(name: str, value: str) -> None:
         Settings.from_env({name: value})
 
 
+@pytest.mark.parametrize("backend", ["remote", "embedded"])
 def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
-    tmp_path: Any,
+    tmp_path: Any, backend: str
 ) -> None:
-    """`serve` on a remote table, JSON logs: its start-up banner (where DynamoDB is, the
-    GraphiQL URL, subscriptions) is log records like the rest, and botocore's INFO notes
-    (where it found the endpoint and the credentials) are not in the log."""
+    """`serve` with JSON logs, on a remote table or the embedded demo: its start-up banner
+    (where DynamoDB is, the seeding, the GraphiQL URL, subscriptions) is log records like
+    the rest, and botocore's INFO notes (where it found the endpoint and the credentials)
+    are not in the log."""
     import os
     import subprocess
     import sys
@@ -239,6 +241,9 @@ def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
         GRAPH_API_PORT=str(free_port()),
         GRAPH_API_LOG_FORMAT="json",
     )
+    if backend == "embedded":
+        env.update(GRAPH_API_BACKEND="embedded", GRAPH_API_DEMO_STUDENTS="20")
+        del env["AWS_ENDPOINT_URL_DYNAMODB"]
     process = subprocess.Popen(
         [sys.executable, "-m", "graph_api.cli", "serve"],
         cwd=tmp_path,
@@ -265,7 +270,11 @@ def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
         process.wait(60)
     records = [json.loads(line) for line in lines if line.strip()]  # each line is JSON
     messages = [r["message"] for r in records]
-    assert messages[0] == "graph-api: DynamoDB at http://127.0.0.1:1, table graph"
+    if backend == "remote":
+        assert messages[0] == "graph-api: DynamoDB at http://127.0.0.1:1, table graph"
+    else:
+        assert messages[0].endswith("(embedded moto, 20 demo students), table graph")
+        assert any(m.startswith("seeded ") for m in messages)
     assert any(m.startswith("GraphiQL: http://127.0.0.1:") for m in messages)
     assert any(m.startswith("Subscriptions: on") for m in messages)
     assert not [r for r in records if r["logger"].startswith(("botocore", "aiobotocore"))]
