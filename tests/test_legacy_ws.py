@@ -9,9 +9,9 @@ import json
 import subprocess
 
 import pytest
-from support import ROOT, npm_package, tool
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
+from support import ROOT, npm_package, tool
 
 LEGACY = "graphql-ws"
 CURRENT = "graphql-transport-ws"
