@@ -133,6 +133,18 @@ def _say_where(settings: Settings, found: str) -> None:
     banner(settings, f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}")
 
 
+def graphiql_url(settings: Settings) -> str:
+    """Where a browser on this machine opens what `serve` serves: a server bound to every
+    interface (the demo image's 0.0.0.0) at localhost, as `docker run -p` publishes it
+    there; an IPv6 address in brackets."""
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.port}/graphql"
+
+
 def banner(settings: Settings, line: str) -> None:
     """A line of `serve`'s start-up banner: on stdout for a person reading text logs; a log
     record (a JSON line on stderr, as every other) when logs are JSON, so that what reads
@@ -244,7 +256,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     check_port_free(settings.host, settings.port)
     if settings.metrics and settings.metrics_port:
         check_port_free(settings.metrics_host, settings.metrics_port, "GRAPH_API_METRICS_PORT")
-    api = f"http://{settings.host}:{settings.port}/graphql"
+    api = graphiql_url(settings)
     if settings.documents_manifest:  # a bad one in one line now, not from every worker later
         from graph_api.http.persisted import load_manifest
 

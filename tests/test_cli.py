@@ -697,6 +697,19 @@ def test_serve_help_says_the_workers_default_the_code_picks() -> None:
     assert "GRAPH_API_PORT, default 8000" in text and Settings().port == 8000
 
 
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8000/graphql"),
+        ("0.0.0.0", "http://localhost:8000/graphql"),  # the demo image's: every interface
+        ("::", "http://localhost:8000/graphql"),
+        ("::1", "http://[::1]:8000/graphql"),
+    ],
+)
+def test_serves_graphiql_line_gives_an_address_a_browser_opens(host: str, url: str) -> None:
+    assert cli.graphiql_url(Settings(host=host, port=8000)) == url
+
+
 def test_seed_help_shows_the_defaults_it_seeds_with() -> None:
     text = help_of("seed")
     settings = Settings()
