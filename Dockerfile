@@ -59,6 +59,9 @@ RUN pip install --no-cache-dir --require-hashes -r requirements.txt \
     && pip install --no-cache-dir --no-deps . \
     && rm -rf /src \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin app
+# uvicorn's supervisor logs as the workers do (one format a run: JSON unless
+# GRAPH_API_LOG_FORMAT=text), through graph_api.logs, not in uvicorn's own text.
+COPY deploy/uvicorn-logging.json /etc/graph-api/uvicorn-logging.json
 
 WORKDIR /app
 
@@ -82,6 +85,7 @@ ENV GRAPH_API_BACKEND=remote \
     PROMETHEUS_MULTIPROC_DIR=/tmp/graph-api-metrics \
     GRAPH_API_METRICS_PORT=9464 \
     GRAPH_API_METRICS_HOST=0.0.0.0 \
+    UVICORN_LOG_CONFIG=/etc/graph-api/uvicorn-logging.json \
     UVICORN_HOST=0.0.0.0 \
     UVICORN_PORT=8000 \
     WEB_CONCURRENCY=2 \

@@ -184,6 +184,6 @@ http-audit: $(STAMP)  ## graphql-http's GraphQL-over-HTTP audit of a served API:
 e2e: $(STAMP)  ## GraphiQL in headless Chromium (Debian's chromium); screenshot in test-output/
 	$(BIN)/pytest tests/test_graphiql_e2e.py
 
-clean:
+clean:  ## delete the venv, caches, built GraphiQL assets and test output
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info .cache
 	rm -rf graph_api/http/static/graphiql test-output web/graphiql/node_modules tests/*/node_modules

@@ -133,6 +133,18 @@ def _say_where(settings: Settings, found: str) -> None:
     banner(settings, f"graph-api: DynamoDB at {endpoint}{found}, table {settings.table}")
 
 
+def graphiql_url(settings: Settings) -> str:
+    """Where a browser on this machine opens what `serve` serves: a server bound to every
+    interface (the demo image's 0.0.0.0) at localhost, as `docker run -p` publishes it
+    there; an IPv6 address in brackets."""
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.port}/graphql"
+
+
 def banner(settings: Settings, line: str) -> None:
     """A line of `serve`'s start-up banner: on stdout for a person reading text logs; a log
     record (a JSON line on stderr, as every other) when logs are JSON, so that what reads
@@ -244,7 +256,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     check_port_free(settings.host, settings.port)
     if settings.metrics and settings.metrics_port:
         check_port_free(settings.metrics_host, settings.metrics_port, "GRAPH_API_METRICS_PORT")
-    api = f"http://{settings.host}:{settings.port}/graphql"
+    api = graphiql_url(settings)
     if settings.documents_manifest:  # a bad one in one line now, not from every worker later
         from graph_api.http.persisted import load_manifest
 
@@ -676,7 +688,13 @@ def parser() -> argparse.ArgumentParser:
         " Redis)",
     )
     serve.set_defaults(run=cmd_serve)
-    create = commands.add_parser("create-table", help="create the table and its indexes")
+    create = commands.add_parser(
+        "create-table",
+        help="create the table and its indexes",
+        description="create the table with its change stream and its global secondary indexes"
+        f" {' and '.join(admin.INDEXES)}; a table that exists is left as it is (`graph-api"
+        " migrate` adds the indexes an older one lacks)",
+    )
     create.set_defaults(run=cmd_create_table)
     seed_cmd = commands.add_parser("seed", help="load deterministic demo data")
     seed_cmd.add_argument(
@@ -756,7 +774,12 @@ def parser() -> argparse.ArgumentParser:
         "token",
         help="print a bearer token for a role (last line), signed as the server checks them",
     )
-    token_cmd.add_argument("--role", required=True, choices=sorted(r.value for r in CLAIMABLE))
+    token_cmd.add_argument(
+        "--role",
+        required=True,
+        choices=sorted(r.value for r in CLAIMABLE),
+        help="whom the token speaks for",
+    )
     token_cmd.add_argument("--id", help="the teacher or student node the caller is")
     token_cmd.add_argument("--students", metavar="ID,ID", help="whom a guardian answers for")
     token_cmd.add_argument(
@@ -769,6 +792,9 @@ def parser() -> argparse.ArgumentParser:
         "--table", default="graph", help="table name in the model (default %(default)s)"
     )
     model.set_defaults(run=cmd_export_model)
+    for choice in commands._choices_actions:  # each command's --help opens with its line
+        command = commands.choices[choice.dest]
+        command.description = command.description or choice.help
     for command in commands.choices.values():  # whose usage a bad argument prints (`parse`)
         command.set_defaults(command_parser=command)
     return root

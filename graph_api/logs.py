@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from graph_api import telemetry
+from graph_api.settings import Settings, SettingsError
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "graph_api_request_id", default=None
@@ -69,13 +70,31 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._chosen = value
 
 
+def handler(fmt: str) -> logging.Handler:
+    """The one handler every record goes through: stderr, in `fmt` ("json" or "text")."""
+    made = StderrHandler()
+    made.addFilter(RequestIdFilter())
+    made.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
+    return made
+
+
+def handler_from_env() -> logging.Handler:
+    """The image's uvicorn supervisor's handler (`deploy/uvicorn-logging.json`, its
+    `--log-config`): the parent process never builds the app, so without it its own lines
+    ("Started parent process") came in uvicorn's text among the workers' JSON. The format is
+    the workers' (GRAPH_API_LOG_FORMAT; JSON on a remote table); settings a worker will
+    refuse give JSON here, and the worker's refusal says what is wrong."""
+    try:
+        fmt = Settings.from_env().log_format
+    except SettingsError:
+        fmt = "json"
+    return handler(fmt)
+
+
 def configure(level: str, fmt: str) -> None:
     """Route every logger (ours, uvicorn's, botocore's) through one handler on stderr."""
-    handler = StderrHandler()
-    handler.addFilter(RequestIdFilter())
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT))
     root = logging.getLogger()
-    root.handlers = [handler]
+    root.handlers = [handler(fmt)]
     root.setLevel(level)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers = []

@@ -18,6 +18,7 @@ from support import make_settings, ok
 from graph_api import cli
 from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
+from graph_api.store import admin
 from graph_api.store.client import Dynamo
 
 
@@ -696,6 +697,19 @@ def test_serve_help_says_the_workers_default_the_code_picks() -> None:
     assert "GRAPH_API_PORT, default 8000" in text and Settings().port == 8000
 
 
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8000/graphql"),
+        ("0.0.0.0", "http://localhost:8000/graphql"),  # the demo image's: every interface
+        ("::", "http://localhost:8000/graphql"),
+        ("::1", "http://[::1]:8000/graphql"),
+    ],
+)
+def test_serves_graphiql_line_gives_an_address_a_browser_opens(host: str, url: str) -> None:
+    assert cli.graphiql_url(Settings(host=host, port=8000)) == url
+
+
 def test_seed_help_shows_the_defaults_it_seeds_with() -> None:
     text = help_of("seed")
     settings = Settings()
@@ -718,6 +732,28 @@ def test_token_help_and_refusals_list_the_roles_as_typed() -> None:
 
 def test_create_table_help_names_both_indexes() -> None:
     assert "create the table and its indexes" in " ".join(cli_run("--help").stdout.split())
+    made = admin.definition("graph")["GlobalSecondaryIndexes"]
+    names = [index["IndexName"] for index in made]
+    assert len(names) == 2
+    assert f"its global secondary indexes {names[0]} and {names[1]};" in help_of("create-table")
+
+
+def test_each_commands_help_says_what_it_does_and_what_each_option_is() -> None:
+    """`graph-api COMMAND --help` says what the command does (the line the top-level list
+    gives it, or more), and no option is listed bare."""
+    import argparse
+
+    root = cli.parser()
+    (commands,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
+    for choice in commands._choices_actions:
+        command = commands.choices[choice.dest]
+        text = help_of(choice.dest)
+        said = " ".join((command.description or "").split())
+        assert said and said in text, choice.dest
+        if choice.dest != "create-table":  # which says more: the indexes by name
+            assert said == choice.help
+        for action in command._actions:
+            assert action.help, (choice.dest, action.option_strings or action.dest)
 
 
 @pytest.mark.parametrize(
@@ -749,6 +785,20 @@ def test_make_help_lists_every_target_the_readme_names() -> None:
     )
     listed = set(re.findall(r"^  make (\S+)", done.stdout, re.M))
     assert named - listed == set()
+
+
+def test_make_help_lists_every_phony_target_with_what_it_does() -> None:
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    makefile = (root / "Makefile").read_text()
+    phony = {t for line in re.findall(r"^\.PHONY:(.*)$", makefile, re.M) for t in line.split()}
+    assert {"e2e", "run", "test", "clean"} <= phony
+    done = subprocess.run(
+        ["make", "-s", "help"], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    listed = dict(re.findall(r"^  make (\S+) +(\S.*)$", done.stdout, re.M))
+    assert phony - set(listed) == set()
 
 
 def test_every_default_a_command_uses_is_shown_in_its_help() -> None:

@@ -73,6 +73,25 @@ def exec_form(name: str, stage: str = "production") -> list[str]:
     return command
 
 
+def copied_from_context(stage: str = "production") -> dict[str, Path]:
+    """A stage's files COPY'd from the build context: the file in this checkout, by the
+    path it has in the image."""
+    found: dict[str, Path] = {}
+    for name, args in instructions(stage):
+        if name == "COPY" and not args.startswith("--"):
+            *sources, target = args.split()
+            if len(sources) == 1 and not target.endswith("/"):
+                found[target] = ROOT / sources[0]
+    return found
+
+
+def checkout_env() -> dict[str, str]:
+    """The image's ENV, with each path it names of a file the image copies from the build
+    context given as that file here."""
+    copied = copied_from_context()
+    return {key: str(copied.get(value, value)) for key, value in image_env().items()}
+
+
 def test_the_image_is_slim_non_root_and_runs_uvicorn_workers() -> None:
     assert list(stages())[-1] == "production"  # `docker build .` without --target
     steps = instructions()
@@ -103,13 +122,16 @@ def get(url: str) -> tuple[int, bytes]:
         return response.status, response.read()
 
 
+CONTAINER_LOG = "container.log"  # in the test's tmp_path: the command's stdout and stderr
+
+
 @pytest.fixture
 def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """The image's CMD with the image's ENV, on a loopback port, against moto's table: the
     API's base URL and the metrics port's."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.update(image_env())
+    env.update(checkout_env())
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         UVICORN_HOST="127.0.0.1",
@@ -124,18 +146,19 @@ def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[tup
         GRAPH_API_METRICS_HOST="127.0.0.1",
         GRAPH_API_METRICS_PORT=str(free_port()),
     )
+    log = (tmp_path / CONTAINER_LOG).open("wb")
     process = subprocess.Popen(
         exec_form("CMD"),
         env=env,
         cwd="/",  # the image's source tree is gone: the installed package must suffice
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
         while True:
-            assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
+            assert process.poll() is None, (tmp_path / CONTAINER_LOG).read_text()
             try:
                 if get(f"{base}/healthz")[0] == 200:
                     break
@@ -151,8 +174,7 @@ def container(endpoint: str, services: Services, tmp_path: Path) -> Iterator[tup
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if process.stdout:
-            process.stdout.close()
+        log.close()
 
 
 def test_the_containers_command_serves_graphql_and_its_healthcheck_passes(
@@ -184,6 +206,22 @@ def test_the_containers_command_serves_graphql_and_its_healthcheck_passes(
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{api}/metrics", timeout=5)
     assert refused.value.code == 404
+
+
+def test_the_containers_log_is_json_lines_from_its_first(
+    container: tuple[str, str], tmp_path: Path
+) -> None:
+    """The image logs JSON (a remote table's default): uvicorn's supervisor, which never
+    builds the app, too ("Started parent process" was uvicorn's text among JSON lines)."""
+    api, _ = container
+    assert get(f"{api}/healthz")[0] == 200
+    text = (tmp_path / CONTAINER_LOG).read_text()
+    lines = text.splitlines()[: text.count("\n")]  # a line being written is left out
+    records = [json.loads(line) for line in lines]  # each line is one JSON object
+    messages = [r["message"] for r in records]
+    assert any(m.startswith("Started parent process") for m in messages), text
+    assert any(m.startswith("Started server process") for m in messages), text
+    assert {"time", "level", "logger", "message"} <= set(records[0])
 
 
 def _queries_counted(base: str) -> float:

@@ -218,12 +218,14 @@ def test_invalid_log_settings_are_refused(name: str, value: str) -> None:
         Settings.from_env({name: value})
 
 
+@pytest.mark.parametrize("backend", ["remote", "embedded"])
 def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
-    tmp_path: Any,
+    tmp_path: Any, backend: str
 ) -> None:
-    """`serve` on a remote table, JSON logs: its start-up banner (where DynamoDB is, the
-    GraphiQL URL, subscriptions) is log records like the rest, and botocore's INFO notes
-    (where it found the endpoint and the credentials) are not in the log."""
+    """`serve` with JSON logs, on a remote table or the embedded demo: its start-up banner
+    (where DynamoDB is, the seeding, the GraphiQL URL, subscriptions) is log records like
+    the rest, and botocore's INFO notes (where it found the endpoint and the credentials)
+    are not in the log."""
     import os
     import subprocess
     import sys
@@ -239,6 +241,9 @@ def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
         GRAPH_API_PORT=str(free_port()),
         GRAPH_API_LOG_FORMAT="json",
     )
+    if backend == "embedded":
+        env.update(GRAPH_API_BACKEND="embedded", GRAPH_API_DEMO_STUDENTS="20")
+        del env["AWS_ENDPOINT_URL_DYNAMODB"]
     process = subprocess.Popen(
         [sys.executable, "-m", "graph_api.cli", "serve"],
         cwd=tmp_path,
@@ -265,7 +270,56 @@ def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
         process.wait(60)
     records = [json.loads(line) for line in lines if line.strip()]  # each line is JSON
     messages = [r["message"] for r in records]
-    assert messages[0] == "graph-api: DynamoDB at http://127.0.0.1:1, table graph"
+    if backend == "remote":
+        assert messages[0] == "graph-api: DynamoDB at http://127.0.0.1:1, table graph"
+    else:
+        assert messages[0].endswith("(embedded moto, 20 demo students), table graph")
+        assert any(m.startswith("seeded ") for m in messages)
     assert any(m.startswith("GraphiQL: http://127.0.0.1:") for m in messages)
     assert any(m.startswith("Subscriptions: on") for m in messages)
     assert not [r for r in records if r["logger"].startswith(("botocore", "aiobotocore"))]
+
+
+@pytest.mark.parametrize(
+    ("env", "fmt"),
+    [
+        ({"GRAPH_API_BACKEND": "remote"}, "json"),
+        ({"GRAPH_API_BACKEND": "remote", "GRAPH_API_LOG_FORMAT": "text"}, "text"),
+        ({"GRAPH_API_BACKEND": "remote", "GRAPH_API_MAX_COST": "lots"}, "json"),
+    ],
+)
+def test_the_images_uvicorn_supervisor_logs_in_the_workers_format(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], fmt: str
+) -> None:
+    """`deploy/uvicorn-logging.json` (the image's --log-config) gives uvicorn's own lines the
+    format the workers log in; settings a worker will refuse leave the image's JSON."""
+    import logging.config
+    from pathlib import Path
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = Path(__file__).resolve().parent.parent / "deploy" / "uvicorn-logging.json"
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    saved_uvicorn = {
+        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
+        for name in UVICORN
+    }
+    try:
+        logging.config.dictConfig(json.loads(config.read_text()))
+        (handler,) = root.handlers
+        assert isinstance(handler, logging.StreamHandler)
+        buffer = io.StringIO()
+        handler.setStream(buffer)
+        logging.getLogger("uvicorn.error").info("Started parent process [1]")
+    finally:
+        root.handlers, _ = saved
+        root.setLevel(saved[1])
+        for name, (handlers, propagate) in saved_uvicorn.items():
+            logging.getLogger(name).handlers = handlers
+            logging.getLogger(name).propagate = propagate
+    line = buffer.getvalue().strip()
+    if fmt == "json":
+        assert json.loads(line)["message"] == "Started parent process [1]"
+    else:
+        assert line.endswith(" INFO uvicorn.error [-]: Started parent process [1]")

@@ -19,9 +19,11 @@ from typing import Any
 from starlette.websockets import WebSocketDisconnect
 
 LEGACY_CLOSE = 4406
+# Also the close frame's reason, which holds at most 123 bytes (RFC 6455): one byte more
+# and uvicorn's websockets fails the close, the client hearing 1006 and no reason.
 REFUSAL = (
     "graphql-ws (subscriptions-transport-ws) is not served:"
-    " use graphql-transport-ws (the graphql-ws library) or GraphQL over SSE"
+    " use graphql-transport-ws (graphql-ws library) or GraphQL over SSE"
 )
 
 
