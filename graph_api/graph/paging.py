@@ -421,7 +421,9 @@ async def from_partitions(
     Query after the cursor's position, `Limit = n + 1`, all in one wave, merged by sort key.
     Each partition returns its first n + 1 items past the position, so the merged first n + 1
     are the list's: the page and its flag are exact, in both directions. A cursor is a
-    position in the list (`MergedCursorOf`) and starts every partition there. One partition
+    position in the list (`MergedCursorOf`) and starts every partition there: its sort key
+    lies under the list's prefix (`Cursors.decode` checks it), so each partition's
+    ExclusiveStartKey meets that partition's key condition, as DynamoDB requires. One partition
     is one Query, as `from_range`. An item found in two partitions at once (a student whose
     entry moves between shards, seen through the index's lag) is shown once."""
     start = _start(info.context, field, rng, page)
