@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from support import USER_ERRORS, assert_clean, execute, get_item, ok, seed
+from support import USER_ERRORS, assert_clean, execute, get_item, ok, run_on, seed
 
 from graph_api.graph.context import Services
 from graph_api.model import items, keys
@@ -234,3 +234,21 @@ def _all_pages(svc: Services, size: int, *, backward: bool = False) -> list[str]
         if not more:
             return got
     raise AssertionError("the pages never ended")
+
+
+def test_a_process_sees_the_migration_marker_within_its_ttl(svc: Services) -> None:
+    """What migrate's wait relies on: a process trusts what it read of the marker for `ttl`
+    seconds, then reads it again (and sees the marker migrate put meanwhile)."""
+    from graph_api.graph.context import Context
+
+    now = [0.0]
+    layout = Layout(ttl=30.0, clock=lambda: now[0])
+    table = Context.create(svc, "t").table
+    assert run_on(svc, layout.migrating(table)) is False
+    marker = {**keys.location_migration().as_item(), items.TYPE: items.LAYOUT_TYPE}
+    migrate._put(svc.dynamo, svc.settings.table, marker)
+    now[0] = 29.0
+    assert run_on(svc, layout.migrating(table)) is False  # still trusted
+    now[0] = 30.5
+    assert run_on(svc, layout.migrating(table)) is True
+    assert table.ledger is None or not table.ledger.calls  # no request's count
