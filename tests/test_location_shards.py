@@ -164,9 +164,9 @@ def _home(n: int) -> dict[str, str]:
     return {"country": place.country, "state": place.state, "city": place.city}
 
 
-def unshard(svc: Services, student_id: str) -> None:
+def unshard(svc: Services, student_id: str, pk: str | None = None) -> None:
     """Put a student's entry back on its country's partition, as the layout before shards
-    left it."""
+    left it (or on partition `pk`)."""
     svc.dynamo.call_sync(
         "UpdateItem",
         {
@@ -174,7 +174,7 @@ def unshard(svc: Services, student_id: str) -> None:
             "Key": codec.encode(keys.node(keys.Kind.STUDENT, student_id).as_item()),
             "UpdateExpression": "SET #pk = :pk",
             "ExpressionAttributeNames": {"#pk": keys.GSI1PK},
-            "ExpressionAttributeValues": codec.encode({":pk": keys.location(COUNTRY).pk}),
+            "ExpressionAttributeValues": codec.encode({":pk": pk or keys.location(COUNTRY).pk}),
         },
         None,
     )
@@ -252,3 +252,20 @@ def test_a_process_sees_the_migration_marker_within_its_ttl(svc: Services) -> No
     now[0] = 30.5
     assert run_on(svc, layout.migrating(table)) is True
     assert table.ledger is None or not table.ledger.calls  # no request's count
+
+
+def test_check_names_an_entry_on_another_shard_and_migrate_puts_it_back(svc: Services) -> None:
+    seeded(svc, 3)
+    node = get_item(svc, *keys.node(keys.Kind.STUDENT, "s00"))
+    assert node is not None
+    other = next(r.pk for r in keys.location_ranges(COUNTRY) if r.pk != node[keys.GSI1PK])
+    unshard(svc, "s00", other)
+    findings = check_table(svc.dynamo, svc.settings.table)
+    assert [(f.kind, f.message) for f in findings] == [
+        ("bad-key", "GSI1PK disagree with the home's place")
+    ]
+    assert page(svc, s=place_of(0).state)[0] == ["s01"]  # its state's page misses it
+    report = migrate.migrate_table(svc.dynamo, svc.settings.table, notice=0)
+    assert report.locations == 1
+    assert_clean(svc)
+    assert page(svc, s=place_of(0).state)[0] == ["s01", "s00"]  # Ottawa < Toronto
