@@ -534,6 +534,11 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             f" into the teacher) in {layout} transaction(s)"
             + (f"; {report.search_keys} search key(s) written" if report.search_keys else "")
             + (f"; {report.rosters} roster count(s) moved into shards" if report.rosters else "")
+            + (
+                f"; {report.locations} location entr(ies) moved to their state's shard"
+                if report.locations
+                else ""
+            )
         )
     if report.folded:
         print(f"folded {report.folded} counter(s) of one item into their shards")

@@ -161,7 +161,7 @@ def old_items(school: School) -> list[Item]:
                 {
                     "PK": f"STUDENT#{pupil.id}",
                     "SK": "HOME",
-                    "GSI1PK": location.pk,
+                    "GSI1PK": keys.location(home.country).pk,  # no location shards then
                     "GSI1SK": location.sk,
                     "type": "home",
                     "studentId": pupil.id,

@@ -207,6 +207,10 @@ def test_total_count_costs_nothing_unless_selected(gql: Any) -> None:
     for field in CATALOGS:
         assert calls(gql(f"{{ {field}(first: 3) {{ edges {{ node {{ id }} }} }} }}")) == ["Query"]
     result = gql('{ studentsByLocation(country: "Canada", first: 3) { edges { node { id } } } }')
+    assert calls(result) == ["Query"] * keys.LOCATION_SHARDS  # a country's page: its shards'
+    result = gql(
+        '{ studentsByLocation(country: "Canada", state: "Ontario") { edges { node { id } } } }'
+    )
     assert calls(result) == ["Query"]
 
 
@@ -255,7 +259,9 @@ def test_a_places_total_is_every_student_who_lives_there(gql: Any, demo_items: l
                 totalCount edges { node { id } } } }""",
             at,
         )
-        assert calls(result) == ["Query", "BatchGetItem"]
+        # A country's page Queries its shards, a state's or a city's its state's shard.
+        queries = keys.LOCATION_SHARDS if len(place) == 1 else 1
+        assert sorted(calls(result)) == ["BatchGetItem"] + ["Query"] * queries
         expected = sum(place in levels(h) for h in homes)
         assert result.data["studentsByLocation"]["totalCount"] == expected
     nowhere = gql(

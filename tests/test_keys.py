@@ -69,10 +69,16 @@ def test_city_prefix_does_not_match_a_longer_city() -> None:
     assert home.sk.startswith(keys.location("united states", "NEW YORK", "new york city").prefix)
 
 
-def test_location_partition_is_the_normalized_country() -> None:
+def test_location_partition_is_the_normalized_countrys_shard_of_the_state() -> None:
     home = keys.home_location("stu-1", "United States", "Texas", "Austin")
-    assert keys.location("  UNITED states").pk == home.pk
-    assert keys.location("United").pk != home.pk
+    assert keys.location("  UNITED states").pk == "COUNTRY#united_states"  # the list's name
+    assert home.pk == keys.location_shard("united states", " TEXAS")
+    assert home.pk.rsplit(keys.SEP, 1)[0] == keys.location("United States").pk
+    country = keys.location_ranges("  UNITED states")
+    assert [r.pk for r in country] == [f"COUNTRY#united_states#{n}" for n in range(4)]
+    assert [r.pk for r in keys.location_ranges("United States", "texas", "X")] == [home.pk]
+    assert home.pk not in {r.pk for r in keys.location_ranges("United")}
+    assert keys.location_ranges("US", unsharded=True)[-1].pk == keys.location("US").pk
     assert keys.location("United States").index == keys.GSI1
 
 

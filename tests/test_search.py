@@ -18,7 +18,7 @@ import pytest
 from support import assert_clean, calls, drop_index, dynamodb_requests, execute, ok, seed
 
 from graph_api.graph.context import Services
-from graph_api.model import items
+from graph_api.model import items, keys
 from graph_api.model.items import TEACHING
 
 # Words whose accents, case and blanks vary: "Ána  María", "ANA", "Straße" (= "strasse").
@@ -314,20 +314,22 @@ def test_a_cursor_belongs_to_its_prefix(gql: Callable[..., Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "arguments", "order"),
+    ("field", "arguments", "order", "queries"),
     [
-        ("teachers", "", "ID"),
-        ("classes", "", "ID"),
-        ("sports", "", "ID"),
-        ("studentsByLocation", 'country: "Canada", ', "PLACE"),
+        ("teachers", "", "ID", 1),
+        ("classes", "", "ID", 1),
+        ("sports", "", "ID", 1),
+        # A country's page reads its location shards (merged), a state's one shard.
+        ("studentsByLocation", 'country: "Canada", ', "PLACE", keys.LOCATION_SHARDS),
+        ("studentsByLocation", 'country: "United States", state: "New York", ', "PLACE", 1),
     ],
 )
 def test_lists_a_key_orders_page_either_way(
-    gql: Callable[..., Any], field: str, arguments: str, order: str
+    gql: Callable[..., Any], field: str, arguments: str, order: str, queries: int
 ) -> None:
     """Where a key holds the order (a catalog's ids, the location key), `orderBy` reads the
-    same range from its other end: one Query a page, descending the reverse of ascending,
-    forward and backward alike."""
+    same range from its other end: the same Queries a page, descending the reverse of
+    ascending, forward and backward alike."""
     query = f"""query($first: Int, $after: String, $last: Int, $before: String,
       $d: OrderDirection!) {{
       {field}({arguments}first: $first, after: $after, last: $last, before: $before,
@@ -341,7 +343,7 @@ def test_lists_a_key_orders_page_either_way(
         while True:
             window = {"first": 2, "after": cursor} if forward else {"last": 2, "before": cursor}
             result = gql(query, {"d": direction, **window})
-            assert result.errors == [] and calls(result) == ["Query"]
+            assert result.errors == [] and calls(result) == ["Query"] * queries
             page = result.data[field]
             got = [e["node"]["id"] for e in page["edges"]]
             ids = ids + got if forward else got + ids

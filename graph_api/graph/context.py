@@ -19,6 +19,7 @@ from graph_api.model.cursors import Cursors
 from graph_api.model.keys import Kind
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
+from graph_api.store.layout import Layout
 from graph_api.store.ledger import Ledger
 from graph_api.store.loaders import Loaders
 from graph_api.store.table import Table
@@ -43,6 +44,8 @@ class Services:
     )
     # The callers' buckets of cost points (graph/budgets.py); None: no rate limits.
     limiter: Limiter | None = None
+    # Whether `graph-api migrate` is moving location entries into shards (store/layout.py).
+    layout: Layout = field(default_factory=Layout, repr=False)
 
     @classmethod
     def create(cls, settings: Settings) -> Services:

@@ -84,7 +84,8 @@ class PlaceOrderField(Enum):
 
 
 @strawberry.input(
-    description="The order of students by location: by place, either way; still one Query a page."
+    description="The order of students by location: by place, either way; the same Queries a"
+    " page as the other way (the place's key read from its other end)."
 )
 class PlaceOrder(Order[PlaceOrderField]):
     field: PlaceOrderField = strawberry.field(

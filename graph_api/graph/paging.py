@@ -78,6 +78,19 @@ class CursorOf:
         return {name: position[name] for name in key_names(self.rng.index)}
 
 
+class MergedCursorOf(CursorOf):
+    """The cursors of a list kept in several partitions (a country's location shards): an
+    edge's position is its item's key with the list's partition key (`rng.pk`) in place of
+    its shard's, so one cursor resumes every partition at the same sort key."""
+
+    __slots__ = ()
+
+    def key(self, position: Any) -> Mapping[str, str]:
+        key = {name: position[name] for name in key_names(self.rng.index)}
+        key[self.rng.pk_name] = self.rng.pk
+        return key
+
+
 class EntryCursorOf(CursorOf):
     """The cursors of a page of a map carried on its owner (a student's classes)."""
 
@@ -388,6 +401,56 @@ async def from_range(
     # Backward, the Query reads from the end: its first `count` items, in the list's order.
     chosen = items[:count] if page.forward else items[:count][::-1]
     cursor_of = CursorOf(info.context.cursors, field, rng)
+    edges = [Edge.of(to_node(item, loaders), cursor_of, item) for item in chosen]
+    return _page(edges, page.forward, len(items) > count)
+
+
+async def from_partitions(
+    info: Info,
+    field: str,
+    rng: Range,
+    partitions: list[Range],
+    page: Window,
+    to_node: Callable[[Item, Loaders], T],
+    *,
+    ascending: bool = True,
+    read: bool = True,
+) -> Page[T]:
+    """A page of a list `rng` whose items lie in several partitions of an index with one
+    sort key order (a country's location shards: `keys.location_ranges`): each partition's
+    Query after the cursor's position, `Limit = n + 1`, all in one wave, merged by sort key.
+    Each partition returns its first n + 1 items past the position, so the merged first n + 1
+    are the list's: the page and its flag are exact, in both directions. A cursor is a
+    position in the list (`MergedCursorOf`) and starts every partition there: its sort key
+    lies under the list's prefix (`Cursors.decode` checks it), so each partition's
+    ExclusiveStartKey meets that partition's key condition, as DynamoDB requires. One partition
+    is one Query, as `from_range`. An item found in two partitions at once (a student whose
+    entry moves between shards, seen through the index's lag) is shown once."""
+    start = _start(info.context, field, rng, page)
+    if not read:
+        return _page([], page.forward, False)
+    count = page.count
+    reading = page.forward == ascending  # the Queries' direction (`ScanIndexForward`)
+    pk_name, sk_name = rng.pk_name, rng.sk_name
+    requests = [
+        PageRequest(
+            part,
+            count + 1,
+            start_key({**start, pk_name: part.pk}) if start else None,
+            reading,
+        )
+        for part in partitions
+    ]
+    loaders = info.context.loaders
+    found = await loaders.page.load_many(requests)
+    if len(found) == 1:
+        items = found[0]
+    else:
+        by_position = {item[sk_name]: item for part in found for item in part}
+        ordered = sorted(by_position, reverse=not reading)
+        items = [by_position[position] for position in ordered[: count + 1]]
+    chosen = items[:count] if page.forward else items[:count][::-1]
+    cursor_of = MergedCursorOf(info.context.cursors, field, rng)
     edges = [Edge.of(to_node(item, loaders), cursor_of, item) for item in chosen]
     return _page(edges, page.forward, len(items) > count)
 

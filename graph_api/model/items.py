@@ -29,6 +29,7 @@ HANDING_OVER = "handingOver"
 TODO_TYPE = "todo"
 # Not a node or an edge: the change stream's lease (`keys.stream_lease`, `events/lease.py`).
 LEASE_TYPE = "lease"
+LAYOUT_TYPE = "layout"  # the marker of a location migration (`keys.location_migration`)
 # Not a node or an edge: a shard of a counter of a catalog or a place (`keys.counter_shard`
 # of `keys.catalog_counter`, `keys.location_counter`), its number in `count`, moved by the
 # writes that move what it counts; a list's total is the sum of its counter's shards.

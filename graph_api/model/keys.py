@@ -48,6 +48,7 @@ CATALOG = "CATALOG"
 LEASE = "LEASE"
 TODO = "TODO"
 COUNT = "COUNT"
+LAYOUT = "LAYOUT"
 COUNTRY, STATE, CITY = "COUNTRY", "STATE", "CITY"
 
 
@@ -199,18 +200,37 @@ def normalize_place(value: str) -> str:
     return folded.replace("%", "%25").replace(SEP, "%23")
 
 
+# -- the location index in shards (issue 54) -----------------------------------------------
+# Every write of a student rewrites its GSI1 entry (the index projects ALL), so one country's
+# partition took all its students' writes: 96 % of a partition's write limit at 10 M
+# students (schema/table.md, *Hot partitions*). A country's students are split by *state*
+# over LOCATION_SHARDS partitions `COUNTRY#<c>#<n>` (n = crc32 of the normalized state, mod
+# N): a state's and a city's students stay in one partition, so their pages are one Query;
+# a country's page reads the N shards and merges them in `GSI1SK` order.
+LOCATION_SHARDS = 4
+
+
+def location_shard(country: str, state: str) -> str:
+    """The GSI1 partition of the students whose home is in `state` of `country`."""
+    shard = zlib.crc32(normalize_place(state).encode()) % LOCATION_SHARDS
+    return f"{COUNTRY}{SEP}{normalize_place(country)}{SEP}{shard}"
+
+
 def home_location(student_id: str, country: str, state: str, city: str) -> IndexKey:
     """A student's place in the location hierarchy (GSI1 keys of the student item, present
-    only when the student has a home): country partition, state → city sort key."""
+    only when the student has a home): its state's shard of the country, state → city sort
+    key (unique in the country: it ends with the student)."""
     return IndexKey(
-        f"{COUNTRY}{SEP}{normalize_place(country)}",
+        location_shard(country, state),
         f"{STATE}{SEP}{normalize_place(state)}{SEP}{CITY}{SEP}{normalize_place(city)}"
         f"{SEP}{_ref(Kind.STUDENT, student_id)}",
     )
 
 
 def location(country: str, state: str | None = None, city: str | None = None) -> Range:
-    """Students whose home is in a country, a state of it, or a city of that state."""
+    """Students whose home is in a country, a state of it, or a city of that state, as one
+    list: `COUNTRY#<c>` and the place's sort key prefix. It names the list (its cursors are
+    bound to it, a position is a `GSI1SK`); the partitions read are `location_ranges`'."""
     prefix = ""
     if state is not None:
         prefix = f"{STATE}{SEP}{normalize_place(state)}{SEP}"
@@ -219,6 +239,29 @@ def location(country: str, state: str | None = None, city: str | None = None) ->
     elif city is not None:
         raise BadUserInput("city needs its state", field="state")
     return Range(GSI1, f"{COUNTRY}{SEP}{normalize_place(country)}", prefix)
+
+
+def location_ranges(
+    country: str, state: str | None = None, city: str | None = None, *, unsharded: bool = False
+) -> list[Range]:
+    """The GSI1 ranges that hold `location(country, state, city)`: a state's (a city's)
+    shard, or every shard of the country; with `unsharded`, also the country's partition
+    of the layout before shards (`COUNTRY#<c>`, while `graph-api migrate` moves students
+    out of it: `Layout`)."""
+    listed = location(country, state, city)
+    if state is not None:
+        pks = [location_shard(country, state)]
+    else:
+        pks = [f"{listed.pk}{SEP}{n}" for n in range(LOCATION_SHARDS)]
+    if unsharded:
+        pks.append(listed.pk)
+    return [Range(GSI1, pk, listed.prefix) for pk in pks]
+
+
+def location_migration() -> Key:
+    """The item that says `graph-api migrate` is moving students' location entries into
+    shards: while it exists, location pages read the country's unsharded partition too."""
+    return Key(f"{LAYOUT}{SEP}location", LAYOUT)
 
 
 def _place_path(country: str, state: str | None = None, city: str | None = None) -> str:

@@ -27,6 +27,8 @@ NODE_TYPES = {kind.lower(): kind for kind in Kind}
 KEY_ATTRS = (PK, SK, GSI1PK, GSI1SK, GSI2PK, GSI2SK)
 SEARCH_ATTRS = (GSI2PK, GSI2SK)
 _STREAM_LEASE = keys.stream_lease().as_item()
+_LOCATION_MIGRATION = keys.location_migration().as_item()
+_MIGRATE_AGAIN = " (run `graph-api migrate`)"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ def _key_of(item: Item) -> dict[str, str]:
 
 def _where(item: Item) -> str:
     return f"{item.get(PK)} / {item.get(SK)}"
+
+
+def _unsharded(node: Item, expected: Item) -> bool:
+    """Whether a student's location entry is on its country's partition of the layout
+    before location shards (issue 54): the shard's key without its `#<n>`."""
+    return bool(node.get(GSI1PK) == str(expected.get(GSI1PK, "")).rsplit(keys.SEP, 1)[0])
 
 
 def _keys_differ(actual: Item, expected: Item) -> list[str]:
@@ -134,6 +142,13 @@ class _Checker:
             self.guards.append(item)
         elif kind == items.LEASE_TYPE and _key_of(item) == _STREAM_LEASE:
             pass  # the stream reader's lease and checkpoints: no part of the graph
+        elif kind == items.LAYOUT_TYPE and _key_of(item) == _LOCATION_MIGRATION:
+            self.report(
+                "location-key",
+                item,
+                "a migration of location entries into shards has not finished: location pages"
+                " read each country's unsharded partition too" + _MIGRATE_AGAIN,
+            )
         elif kind == items.TODO_TYPE:
             self.todos[(str(item.get("kind", "")).lower(), str(item.get("id", "")))] = item
         elif kind in _RELATIONS_BY_NAME:
@@ -207,6 +222,14 @@ class _Checker:
             place = items.Place(home["country"], home["state"], home["city"])
             expected.update(items.home_attributes(node["id"], place))
         bad = _keys_differ(node, expected)
+        if kind is Kind.STUDENT and bad == [GSI1PK] and _unsharded(node, expected):
+            self.report(
+                "location-key",
+                node,
+                f"its location entry is on {node[GSI1PK]}, the country's partition before"
+                f" shards, not on its state's shard {expected[GSI1PK]}" + _MIGRATE_AGAIN,
+            )
+            bad = []
         if search := [a for a in bad if a in SEARCH_ATTRS]:
             fix = " (run `graph-api migrate`)" if not any(a in node for a in SEARCH_ATTRS) else ""
             self.report(

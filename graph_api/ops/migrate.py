@@ -58,6 +58,7 @@ renamed mid-run are not fenced (`graph-api check` reports them as stale).
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +69,7 @@ from botocore.exceptions import ClientError
 from graph_api.model import items, keys
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING, Place, Relation
 from graph_api.model.keys import PK, SK, Key, Kind
-from graph_api.store import admin, codec
+from graph_api.store import admin, codec, layout
 from graph_api.store import transactions as tx
 from graph_api.store.admin import scan
 from graph_api.store.client import Dynamo
@@ -197,6 +198,7 @@ class Job:
     teaching_deleted: int = 0
     search_keys: int = 0  # 1 when the job writes the node's search key
     rosters: int = 0  # 1 when the job moves a class's roster count into shards
+    locations: int = 0  # 1 when the job moves a student's location entry into its shard
     layout: bool = True  # False: a class's job (search key, roster shards)
 
     @property
@@ -358,7 +360,7 @@ def plan_student(school: _School, student_id: str) -> Job | None:
         return None
     has_maps = all(isinstance(node.get(r.field), dict) for r in STUDENT_RELATIONS)
     if has_maps and not old and not homes:
-        return plan_search_key(school, Kind.STUDENT, student_id)
+        return plan_location_key(school, student_id)
     guard = _guard(node, ENROLMENT.owner_count)
     maps: dict[str, dict[str, Any]] = {}
     for relation in STUDENT_RELATIONS:
@@ -461,6 +463,46 @@ def plan_search_key(school: _School, kind: Kind, id_: str) -> Job | None:
         return None
     update = tx.update(keys.node(kind, id_), tx.EXISTS, ("eq", field_, node[field_]), assign=search)
     return Job(kind, id_, [[update]], search_keys=1, layout=False)
+
+
+def _location_key(node: Item) -> dict[str, Any]:
+    """A student's GSI1 keys if its home's place says other ones (the country's partition of
+    the layout before location shards: `keys.location_shard`)."""
+    home = node.get(items.HOME)
+    if not isinstance(home, dict):
+        return {}
+    place = Place(home["country"], home["state"], home["city"])
+    want = keys.home_location(node["id"], place.country, place.state, place.city).as_item()
+    return {} if all(node.get(a) == v for a, v in want.items()) else want
+
+
+def _as_scanned(node: Item, *attributes: str) -> tuple[tx.Clause, ...]:
+    return tuple(("eq", a, node[a]) if a in node else ("lacks", a) for a in attributes)
+
+
+def plan_location_key(school: _School, student_id: str) -> Job | None:
+    """A student of the new layout whose location entry is not on its state's shard (issue
+    54; it sits in its country's partition of before): one update that moves it there,
+    conditioned on its GSI1 keys as scanned (a move changes them), with its search key if
+    that is missing too. Online: writes that do not move the home leave the keys alone."""
+    node = school.node(Kind.STUDENT, student_id)
+    assert node is not None
+    location = _location_key(node)
+    if not location:
+        return plan_search_key(school, Kind.STUDENT, student_id)
+    search = _search_key(Kind.STUDENT, node) if isinstance(node.get("name"), str) else {}
+    fence = _as_scanned(node, *items.LOCATION_KEYS, *(["name"] if search else []))
+    update = tx.update(
+        keys.node(Kind.STUDENT, student_id), tx.EXISTS, *fence, assign={**location, **search}
+    )
+    return Job(
+        Kind.STUDENT,
+        student_id,
+        [[update]],
+        search_keys=int(bool(search)),
+        locations=1,
+        layout=False,
+    )
 
 
 def plan_roster(school: _School, kind: Kind, class_id: str) -> list[tx.Action]:
@@ -593,6 +635,7 @@ class Report:
     counters: int = 0  # counters of catalogs and places set to the count walked
     folded: int = 0  # counters of the layout before shards folded into their shards
     rosters: int = 0  # classes whose roster count was moved into (or completed in) shards
+    locations: int = 0  # students whose location entry was moved into its state's shard
     scans: int = 0
     changed: list[str] = field(default_factory=list)  # nodes a writer changed: not migrated
     skipped: list[str] = field(default_factory=list)  # nodes migrate cannot rewrite
@@ -617,11 +660,18 @@ def migrate_table(
     *,
     page_size: int | None = None,
     passes: int = PASSES,
+    notice: float = layout.MIGRATION_NOTICE,
 ) -> Report:
-    """Bring every node of `table` to the new layout; what was done and what was not."""
+    """Bring every node of `table` to the new layout; what was done and what was not.
+
+    Location entries (issue 54): before the first student's entry moves into its shard, the
+    marker `keys.location_migration` is put and `notice` seconds waited, so every serving
+    process reads the country's unsharded partition beside the shards (`store/layout.py`)
+    while students move; it is deleted once a pass leaves none to move."""
     report = Report()
     fold_counters(dynamo, table, read_counters(dynamo, table, page_size), report)
     folds_refused, report.changed = report.changed, []
+    marked = False
     for _ in range(passes):
         before = read_counters(dynamo, table, page_size)
         school = _School()
@@ -632,6 +682,15 @@ def migrate_table(
         report.scanned = report.scanned or school.scanned
         jobs, report.skipped = plan(school)
         report.changed = []
+        moving = any(job.locations for job in jobs)
+        if moving and not marked:
+            _put(
+                dynamo,
+                table,
+                {**keys.location_migration().as_item(), items.TYPE: items.LAYOUT_TYPE},
+            )
+            time.sleep(notice)
+            marked = True
         for done, job in enumerate(jobs, 1):
             try:
                 for actions in job.transactions:
@@ -647,6 +706,7 @@ def migrate_table(
                     progress("migrate", done, len(jobs))
             report.search_keys += job.search_keys
             report.rosters += job.rosters
+            report.locations += job.locations
             if job.layout and job.kind is Kind.STUDENT:
                 report.students += 1
             elif job.layout:
@@ -658,8 +718,24 @@ def migrate_table(
             _backfill(dynamo, table, plan_counters(school, before), report)
         if not report.changed:
             break
+    if not report.changed and not _student_skipped(report):
+        # No student is left on its country's unsharded partition: readers stop reading it.
+        admin.call(dynamo, "DeleteItem", _keyed(table), Retries(dynamo.budget))
     report.changed = folds_refused + report.changed
     return report
+
+
+def _student_skipped(report: Report) -> bool:
+    return any(line.startswith("student ") for line in report.skipped)
+
+
+def _keyed(table: str) -> dict[str, Any]:
+    return {"TableName": table, "Key": codec.encode(keys.location_migration().as_item())}
+
+
+def _put(dynamo: Dynamo, table: str, item: Item) -> None:
+    params = {"TableName": table, "Item": codec.encode(item)}
+    admin.call(dynamo, "PutItem", params, Retries(dynamo.budget))
 
 
 def _backfill(
