@@ -24,12 +24,12 @@ from typing import Any
 
 import uvicorn
 
+from graph_api.embedded import EmbeddedDynamoDB
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin
-from graph_api.store.embedded import EmbeddedDynamoDB
 from tools import dynamodb_local
 
 QUERIES: dict[str, tuple[str, dict[str, Any]]] = {

@@ -33,7 +33,7 @@ from graph_api.telemetry import MULTIPROCESS_DIR
 if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
     from pathlib import Path
 
-    from graph_api.store.embedded import EmbeddedDynamoDB
+    from graph_api.embedded import EmbeddedDynamoDB
 
 log = logging.getLogger("graph_api")
 
@@ -100,7 +100,7 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
             "the embedded backend needs moto: install graph-api[embedded] (make run does),"
             " or point the API at a DynamoDB (AWS_ENDPOINT_URL_DYNAMODB, GRAPH_API_BACKEND)"
         )
-    from graph_api.store.embedded import EmbeddedDynamoDB
+    from graph_api.embedded import EmbeddedDynamoDB
 
     server = EmbeddedDynamoDB()
     settings = dataclasses.replace(settings, endpoint_url=server.start())

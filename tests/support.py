@@ -1532,7 +1532,7 @@ def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, lis
         )
     try:
         wait_until_healthy(port, process, log)
-        from graph_api.store.embedded import descendants
+        from graph_api.embedded import descendants
 
         workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
         assert len(workers) == 2, log.read_text()[-4000:]

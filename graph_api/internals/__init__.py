@@ -9,7 +9,7 @@ case per name in a table): an upgrade that renames, removes or changes one fails
 in a request. 70 touches: graphql-core 15, Strawberry 53, Starlette 2. None of uvicorn's
 (its options are all documented settings; the head and header caps are ours, in
 http/middleware and http/hosting's `uvicorn_limits`), botocore's or aiodynamo's (the wire
-uses their documented interfaces). The embedded backend's moto patches (store/embedded) are
+uses their documented interfaces). The embedded backend's moto patches (graph_api/embedded) are
 a development backend's, listed in its own docstring.
 
 | # | library | attribute | used in | here | pin |
