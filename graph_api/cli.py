@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from graph_api import logs
 from graph_api.errors import Unavailable
-from graph_api.graph.policy import CLAIMABLE
+from graph_api.graph.auth.policy import CLAIMABLE
 from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store import admin
@@ -651,7 +651,7 @@ def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_api.graph.policy import Role
+    from graph_api.graph.auth.policy import Role
     from graph_api.ops import token
 
     students = [part.strip() for part in (args.students or "").split(",") if part.strip()]

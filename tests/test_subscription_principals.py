@@ -21,7 +21,7 @@ from support import (
     until,
 )
 
-from graph_api.graph.tokens import LEEWAY
+from graph_api.graph.auth.tokens import LEEWAY
 from graph_api.http.app import EXPIRED_CLOSE
 
 WATCH = 'subscription { teacherChanged(id: "t1") { kind teacher { name } } }'

@@ -52,7 +52,7 @@ from graph_api.errors import (
     error_body,
 )
 from graph_api.events.hub import Group
-from graph_api.graph.access import refusal
+from graph_api.graph.auth.access import refusal
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema, operation_type
 from graph_api.http import graphiql, health, json_text
