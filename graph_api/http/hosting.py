@@ -171,7 +171,7 @@ def uvicorn_limits(settings: Settings, environ: Mapping[str, str] | None = None)
 
     - a websocket message over GRAPH_API_MAX_BODY_BYTES is refused (1009) from its frame's
       header, before uvicorn reads and buffers it (the app refuses it too, under any
-      server: `http.app.MessageTooBig`);
+      server: `http.websocket.MessageTooBig`);
     - a request's head over MAX_HEAD_BYTES is refused before it is read on (h11);
     - forwarded addresses count only from the proxies FORWARDED_ALLOW_IPS names: none
       unless set (uvicorn trusts loopback by default, so a forged X-Forwarded-For from a
