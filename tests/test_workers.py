@@ -23,7 +23,7 @@ from graph_api import cli
 from graph_api.embedded import cpu_seconds, descendants
 from graph_api.http.hosting import settings_for_workers, settings_from_parent
 from graph_api.settings import Settings, SettingsError
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 STUDENTS = 40
 PAGE = 2
