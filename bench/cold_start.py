@@ -26,7 +26,7 @@ TABLE = "cold-start"
 # Packages a Lambda function has no use for: the command line's client, the embedded
 # backend, the events pipeline, telemetry's exporters (tests/test_lambda_handler.py's list).
 HEAVY = (
-    *("boto3", "moto", "flask", "redis", "graph_api.events.reader", "graph_api.store.embedded"),
+    *("boto3", "moto", "flask", "redis", "graph_api.events.reader", "graph_api.embedded"),
     *("prometheus_client", "opentelemetry.sdk"),
 )
 
@@ -131,7 +131,7 @@ def main() -> None:
     server = None
     endpoint = args.endpoint
     if endpoint is None:
-        from graph_api.store.embedded import EmbeddedDynamoDB
+        from graph_api.embedded import EmbeddedDynamoDB
 
         server = EmbeddedDynamoDB()
         endpoint = server.start()

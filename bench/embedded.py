@@ -24,11 +24,11 @@ from typing import Any
 
 from bench.naive import MUTATIONS, measure, measure_writes, post, serve
 from graph_api import cli
+from graph_api.embedded import rss_kb
 from graph_api.graph.context import Services
 from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo
-from graph_api.store.embedded import rss_kb
 from tools import load
 
 BY_LOCATION = """{ studentsByLocation(country: "Canada", first: 25) {

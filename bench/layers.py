@@ -43,7 +43,7 @@ PROFILED = "profiled"  # a query's µs per request under cProfile, less cProfile
 # A module path's first matching prefix names its layer ("graph_api/...", a package under
 # site-packages, or a standard-library module); a path matching none is charged to its callers.
 RULES = (
-    ("graph_api/http/app.py:encode_json", SERIALIZE),  # the answer's JSON (orjson)
+    ("graph_api/http/endpoint.py:encode_json", SERIALIZE),  # the answer's JSON (orjson)
     ("graph_api/http/", HTTP),
     ("graph_api/graph/plan/", PLAN),
     ("graph_api/graph/document.py", PLAN),

@@ -14,7 +14,6 @@ import dataclasses
 import http.client
 import json
 import os
-import socket
 import statistics
 import threading
 import time
@@ -24,13 +23,14 @@ from typing import Any
 
 import uvicorn
 
+from graph_api.embedded import EmbeddedDynamoDB
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin
-from graph_api.store.embedded import EmbeddedDynamoDB
 from tools import dynamodb_local
+from tools.processes import free_port
 
 QUERIES: dict[str, tuple[str, dict[str, Any]]] = {
     "student by id": (
@@ -83,12 +83,6 @@ MUTATIONS: dict[str, str] = {
     "deleteStudent": """mutation($i: ID!) { deleteStudent(id: $i)
         { deletedId userErrors { code message } } }""",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ThreadedServer(uvicorn.Server):

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import queries as peer_queries
+from graph_api.graph.auth.tokens import AuthResult
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
-from graph_api.graph.tokens import AuthResult
 from graph_api.http.hosting import tune_collector
 from graph_api.model import keys
 from graph_api.model.items import LOCATION_KEYS, TYPE

@@ -28,13 +28,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from graph_api.embedded import EmbeddedDynamoDB
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.model import items
 from graph_api.ops.check import check_table
 from graph_api.settings import Settings
 from graph_api.store import admin, codec
-from graph_api.store.embedded import EmbeddedDynamoDB
 from tools.contention import ContentionFront
 
 WRITERS = 16

@@ -34,7 +34,7 @@ from bench import queries as our_queries
 from graph_api.http.hosting import MAX_HEAD_BYTES
 from graph_api.settings import Settings
 from tools.api_server import stop, wait_until_healthy
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 BIN = Path(sys.executable).parent
 FACTORY = "graph_api.http.hosting:create_app_from_env"

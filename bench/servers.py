@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.api_server import stop, wait_until_healthy
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = ROOT / ".cache" / "bench-base"

@@ -8,13 +8,10 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import logging
-import math
 import os
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -23,17 +20,16 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from graph_api import logs
 from graph_api.errors import Unavailable
-from graph_api.graph.policy import CLAIMABLE
+from graph_api.graph.auth.policy import CLAIMABLE
 from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
-from graph_api.telemetry import MULTIPROCESS_DIR
 
 if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
     from pathlib import Path
 
-    from graph_api.store.embedded import EmbeddedDynamoDB
+    from graph_api.embedded import EmbeddedDynamoDB
 
 log = logging.getLogger("graph_api")
 
@@ -100,7 +96,7 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
             "the embedded backend needs moto: install graph-api[embedded] (make run does),"
             " or point the API at a DynamoDB (AWS_ENDPOINT_URL_DYNAMODB, GRAPH_API_BACKEND)"
         )
-    from graph_api.store.embedded import EmbeddedDynamoDB
+    from graph_api.embedded import EmbeddedDynamoDB
 
     server = EmbeddedDynamoDB()
     settings = dataclasses.replace(settings, endpoint_url=server.start())
@@ -229,26 +225,14 @@ def check_port_free(host: str, port: int, setting: str = "GRAPH_API_PORT (or --p
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
-
     from graph_api.events.live import NO_SHARED_BROKER
-    from graph_api.graph.context import Services
-    from graph_api.http.app import create_app
-    from graph_api.http.hosting import (
-        WORKER_SETTINGS,
-        announce,
-        settings_for_workers,
-        tune_collector,
-        uvicorn_limits,
-    )
+    from graph_api.http.hosting import announce, open_writes_problem, serve
 
     settings = dataclasses.replace(
         settings, host=args.host or settings.host, port=args.port or settings.port
     )
     if not 1 <= settings.port <= 65535:  # --port; GRAPH_API_PORT is checked with the settings
         raise CommandError(f"--port must be 1 to 65535, not {settings.port}")
-    from graph_api.http.hosting import open_writes_problem
-
     refusal = open_writes_problem(settings)
     if refusal is not None:
         raise CommandError(refusal)
@@ -286,57 +270,19 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             )
         announce(settings)
         workers = args.workers or default_workers(settings)
-        if workers > 1:
-            # Each worker is a fresh interpreter that builds its own services from this
-            # process's settings (hosting.create_worker_app), so all share the cursor secret
-            # and the DynamoDB. uvicorn's supervisor takes SIGINT and SIGTERM from here on:
-            # it stops the workers and returns, and the cleanup below runs.
-            settings = dataclasses.replace(settings, workers=workers)
-            os.environ[WORKER_SETTINGS] = settings_for_workers(settings)
-            # /metrics sums every worker's values (prometheus_client's multiprocess mode),
-            # kept in a directory of their own, empty at start, unless the operator named one.
-            made_metrics_dir = None
-            if settings.metrics and not os.environ.get(MULTIPROCESS_DIR):
-                made_metrics_dir = tempfile.mkdtemp(prefix="graph-api-metrics-")
-                os.environ[MULTIPROCESS_DIR] = made_metrics_dir
-            banner(settings, f"GraphiQL: {api} ({workers} worker processes)")
-            if settings.events_broker == "memory":
+
+        def started() -> None:  # the banner's last lines, as the server is handed to uvicorn
+            if workers <= 1:
+                banner(settings, f"GraphiQL: {api}")
+                banner(settings, _subscriptions_line(settings))
+            elif settings.events_broker == "memory":
+                banner(settings, f"GraphiQL: {api} ({workers} worker processes)")
                 banner(settings, f"Subscriptions: off ({NO_SHARED_BROKER})")
             else:
+                banner(settings, f"GraphiQL: {api} ({workers} worker processes)")
                 banner(settings, _subscriptions_line(settings))
-            try:
-                uvicorn.run(
-                    "graph_api.http.hosting:create_worker_app",
-                    factory=True,
-                    workers=workers,
-                    host=settings.host,
-                    port=settings.port,
-                    log_level=settings.log_level.lower(),
-                    log_config=None,
-                    # uvicorn kills a worker that has not answered its health check in this
-                    # time: one still importing on a busy host would be killed over and over.
-                    timeout_worker_healthcheck=math.ceil(settings.worker_healthcheck_seconds),
-                    **uvicorn_limits(settings),
-                )
-            finally:
-                if made_metrics_dir is not None:
-                    shutil.rmtree(made_metrics_dir, ignore_errors=True)
-            return 0
-        services = Services.create(settings)
-        tune_collector()
-        banner(settings, f"GraphiQL: {api}")
-        banner(settings, _subscriptions_line(settings))
-        try:
-            uvicorn.run(
-                create_app(services),
-                host=settings.host,
-                port=settings.port,
-                log_level=settings.log_level.lower(),
-                log_config=None,  # keep the logging that logs.configure set up
-                **uvicorn_limits(settings),
-            )
-        finally:
-            services.close()
+
+        serve(settings, workers, started)
     finally:
         if server is not None:
             embedded_file.remove(restore=replaced)
@@ -656,7 +602,7 @@ def cmd_export_model(_: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_api.graph.policy import Role
+    from graph_api.graph.auth.policy import Role
     from graph_api.ops import token
 
     students = [part.strip() for part in (args.students or "").split(",") if part.strip()]

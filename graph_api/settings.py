@@ -69,7 +69,7 @@ class Settings:
     # the embedded demo, which otherwise wants its dev tokens, lets a caller without one
     # write (`tokens.Authenticator.anonymous`).
     open_writes: bool = False
-    # Which claims of a verified token say who the caller is (graph_api/graph/tokens.py):
+    # Which claims of a verified token say who the caller is (graph_api/graph/auth/tokens.py):
     # its roles, the student or teacher node it is, the students a guardian looks after.
     roles_claim: str = "roles"
     student_claim: str = "graph:student"
@@ -461,7 +461,7 @@ def rate_limits(raw: str) -> str:
 
 def budget_rows(raw: str) -> dict[str, tuple[int, int]]:
     """GRAPH_API_RATE_LIMITS's rows: by role, (maximum, restore rate), each at least 1."""
-    from graph_api.graph.policy import Role  # the policy's roles; it imports no settings
+    from graph_api.graph.auth.policy import Role  # the policy's roles; it imports no settings
 
     rows: dict[str, tuple[int, int]] = {}
     example = "GRAPH_API_RATE_LIMITS must be off or rows like anonymous=50000/1000"

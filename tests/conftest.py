@@ -25,12 +25,12 @@ from support import (
     tool,
 )
 
+from graph_api.embedded import EmbeddedDynamoDB
 from graph_api.model import keys
 from graph_api.ops import demo
 from graph_api.ops.check import check_table
 from graph_api.store import admin
 from graph_api.store.codec import Item
-from graph_api.store.embedded import EmbeddedDynamoDB
 from graph_api.store.table import Table
 
 if TYPE_CHECKING:  # the API is imported by the fixtures that use it, so that tests of the

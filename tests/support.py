@@ -45,6 +45,7 @@ from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
 from graph_api.store.codec import Item, encode
 from tools.contention import as_sent
 from tools.node import npm_ci
+from tools.processes import free_port
 
 if TYPE_CHECKING:
     from starlette.testclient import TestClient, WebSocketTestSession
@@ -1251,12 +1252,6 @@ def npm_package(folder: Path) -> None:
         missing(str(error))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class RedisServer:
     def __init__(self, binary: str, folder: Path) -> None:
         self.binary = binary
@@ -1514,9 +1509,7 @@ def is_worker(pid: int) -> bool:
 def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, list[int], Path]]:
     """`graph-api serve --workers 2` on the embedded backend, run in `folder` (its .data/),
     with `environ` over a clean environment: its port, its worker pids and its log."""
-    from tools.dynamodb_local import free_port as any_port
-
-    port = any_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
     env.pop("WEB_CONCURRENCY", None)
     env.update({"GRAPH_API_DEMO_STUDENTS": "5", "GRAPH_API_LOG_LEVEL": "WARNING", **environ})
@@ -1532,7 +1525,7 @@ def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, lis
         )
     try:
         wait_until_healthy(port, process, log)
-        from graph_api.store.embedded import descendants
+        from graph_api.embedded import descendants
 
         workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
         assert len(workers) == 2, log.read_text()[-4000:]

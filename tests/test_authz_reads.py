@@ -1,4 +1,4 @@
-"""Who reads personal data (issue 46): `Student.email` and `Home.street` as `graph/policy.py`'s
+"""Who reads personal data (issue 46): `Student.email` and `Home.street` as `graph/auth/policy.py`'s
 READS says, wherever they leave. A read matrix (each protected field, by each kind of caller,
 by each way of reaching a student), a property test over random query shapes, the bench
 queries' request counts for each caller, and tokens and roles over HTTP.
@@ -41,9 +41,9 @@ from support import (
 )
 
 from bench import queries as bench
+from graph_api.graph.auth.policy import CLAIMABLE, READS, WRITES, Owner, Role, may_read
+from graph_api.graph.auth.tokens import ANONYMOUS, OPEN, AuthResult, Principal
 from graph_api.graph.context import Context, Services
-from graph_api.graph.policy import CLAIMABLE, READS, WRITES, Owner, Role, may_read
-from graph_api.graph.tokens import ANONYMOUS, OPEN, AuthResult, Principal
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
@@ -1039,7 +1039,7 @@ def test_the_dev_signer_is_the_embedded_backends_only(caplog: pytest.LogCaptureF
     embedded backend's banner says how to act as a role."""
     import logging
 
-    from graph_api.graph.tokens import DEV_SIGNER, Authenticator, hs256_signer
+    from graph_api.graph.auth.tokens import DEV_SIGNER, Authenticator, hs256_signer
     from graph_api.http.hosting import announce
 
     assert hs256_signer(Settings(backend="embedded")) == DEV_SIGNER

@@ -20,6 +20,7 @@ from graph_api.ops import demo, embedded_file
 from graph_api.settings import Settings, SettingsError, with_dev_cursor_secret
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
+from tools.processes import free_port
 
 
 @pytest.fixture
@@ -61,18 +62,10 @@ def test_serve_without_moto_says_how_to_get_the_embedded_backend(
         "find_spec",
         lambda name, *a: None if name == "moto" else find_spec(name, *a),
     )
-    assert cli.main(["serve", "--port", str(closed_port())]) == 2
+    assert cli.main(["serve", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert "graph-api[embedded]" in err and "AWS_ENDPOINT_URL_DYNAMODB" in err
     assert err.startswith("graph-api: ") and err.count("\n") == 1
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.mark.parametrize(
@@ -81,7 +74,7 @@ def closed_port() -> int:
 def test_table_commands_say_in_one_line_that_dynamodb_is_unreachable(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    endpoint = f"http://127.0.0.1:{closed_port()}"
+    endpoint = f"http://127.0.0.1:{free_port()}"
     clean_env.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
     clean_env.setenv("AWS_ACCESS_KEY_ID", "testing")
     clean_env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -355,7 +348,7 @@ def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
 ) -> None:
     env = {
         **os.environ,
-        "GRAPH_API_PORT": str(closed_port()),
+        "GRAPH_API_PORT": str(free_port()),
         "GRAPH_API_DEMO_STUDENTS": "8",
         "GRAPH_API_LOG_LEVEL": "WARNING",
     }
@@ -495,7 +488,7 @@ def test_serve_against_aws_without_sign_in_refuses_naming_the_setting(
 ) -> None:
     clean_env.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")  # GRAPH_API_BACKEND=auto: remote
     clean_env.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    assert cli.main(["serve", "--port", str(closed_port())]) == 2
+    assert cli.main(["serve", "--port", str(free_port())]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("graph-api: ") and captured.err.count("\n") == 1
     assert "GRAPH_API_OPEN_WRITES=true" in captured.err
@@ -635,7 +628,7 @@ def test_the_embedded_demo_starts_whatever_aws_profile_the_shell_names(tmp_path:
     env.update(
         GRAPH_API_BACKEND="embedded",
         GRAPH_API_DEMO_STUDENTS="5",
-        GRAPH_API_PORT=str(closed_port()),
+        GRAPH_API_PORT=str(free_port()),
         AWS_PROFILE="no-such-profile",
         AWS_CONFIG_FILE=str(tmp_path / "config"),
         AWS_ACCESS_KEY_ID="AKIDEXAMPLE",

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import ROOT, free_port, queries_answered
+from support import ROOT, queries_answered
 
 from graph_api.graph.context import Services
 from graph_api.http import hosting
 from graph_api.settings import Settings, SettingsError
+from tools.processes import free_port
 
 DOCKERFILE = ROOT / "Dockerfile"
 STARTUP_SECONDS = 60

@@ -18,6 +18,7 @@ import pytest
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
 from tools import dynamodb_local, processes
+from tools.processes import free_port
 
 
 def test_a_relative_db_path_is_made_absolute_and_created(
@@ -113,7 +114,7 @@ def test_serve_stops_its_java_child_on_sigterm_and_sighup(
     or a closed terminal, not Ctrl-C: Java goes with it and the port is free again."""
     if backend != "dynamodb-local":
         pytest.skip("starts a second DynamoDB Local: runs with --backend=dynamodb-local")
-    port = dynamodb_local.free_port()
+    port = free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "tools.dynamodb_local", "serve", "--port", str(port)],
         cwd=Path(__file__).resolve().parent.parent,

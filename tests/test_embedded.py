@@ -1,4 +1,4 @@
-"""DynamoDB's behaviour that moto lacks and the embedded backend restores (store/embedded/).
+"""DynamoDB's behaviour that moto lacks and the embedded backend restores (graph_api/embedded/).
 
 Each test states what DynamoDB does; it runs on both backends, so DynamoDB Local shows the
 behaviour is DynamoDB's own and moto shows the embedded backend matches it. Tests that
@@ -32,9 +32,9 @@ from support import (
     wire_key,
 )
 
+from graph_api.embedded import EmbeddedDynamoDB
 from graph_api.graph.context import Services
 from graph_api.model import keys
-from graph_api.store.embedded import EmbeddedDynamoDB
 
 
 @pytest.fixture
@@ -617,7 +617,7 @@ def _ada_in_chemistry(svc: Services) -> tuple[Client, str, dict[str, Any]]:
 def test_item_reads_written_as_json_match_motos_own_serializer(
     inside: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from graph_api.store.embedded import responses
+    from graph_api.embedded import responses
 
     client, name, student = _ada_in_chemistry(inside)
     # The class's partition holds the class and its roster (the enrolment edge); GSI1 holds
@@ -732,7 +732,7 @@ def test_the_server_keeps_nothing_of_what_it_answered(inside: Services) -> None:
 
 _HEAP = """
 import gc, time, weakref
-from graph_api.store.embedded import heap
+from graph_api.embedded import heap
 
 
 class Cycle:
@@ -828,7 +828,7 @@ def test_the_server_keeps_a_clients_connection_for_its_next_request(
     import socket
     from urllib.parse import urlsplit
 
-    from graph_api.store.embedded.wsgi import KeepAlive
+    from graph_api.embedded.wsgi import KeepAlive
 
     delays: list[int] = []
     setup = KeepAlive.setup

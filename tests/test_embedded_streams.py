@@ -1,5 +1,5 @@
 """DynamoDB Streams as DynamoDB serves them, which the embedded backend restores
-(store/embedded/streams.py).
+(embedded/streams.py).
 
 Each test states what DynamoDB does; it runs on both backends, so DynamoDB Local shows the
 behaviour is DynamoDB's own and moto shows the embedded backend matches it. Tests that pin
@@ -22,9 +22,9 @@ import pytest
 from botocore.exceptions import ClientError
 from support import Client, wire_key
 
+from graph_api.embedded import EmbeddedDynamoDB
 from graph_api.store import admin
 from graph_api.store.client import LOCAL_CREDENTIALS
-from graph_api.store.embedded import EmbeddedDynamoDB
 
 Record = dict[str, Any]
 
@@ -446,7 +446,7 @@ class _Touches(list[Any]):
 def test_a_stream_keeps_a_bounded_count_of_records(
     make_inside_stream: MakeStream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from graph_api.store.embedded import streams
+    from graph_api.embedded import streams
 
     monkeypatch.setattr(streams, "MAX_RECORDS", 20)
     s = make_inside_stream()
@@ -473,7 +473,7 @@ def test_writes_and_reads_touch_only_their_own_records(
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from graph_api.store.embedded import streams
+    from graph_api.embedded import streams
 
     def refuse(self: Any, memo: Any = None) -> Any:
         raise AssertionError("a stream was copied")
@@ -510,7 +510,7 @@ def test_writes_and_reads_touch_only_their_own_records(
 def test_iterators_expire_after_15_minutes_and_records_after_24_hours(
     make_inside_stream: MakeStream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from graph_api.store.embedded import streams
+    from graph_api.embedded import streams
 
     now = [1_800_000_000.0]
     monkeypatch.setattr(streams, "clock", lambda: now[0])
@@ -536,7 +536,7 @@ def test_a_record_is_readable_only_once_its_write_is_visible(
 ) -> None:
     """A stream reader that sees a record and reads the item sees the change: a transaction's
     records appear once its swap is done, not while it waits for it."""
-    from graph_api.store.embedded import isolation
+    from graph_api.embedded import isolation
 
     s = make_inside_stream()
     s.put("kept", v={"S": "before"})

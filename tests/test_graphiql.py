@@ -91,7 +91,7 @@ def test_only_a_server_taking_dev_tokens_offers_roles_and_its_tokens_sign_in() -
     configured (a real issuer's tokens are not the page's to make)."""
     import asyncio
 
-    from graph_api.graph.tokens import Authenticator
+    from graph_api.graph.auth.tokens import Authenticator
     from graph_api.settings import Settings
 
     embedded = Settings(backend="embedded")

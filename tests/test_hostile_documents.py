@@ -29,7 +29,7 @@ from graph_api.graph.plan import pricing, walk
 from graph_api.graph.plan.operation import plan_for
 from graph_api.graph.schema import schema
 from graph_api.http.app import create_app
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 # A client that waits this long has found a server that does not answer; no test expects
 # to come near it.

@@ -135,7 +135,7 @@ def test_insane_request_id_is_replaced(client: TestClient, sent: str) -> None:
 def test_request_id_reaches_the_graphql_context(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from graph_api.http.app import GraphQLEndpoint
+    from graph_api.http.endpoint import GraphQLEndpoint
 
     seen: list[str] = []
     original = GraphQLEndpoint.get_context

@@ -197,7 +197,7 @@ def test_validation_aborted_error() -> None:
     assert isinstance(errors[-1], graphql_core.ValidationAbortedError)
 
 
-# -- Strawberry (rows 15-66) -----------------------------------------------------------------
+# -- Strawberry (rows 15-65) -----------------------------------------------------------------
 
 
 def test_strawberry_info_is_the_info_strawberry_gives_a_resolver() -> None:
@@ -433,13 +433,13 @@ def test_schema_hook_signature(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(sb.VIEW_HOOKS))
 def test_view_hook_signature(name: str) -> None:
-    """Rows 33-41: each view method http/app.py overrides or calls, with its parameters."""
+    """Rows 33-41: each view method http/endpoint.py overrides or calls, with its parameters."""
     assert _parameters(getattr(GraphQL, name)) == sb.VIEW_HOOKS[name]
 
 
 @pytest.mark.parametrize("name", sb.VIEW_ATTRIBUTES)
 def test_view_attribute(name: str) -> None:
-    """Rows 42-46: each view attribute http/app.py sets or reads."""
+    """Rows 42-46: each view attribute http/endpoint.py sets or reads."""
     view = GraphQL(ITEMS, graphql_ide=None)
     assert hasattr(view, name)
     if name == "graphql_ide":
@@ -506,7 +506,7 @@ def test_request_data_protocol() -> None:
     class View(GraphQL):  # type: ignore[type-arg]
         async def parse_http_body(self, request: Any) -> Any:
             parsed = await super().parse_http_body(request)
-            sb.run_as(parsed, "sse")  # what http/app.py does for a client that prefers it
+            sb.run_as(parsed, "sse")  # what http/endpoint.py does for a client that prefers it
             return parsed
 
         async def get_root_value(self, request: Any) -> ItemQuery:
@@ -568,12 +568,11 @@ def _handler(view: Any = None) -> Any:
 
 
 def test_ws_handler_runs_as_relied_on() -> None:
-    """Rows 60-64, 68: the handler's attributes; `connection_init` sets the context object's
+    """Rows 60-63, 65: the handler's attributes; `connection_init` sets the context object's
     `connection_params` and acknowledges."""
     handler = _handler()
     for name in sb.WS_ATTRIBUTES:
         assert hasattr(handler, name), name
-    assert handler.max_subscriptions_per_connection == 3
     assert not handler.connection_acknowledged
     payload = {"Authorization": "Bearer x"}
     asyncio.run(handler.handle_connection_init({"type": "connection_init", "payload": payload}))
@@ -583,8 +582,8 @@ def test_ws_handler_runs_as_relied_on() -> None:
 
 
 def test_ws_operations_change_only_as_relied_on() -> None:
-    """Row 65: Strawberry changes a connection's `operations` only by `[]=`, `del` and
-    `pop` (which http/app.py's `_Operations` reports), and an operation has its `task`."""
+    """Row 64: Strawberry changes a connection's `operations` only by `[]=`, `del` and
+    `pop` (which http/websocket.py's `_Operations` reports), and an operation has its `task`."""
     source = inspect.getsource(inspect.getmodule(sb.BaseGraphQLTransportWSHandler))  # type: ignore[arg-type]
     uses = re.findall(r"self\.operations(\[[^\]]*\]\s*=(?!=)|\.[a-z_]+\(|\[)", source)
     kinds = {"set" if "=" in use else use for use in uses}
@@ -659,11 +658,11 @@ def test_sub_response_has_no_status_until_set() -> None:
     assert "content-length" not in sub_response.headers
 
 
-# -- Starlette (rows 67-68) ------------------------------------------------------------------
+# -- Starlette (rows 66-67) ------------------------------------------------------------------
 
 
 def test_header_fields_are_what_the_response_sends() -> None:
-    """Rows 67-68: fields appended to the list are sent, repeated ones and all, in order."""
+    """Rows 66-67: fields appended to the list are sent, repeated ones and all, in order."""
     response = Response(b"{}", media_type="application/json")
     fields = header_fields(response)
     assert fields is response.raw_headers
@@ -725,7 +724,7 @@ def _touches(path: pathlib.Path) -> list[str]:
 def test_no_touch_outside_internals() -> None:
     """graph_api reaches a library's private or undocumented names only through
     `graph_api.internals` (the embedded backend's moto patches are a development backend's)."""
-    skipped = (PACKAGE / "internals", PACKAGE / "store" / "embedded")
+    skipped = (PACKAGE / "internals", PACKAGE / "embedded")
     found = [
         touch
         for path in sorted(PACKAGE.rglob("*.py"))
@@ -737,7 +736,7 @@ def test_no_touch_outside_internals() -> None:
 
 @pytest.mark.parametrize("name", sb.VIEW_OPTIONS)
 def test_view_option(name: str) -> None:
-    """Row 69: the view takes the option, and hands it to the websocket handler it builds
+    """Row 68: the view takes the option, and hands it to the websocket handler it builds
     (as `BaseGraphQLTransportWSHandler.__init__`'s parameter of the same name)."""
     assert name in inspect.signature(GraphQL).parameters
     assert name in sb.WS_HOOKS["__init__"]
@@ -788,7 +787,7 @@ fragment Q on PetQuery { other: pet { legs } }"""
 
 @pytest.mark.parametrize("yes", [True, False])
 def test_collected_fields_are_the_executors(yes: bool) -> None:
-    """Row 70: graphql-core's collection, root and subfields, is what its executor runs
+    """Row 69: graphql-core's collection, root and subfields, is what its executor runs
     (the response keys in order), `@skip`/`@include` and fragments as the variables say."""
     schema = strawberry.Schema(query=PetQuery)
     graphql = sb.graphql_schema(schema)

@@ -1,7 +1,7 @@
 """Sign-in against an issuer's JWKS that is slow or failing: tokens whose key is cached are
 answered without waiting on it, unknown key ids share one fetch at a time, and a failing
 issuer is asked a bounded number of times whatever the number of requests
-(graph_api/graph/jwks.py)."""
+(graph_api/graph/auth/jwks.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
 from support import AUDIENCE, ISSUER, WAIT, bearer, claims, codes, fresh_services, post, until
 
+from graph_api.graph.auth.jwks import SigningKeys
 from graph_api.graph.context import Services
-from graph_api.graph.jwks import SigningKeys
 from graph_api.http.app import create_app
 
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)

@@ -22,7 +22,7 @@ from graph_api.store.credentials import BotocoreCredentials
 # Loaded by the features a Lambda function never runs (nothing scrapes a function's metrics,
 # and tracing is off unless configured).
 HEAVY = (
-    *("moto", "flask", "redis", "boto3", "graph_api.events.reader", "graph_api.store.embedded"),
+    *("moto", "flask", "redis", "boto3", "graph_api.events.reader", "graph_api.embedded"),
     *("prometheus_client", "opentelemetry.sdk"),
 )
 

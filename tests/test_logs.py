@@ -231,7 +231,7 @@ def test_serve_with_json_logs_writes_only_json_lines_and_no_botocore_notes(
     import sys
     import threading
 
-    from tools.dynamodb_local import free_port
+    from tools.processes import free_port
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
     env.update(

@@ -149,7 +149,7 @@ def test_metrics_on_a_remote_backend_are_off_the_apis_port_unless_asked() -> Non
 def test_metrics_on_a_port_of_their_own_and_not_on_the_apis(endpoint: str) -> None:
     import urllib.request
 
-    from tools.dynamodb_local import free_port
+    from tools.processes import free_port
 
     port = free_port()
     with live(endpoint, metrics_port=port) as (client, _):

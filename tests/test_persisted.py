@@ -37,7 +37,7 @@ from graph_api.http.persisted import STORE_BYTES, Store, entry_bytes, load_manif
 from graph_api.ops import demo
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import admin
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 TEACHERS = """query Teachers {
   teachers(first: 2) {

@@ -30,9 +30,9 @@ from support import (
     subscriber,
 )
 
+from graph_api.graph.auth.policy import BUDGETS, Budget, Role
 from graph_api.graph.budgets import Limiter, LocalBuckets
 from graph_api.graph.context import Services
-from graph_api.graph.policy import BUDGETS, Budget, Role
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 

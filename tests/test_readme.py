@@ -51,7 +51,7 @@ from graph_api.graph.context import Services
 from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SCHEMA_FILE = README.parent / "schema" / "schema.graphql"

@@ -21,6 +21,7 @@ from graph_api.http.health import stream_problem
 from graph_api.settings import Settings
 from graph_api.store import admin
 from tools import dynamodb_local
+from tools.processes import free_port
 
 # Generous bounds on conditions a busy machine reaches late; a pass takes a few seconds.
 SETTLE_SECONDS = 60
@@ -112,7 +113,7 @@ def test_a_crashed_stream_reader_makes_readyz_fail_refuses_subscriptions_and_res
 def test_readyz_follows_dynamodb_local_down_and_back(backend: str, tmp_path: Path) -> None:
     if backend != "dynamodb-local":
         pytest.skip("stops and restarts a DynamoDB Local of its own: --backend=dynamodb-local")
-    port = dynamodb_local.free_port()
+    port = free_port()
     data = tmp_path / "dynamodb"  # kept across the restart: the table comes back with it
     running = dynamodb_local.start(port, data)
     try:

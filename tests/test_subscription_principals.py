@@ -21,8 +21,8 @@ from support import (
     until,
 )
 
-from graph_api.graph.tokens import LEEWAY
-from graph_api.http.app import EXPIRED_CLOSE
+from graph_api.graph.auth.tokens import LEEWAY
+from graph_api.http.websocket import EXPIRED_CLOSE
 
 WATCH = 'subscription { teacherChanged(id: "t1") { kind teacher { name } } }'
 CREATE_T1 = 'mutation { createTeacher(input: {id: "t1", name: "Ada"}) { teacher { id } } }'

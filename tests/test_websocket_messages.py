@@ -26,9 +26,10 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from graph_api.graph.context import Services
-from graph_api.http.app import BAD_MESSAGE_CLOSE, TOO_BIG_CLOSE, create_app
+from graph_api.http.app import create_app
 from graph_api.http.hosting import uvicorn_limits
 from graph_api.http.json_text import MAX_DEPTH
+from graph_api.http.websocket import BAD_MESSAGE_CLOSE, TOO_BIG_CLOSE
 
 NOWHERE = "http://127.0.0.1:9"  # the discard port: any DynamoDB call would fail
 LIMIT = 2_000  # bytes, a small GRAPH_API_MAX_BODY_BYTES for the cap's tests

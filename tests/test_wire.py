@@ -384,6 +384,33 @@ def test_the_api_imports_no_boto3_and_aiobotocore_only_for_the_stream_reader() -
     assert after == ["aiobotocore"]
 
 
+def test_the_production_path_imports_neither_moto_nor_the_embedded_backend() -> None:
+    """Every module of the door to DynamoDB (`graph_api.store`), the app and the Lambda
+    handler load without moto, Flask or `graph_api.embedded`: the container image and the
+    Lambda package lack them, and a served request must not depend on a development backend."""
+    script = textwrap.dedent(
+        """
+        import importlib, json, pkgutil, sys
+        import graph_api.store
+        for module in pkgutil.walk_packages(graph_api.store.__path__, "graph_api.store."):
+            importlib.import_module(module.name)
+        from graph_api.settings import Settings
+        from graph_api.http.app import create_app
+        from graph_api.graph.context import Services
+        import graph_api.http.lambda_handler  # noqa: F401
+        services = Services.create(Settings(table="t", endpoint_url="http://127.0.0.1:9"))
+        create_app(services)
+        development = ("moto", "flask", "graph_api.embedded")
+        loaded = {m for m in sys.modules if m.startswith(development)}
+        print(json.dumps(sorted(loaded)))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
 def test_the_proxy_is_the_one_botocore_would_use(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)

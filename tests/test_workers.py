@@ -20,10 +20,10 @@ import pytest
 from support import is_worker, queries_answered, serving_two_workers, wait_until_healthy
 
 from graph_api import cli
+from graph_api.embedded import cpu_seconds, descendants
 from graph_api.http.hosting import settings_for_workers, settings_from_parent
 from graph_api.settings import Settings, SettingsError
-from graph_api.store.embedded import cpu_seconds, descendants
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 STUDENTS = 40
 PAGE = 2

@@ -1,4 +1,4 @@
-"""Who may write what (graph/policy.py's WRITES): every role x every mutation x its own node
+"""Who may write what (graph/auth/policy.py's WRITES): every role x every mutation x its own node
 or another's. What a role may do succeeds; what it may not is FORBIDDEN in the payload's
 `userErrors` (anonymous on a server with sign-in: UNAUTHENTICATED for the operation), writes
 nothing, and its message holds no personal value. The expectations below are written out
@@ -17,10 +17,10 @@ import pytest
 from graphql import GraphQLObjectType, get_named_type
 from support import AUTH, USER_ERRORS, fresh_services, hs256, run_on, scan
 
-from graph_api.graph import policy
+from graph_api.graph.auth import policy
+from graph_api.graph.auth.tokens import AuthResult
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema, schema
-from graph_api.graph.tokens import AuthResult
 from graph_api.store import admin
 
 SECRETS = (

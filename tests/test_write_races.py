@@ -22,10 +22,10 @@ from support import (
     seed,
 )
 
-from graph_api.graph import policy
+from graph_api.graph.auth import policy
+from graph_api.graph.auth.tokens import AuthResult, Principal
 from graph_api.graph.context import Context, Services
 from graph_api.graph.schema import build_schema
-from graph_api.graph.tokens import AuthResult, Principal
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, TEACHING
 from graph_api.store.codec import Item

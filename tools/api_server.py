@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tools.dynamodb_local import free_port
+from tools.processes import free_port
 
 # How long a server may take to answer: generous, since a busy 2-core machine took over 60 s
 # (it costs time only when startup really is that slow).

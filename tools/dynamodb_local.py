@@ -14,7 +14,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools import processes
+from tools.processes import free_port
 
 PACKAGE = "amplify-dynamodb-simulator"
 VERSION = "2.9.30"
@@ -71,12 +71,6 @@ def extract(archive: tarfile.TarFile, into: Path) -> None:
         if not inside or not (member.isfile() or member.isdir()):
             raise SystemExit(f"{archive.name}: refusing {member.name!r}, not a file under {root}")
     archive.extractall(into)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

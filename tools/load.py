@@ -29,6 +29,7 @@ from graph_api.settings import Settings
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
 from tools import dynamodb_local
+from tools.processes import free_port
 
 STUDENTS = 500
 HOT_CLASSES = [f"cls-{i:03d}" for i in range(1, 6)]
@@ -253,7 +254,7 @@ def main() -> None:
             check=True,
             stderr=subprocess.DEVNULL,
         )
-        port = dynamodb_local.free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = subprocess.Popen(
             [sys.executable, "-m", "graph_api.cli", "serve", "--port", str(port)],

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tools import processes
+from tools.processes import free_port
 
 STUNNEL = "stunnel4"
 INSTALL_HINT = "apt-get install stunnel4"
@@ -153,12 +154,6 @@ def config(accept_port: int, backend: str, certificates: Certificates) -> str:
             "",
         ]
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start(backend: str, workdir: Path, timeout: float = 30.0) -> Terminator:

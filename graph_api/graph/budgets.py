@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from graph_api.graph.policy import BUDGETS, Budget, Role
-from graph_api.graph.tokens import Principal
+from graph_api.graph.auth.policy import BUDGETS, Budget, Role
+from graph_api.graph.auth.tokens import Principal
 from graph_api.settings import REDIS_SCHEMES, Settings, budget_rows
 
 if TYPE_CHECKING:  # redis-py is loaded only with a Redis broker (Lambda never loads it)

@@ -13,8 +13,8 @@ from strawberry.types import Info as StrawberryInfo
 from graph_api import telemetry
 from graph_api.events.hub import Group, Pace
 from graph_api.events.live import LiveEvents
+from graph_api.graph.auth.tokens import Authenticator, AuthResult
 from graph_api.graph.budgets import Limiter, Throttle
-from graph_api.graph.tokens import Authenticator, AuthResult
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import Kind
 from graph_api.settings import Settings

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import strawberry
 
-from graph_api.graph.access import RULE_ATTRIBUTES, personal
+from graph_api.graph.auth.access import RULE_ATTRIBUTES, personal
 from graph_api.graph.context import Info
 from graph_api.graph.nodes import FieldAttributes, NodeBase
 from graph_api.model.items import HOME

@@ -1,7 +1,7 @@
 """The root Mutation: authorize, validate, write in one transaction, answer from a
 consistent read.
 
-Each mutation first asks the policy (`graph/authorize.py`) on the token and its arguments,
+Each mutation first asks the policy (`graph/auth/authorize.py`) on the token and its arguments,
 before any read: FORBIDDEN is a `userErrors` entry, and nothing is written.
 
 Each mutation answers a payload (`graph/payloads.py`): the node written, or user errors.
@@ -13,7 +13,7 @@ from typing import Annotated, TypeVar
 
 import strawberry
 
-from graph_api.graph.authorize import authorize, authorize_guarded, class_teacher
+from graph_api.graph.auth.authorize import authorize, authorize_guarded, class_teacher
 from graph_api.graph.context import Info
 from graph_api.graph.inputs import (
     CreateClassInput,

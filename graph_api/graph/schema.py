@@ -15,8 +15,8 @@ from strawberry.types.graphql import OperationType
 
 from graph_api import telemetry
 from graph_api.events.hub import Pace
-from graph_api.graph.access import RequireAuth
 from graph_api.graph.accounting import CopiesPending, DynamoDBAccounting, Observed
+from graph_api.graph.auth.access import RequireAuth
 from graph_api.graph.context import Context
 from graph_api.graph.document import DOCUMENTS
 from graph_api.graph.execution import ExecutionContext as ShortPathExecutionContext

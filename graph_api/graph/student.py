@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 import strawberry
 
 from graph_api.graph import paging
-from graph_api.graph.access import RULE_ATTRIBUTES, personal
+from graph_api.graph.auth.access import RULE_ATTRIBUTES, personal
 from graph_api.graph.context import Info
 from graph_api.graph.home import Home
 from graph_api.graph.nodes import (

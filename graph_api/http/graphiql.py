@@ -18,8 +18,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from graph_api.graph.policy import Role
-from graph_api.graph.tokens import DEV_SIGNER, hs256_signer, role_claims, sign
+from graph_api.graph.auth.policy import Role
+from graph_api.graph.auth.tokens import DEV_SIGNER, hs256_signer, role_claims, sign
 from graph_api.settings import Settings
 
 ASSETS_DIR = Path(__file__).resolve().parent / "static" / "graphiql"

@@ -1,5 +1,5 @@
 """The app as hosts that own the process build it: uvicorn workers in a container, Lambda,
-and the workers of `graph-api serve --workers N`.
+and `graph-api serve`'s uvicorn, in its own process or in `--workers N` worker processes.
 
 Unlike `graph-api serve`, these never start the embedded backend: a container or a function
 that quietly served an in-memory demo school would look healthy and lose every write.
@@ -11,8 +11,11 @@ import dataclasses
 import gc
 import json
 import logging
+import math
 import os
-from collections.abc import Mapping
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +25,7 @@ from graph_api import logs
 from graph_api.graph.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
+from graph_api.telemetry import MULTIPROCESS_DIR
 
 log = logging.getLogger("graph_api")
 
@@ -171,7 +175,7 @@ def uvicorn_limits(settings: Settings, environ: Mapping[str, str] | None = None)
 
     - a websocket message over GRAPH_API_MAX_BODY_BYTES is refused (1009) from its frame's
       header, before uvicorn reads and buffers it (the app refuses it too, under any
-      server: `http.app.MessageTooBig`);
+      server: `http.websocket.MessageTooBig`);
     - a request's head over MAX_HEAD_BYTES is refused before it is read on (h11);
     - forwarded addresses count only from the proxies FORWARDED_ALLOW_IPS names: none
       unless set (uvicorn trusts loopback by default, so a forged X-Forwarded-For from a
@@ -222,3 +226,57 @@ def create_worker_app() -> Starlette:
     services = Services.create(settings)
     tune_collector()
     return create_app(services)
+
+
+def serve(settings: Settings, workers: int, started: Callable[[], None]) -> None:
+    """`graph-api serve`'s server, until uvicorn stops: the app in this process, or in
+    `workers` worker processes built from these settings (`create_worker_app`). `started`
+    is called once everything is ready and uvicorn is about to listen (the banner)."""
+    import uvicorn  # the server's own dependency: the Lambda handler never imports it
+
+    if workers > 1:
+        # Each worker is a fresh interpreter that builds its own services from this
+        # process's settings (create_worker_app), so all share the cursor secret and the
+        # DynamoDB. uvicorn's supervisor takes SIGINT and SIGTERM from here on: it stops
+        # the workers and returns, and the caller's cleanup runs.
+        settings = dataclasses.replace(settings, workers=workers)
+        os.environ[WORKER_SETTINGS] = settings_for_workers(settings)
+        # /metrics sums every worker's values (prometheus_client's multiprocess mode), kept
+        # in a directory of their own, empty at start, unless the operator named one.
+        made_metrics_dir = None
+        if settings.metrics and not os.environ.get(MULTIPROCESS_DIR):
+            made_metrics_dir = tempfile.mkdtemp(prefix="graph-api-metrics-")
+            os.environ[MULTIPROCESS_DIR] = made_metrics_dir
+        started()
+        try:
+            uvicorn.run(
+                "graph_api.http.hosting:create_worker_app",
+                factory=True,
+                workers=workers,
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                log_config=None,
+                # uvicorn kills a worker that has not answered its health check in this
+                # time: one still importing on a busy host would be killed over and over.
+                timeout_worker_healthcheck=math.ceil(settings.worker_healthcheck_seconds),
+                **uvicorn_limits(settings),
+            )
+        finally:
+            if made_metrics_dir is not None:
+                shutil.rmtree(made_metrics_dir, ignore_errors=True)
+        return
+    services = Services.create(settings)
+    tune_collector()
+    started()
+    try:
+        uvicorn.run(
+            create_app(services),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            log_config=None,  # keep the logging that logs.configure set up
+            **uvicorn_limits(settings),
+        )
+    finally:
+        services.close()

@@ -3,7 +3,7 @@ own words.
 
 Strawberry speaks that protocol too, but the websocket's guarantees here (per-connection
 auth and expiry, the operation limit with a code, trusted documents, the idle close, a slow
-reader shed: `app.WebSocketHandler`) are written on graphql-transport-ws's handler; serving
+reader shed: `websocket.WebSocketHandler`) are written on graphql-transport-ws's handler; serving
 the legacy one would be a second implementation of all of them, for a client library
 deprecated by its authors. Offered alone, it used to get a 101 with no subprotocol, which
 such clients report as a failed connection with no reason. It now gets the protocol it

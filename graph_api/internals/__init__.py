@@ -6,10 +6,10 @@ Strawberry's view and websocket handler beyond the hooks its integration docs li
 lives behind an accessor, or for a method a subclass overrides, in a hook table, in the
 module of its library; `tests/test_internals.py` pins each one (`test_<pin>` below, one
 case per name in a table): an upgrade that renames, removes or changes one fails there, not
-in a request. 70 touches: graphql-core 15, Strawberry 53, Starlette 2. None of uvicorn's
+in a request. 69 touches: graphql-core 15, Strawberry 52, Starlette 2. None of uvicorn's
 (its options are all documented settings; the head and header caps are ours, in
 http/middleware and http/hosting's `uvicorn_limits`), botocore's or aiodynamo's (the wire
-uses their documented interfaces). The embedded backend's moto patches (store/embedded) are
+uses their documented interfaces). The embedded backend's moto patches (graph_api/embedded) are
 a development backend's, listed in its own docstring.
 
 | # | library | attribute | used in | here | pin |
@@ -36,18 +36,18 @@ a development backend's, listed in its own docstring.
 | 29 | Strawberry | `strawberry.utils.operation.get_operation_type` | graph/schema | `strawberry.get_operation_type` | get_operation_type |
 | 30 | Strawberry | `strawberry.types.execution.PreExecutionError` | graph/schema | `strawberry.PreExecutionError` | pre_execution_error |
 | 31-32 | Strawberry | `Schema.execute(allowed_operation_types=, operation_extensions=)`, `Schema.stream` | graph/schema | `strawberry.SCHEMA_HOOKS` | schema_hook_signature |
-| 33-41 | Strawberry | `GraphQL.run`, `pick_websocket_subprotocol`, `parse_json`, `parse_http_body`, `execute_operation`, `execute_single`, `get_sub_response` (its status None until set), `create_response`, `should_render_graphql_ide` | http/app | `strawberry.VIEW_HOOKS` | view_hook_signature; sub_response_has_no_status_until_set |
-| 42-46 | Strawberry | `GraphQL.graphql_transport_ws_handler_class`, `graphql_ws_handler_class` (built with `websocket=`, then `handle()`), `request_adapter_class`, `stream_transport_classes_by_protocol`, `graphql_ide` | http/app, legacy_ws | `strawberry.VIEW_ATTRIBUTES` | view_attribute; legacy_handler_is_built_and_run_as_relied_on |
-| 47 | Strawberry | `InvalidOperationTypeError` (`.operation_type`) as the cause of `execute_single`'s `HTTPException` | http/app | `strawberry.InvalidOperationTypeError` | invalid_operation_type_is_the_cause |
-| 48 | Strawberry | `GraphQLRequestData.protocol` | http/app | `strawberry.protocol_of`, `run_as` | request_data_protocol |
+| 33-41 | Strawberry | `GraphQL.run`, `pick_websocket_subprotocol`, `parse_json`, `parse_http_body`, `execute_operation`, `execute_single`, `get_sub_response` (its status None until set), `create_response`, `should_render_graphql_ide` | http/endpoint | `strawberry.VIEW_HOOKS` | view_hook_signature; sub_response_has_no_status_until_set |
+| 42-46 | Strawberry | `GraphQL.graphql_transport_ws_handler_class`, `graphql_ws_handler_class` (built with `websocket=`, then `handle()`), `request_adapter_class`, `stream_transport_classes_by_protocol`, `graphql_ide` | http/endpoint, legacy_ws | `strawberry.VIEW_ATTRIBUTES` | view_attribute; legacy_handler_is_built_and_run_as_relied_on |
+| 47 | Strawberry | `InvalidOperationTypeError` (`.operation_type`) as the cause of `execute_single`'s `HTTPException` | http/endpoint | `strawberry.InvalidOperationTypeError` | invalid_operation_type_is_the_cause |
+| 48 | Strawberry | `GraphQLRequestData.protocol` | http/endpoint | `strawberry.protocol_of`, `run_as` | request_data_protocol |
 | 49-50 | Strawberry | `SSETransport.encode_event`, `encode_comment` | http/sse | `strawberry.SSE_HOOKS` | sse_hook_signature |
-| 51-59 | Strawberry | `BaseGraphQLTransportWSHandler.__init__`, `on_request_accepted`, `handle`, `handle_message`, `handle_invalid_message`, `handle_connection_init`, `handle_subscribe`, `send_message`, `shutdown` | http/app | `strawberry.WS_HOOKS` | ws_hook_signature |
-| 60-64 | Strawberry | the handler's `view`, `websocket`, `context`, `connection_acknowledged`, `max_subscriptions_per_connection` | http/app | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
-| 65 | Strawberry | the handler's `operations`, changed only by `[]=`, `del`, `pop` (`_Operations`); `Operation.task` | http/app | `strawberry.WS_ATTRIBUTES` | ws_operations_change_only_as_relied_on |
-| 66 | Strawberry | `connection_params` set on a context object by `connection_init` | http/app | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
-| 67-68 | Starlette | `Response.raw_headers` / `MutableHeaders.raw` (the live list of header fields) | graph/throttle, http/app | `starlette.header_fields` | header_fields_are_what_the_response_sends |
-| 69 | Strawberry | `GraphQL(max_subscriptions_per_connection=, connection_init_wait_timeout=)` | http/app | `strawberry.VIEW_OPTIONS` | view_option |
-| 70 | graphql-core | `collect_fields`, `collect_subfields` ("for internal use only"), `FieldDetails`, `FragmentDetails` | graph/plan/operation | `graphql_core.collected_fields` | collected_fields_are_the_executors |
+| 51-59 | Strawberry | `BaseGraphQLTransportWSHandler.__init__`, `on_request_accepted`, `handle`, `handle_message`, `handle_invalid_message`, `handle_connection_init`, `handle_subscribe`, `send_message`, `shutdown` | http/websocket | `strawberry.WS_HOOKS` | ws_hook_signature |
+| 60-63 | Strawberry | the handler's `view`, `websocket`, `context`, `connection_acknowledged` | http/websocket | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
+| 64 | Strawberry | the handler's `operations`, changed only by `[]=`, `del`, `pop` (`_Operations`); `Operation.task` | http/websocket | `strawberry.WS_ATTRIBUTES` | ws_operations_change_only_as_relied_on |
+| 65 | Strawberry | `connection_params` set on a context object by `connection_init` | http/websocket | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
+| 66-67 | Starlette | `Response.raw_headers` / `MutableHeaders.raw` (the live list of header fields) | graph/throttle, http/endpoint | `starlette.header_fields` | header_fields_are_what_the_response_sends |
+| 68 | Strawberry | `GraphQL(connection_init_wait_timeout=)` | http/endpoint | `strawberry.VIEW_OPTIONS` | view_option |
+| 69 | graphql-core | `collect_fields`, `collect_subfields` ("for internal use only"), `FieldDetails`, `FragmentDetails` | graph/plan/operation | `graphql_core.collected_fields` | collected_fields_are_the_executors |
 """
 
 from __future__ import annotations

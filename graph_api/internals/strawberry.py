@@ -195,7 +195,7 @@ def cached_parse(maxsize: int) -> Callable[..., DocumentNode]:
     return ParserCache(maxsize=maxsize).cached_parse_document
 
 
-# Undocumented methods of `strawberry.asgi.GraphQL` (the view) that http/app.py overrides
+# Undocumented methods of `strawberry.asgi.GraphQL` (the view) that http/endpoint.py overrides
 # or calls, with their parameters (after `self`); and the class attributes it sets.
 VIEW_HOOKS: dict[str, tuple[str, ...]] = {
     "run": ("request", "context", "root_value"),
@@ -229,10 +229,10 @@ VIEW_ATTRIBUTES = (
     "stream_transport_classes_by_protocol",
     "graphql_ide",  # the constructor's option, as given
 )
-# The view's options http/app.py passes that its docs do not list: the per-connection limit
-# of operations, and how long a websocket may wait before `connection_init`.
-VIEW_OPTIONS = ("max_subscriptions_per_connection", "connection_init_wait_timeout")
-# graphql-transport-ws's handler (http/app.py's `WebSocketHandler`): its methods overridden
+# The view's option http/endpoint.py passes that its docs do not list: how long a websocket
+# may wait before `connection_init`.
+VIEW_OPTIONS = ("connection_init_wait_timeout",)
+# graphql-transport-ws's handler (http/websocket.py's `WebSocketHandler`): its methods overridden
 # or called, with their parameters.
 WS_HOOKS: dict[str, tuple[str, ...]] = {
     "__init__": (
@@ -253,7 +253,7 @@ WS_HOOKS: dict[str, tuple[str, ...]] = {
     "send_message": ("message",),
     "shutdown": (),
 }
-# The handler's attributes http/app.py reads; `operations` it replaces with a dict that
+# The handler's attributes http/websocket.py reads; `operations` it replaces with a dict that
 # tells it of every change (Strawberry changes it only by `[]=`, `del` and `pop`), and each
 # operation's `task` it waits for. `connection_init` sets the context's `connection_params`.
 WS_ATTRIBUTES = (
@@ -261,7 +261,6 @@ WS_ATTRIBUTES = (
     "websocket",
     "context",
     "connection_acknowledged",
-    "max_subscriptions_per_connection",
     "operations",
 )
 

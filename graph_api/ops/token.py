@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_api.errors import BadUserInput
-from graph_api.graph.policy import CLAIMABLE, Role
-from graph_api.graph.tokens import hs256_signer, role_claims, sign
+from graph_api.graph.auth.policy import CLAIMABLE, Role
+from graph_api.graph.auth.tokens import hs256_signer, role_claims, sign
 from graph_api.model import keys
 from graph_api.settings import Settings
 

@@ -35,8 +35,8 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import Table
 
-from graph_api.store.embedded import isolation
-from graph_api.store.embedded.partitions import PrimaryKey, reindex, stored
+from graph_api.embedded import isolation
+from graph_api.embedded.partitions import PrimaryKey, reindex, stored
 
 _OPERATIONS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
 # moto's own writes, as imported: `moto_fixes.apply()` imports this module before it wraps

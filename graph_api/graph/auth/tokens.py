@@ -17,8 +17,8 @@ from typing import Any
 import jwt
 
 from graph_api.errors import Unauthenticated
-from graph_api.graph.jwks import IssuerUnavailable, SigningKeys
-from graph_api.graph.policy import CLAIMABLE, Role
+from graph_api.graph.auth.jwks import IssuerUnavailable, SigningKeys
+from graph_api.graph.auth.policy import CLAIMABLE, Role
 from graph_api.settings import Settings
 
 JWKS_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]
@@ -90,7 +90,7 @@ def sign(signer: Signer, body: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling, as the policy (`graph/policy.py`) sees it: roles, and the nodes the
+    """Who is calling, as the policy (`graph/auth/policy.py`) sees it: roles, and the nodes the
     caller is or answers for. Built from a verified token's claims (`of_claims`)."""
 
     subject: str = ""

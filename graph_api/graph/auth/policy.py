@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from graph_api.model.items import HANDING_OVER
 
 if TYPE_CHECKING:
-    from graph_api.graph.tokens import Principal
+    from graph_api.graph.auth.tokens import Principal
 
 
 class Role(StrEnum):

@@ -27,7 +27,7 @@ from typing import Any
 
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 
-from graph_api.store.embedded import heap, isolation, streams
+from graph_api.embedded import heap, isolation, streams
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

@@ -37,7 +37,7 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.responses import DynamoResult
 
-from graph_api.store.embedded import (
+from graph_api.embedded import (
     expressions,
     partitions,
     projections,

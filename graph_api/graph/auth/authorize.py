@@ -1,5 +1,5 @@
 """A mutation's gate: whether the caller may run it on the nodes its arguments name, decided
-on the token and the arguments, before any read (the policy is `graph/policy.py`'s data).
+on the token and the arguments, before any read (the policy is `graph/auth/policy.py`'s data).
 
 What cannot be decided on the arguments, "a class the caller teaches", comes back from
 `authorize_guarded` as a `Guard` the writer puts in its own transaction as a condition on
@@ -12,10 +12,10 @@ guard, refuses a caller whose only grant is such a condition: no guard can be dr
 from __future__ import annotations
 
 from graph_api.errors import Forbidden
-from graph_api.graph import policy
+from graph_api.graph.auth import policy
+from graph_api.graph.auth.policy import Owner
+from graph_api.graph.auth.tokens import Principal
 from graph_api.graph.context import Info
-from graph_api.graph.policy import Owner
-from graph_api.graph.tokens import Principal
 from graph_api.writes.guards import Guard
 
 

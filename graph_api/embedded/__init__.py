@@ -34,8 +34,8 @@ def _make_server() -> Any:
     from moto.moto_server.werkzeug_app import create_backend_app
     from werkzeug.serving import make_server
 
-    from graph_api.store.embedded import moto_fixes
-    from graph_api.store.embedded.wsgi import KeepAlive, Serialized
+    from graph_api.embedded import moto_fixes
+    from graph_api.embedded.wsgi import KeepAlive, Serialized
 
     moto_fixes.apply()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not one access line per call
@@ -50,9 +50,9 @@ def _make_server() -> Any:
 
 
 def serve_child() -> None:
-    """The child process (`python -m graph_api.store.embedded`): print the port, serve until
+    """The child process (`python -m graph_api.embedded`): print the port, serve until
     standard input closes (the parent stopped, or died)."""
-    from graph_api.store.embedded import heap
+    from graph_api.embedded import heap
 
     server = _make_server()
     heap.keep()  # the table's items out of the collector's full passes (see `heap`)
@@ -84,7 +84,7 @@ class EmbeddedDynamoDB:
             # not in this machine's config, say) must not stop it from starting.
             environ = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "graph_api.store.embedded"],
+                [sys.executable, "-m", "graph_api.embedded"],
                 env=environ,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

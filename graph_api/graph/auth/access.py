@@ -18,14 +18,14 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import ApiError, Forbidden, Unauthenticated, Unavailable
-from graph_api.graph import policy
+from graph_api.graph.auth import policy
+from graph_api.graph.auth.policy import Owner, Role
 from graph_api.graph.context import Context, Info
 from graph_api.graph.nodes import NodeBase, then
-from graph_api.graph.policy import Owner, Role
 from graph_api.model.items import ENROLMENT
 
 if TYPE_CHECKING:
-    from graph_api.graph.tokens import Principal
+    from graph_api.graph.auth.tokens import Principal
 
 # What the rules of `policy.READS` look at on a student item, beside its id: its classes'
 # `teacherId`s. Every field READS names reads it too (`field_attributes`), so it comes in the
