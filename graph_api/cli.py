@@ -14,7 +14,7 @@ import socket
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
@@ -628,7 +628,13 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="graph-api", description=__doc__)
     root.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = root.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve GraphQL (embedded moto when no endpoint)")
+
+    def command(name: str, *, help: str, **options: Any) -> argparse.ArgumentParser:
+        """A command whose `--help` opens with the line the command list shows for it."""
+        options.setdefault("description", help)
+        return commands.add_parser(name, help=help, **options)
+
+    serve = command("serve", help="serve GraphQL (embedded moto when no endpoint)")
     serve.add_argument("--host", help="interface to bind (GRAPH_API_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (GRAPH_API_PORT, default 8000)")
     serve.add_argument(
@@ -639,7 +645,7 @@ def parser() -> argparse.ArgumentParser:
         " Redis)",
     )
     serve.set_defaults(run=cmd_serve)
-    create = commands.add_parser(
+    create = command(
         "create-table",
         help="create the table and its indexes",
         description="create the table with its change stream and its global secondary indexes"
@@ -647,7 +653,7 @@ def parser() -> argparse.ArgumentParser:
         " migrate` adds the indexes an older one lacks)",
     )
     create.set_defaults(run=cmd_create_table)
-    seed_cmd = commands.add_parser("seed", help="load deterministic demo data")
+    seed_cmd = command("seed", help="load deterministic demo data")
     seed_cmd.add_argument(
         "--students",
         type=_positive,
@@ -666,12 +672,12 @@ def parser() -> argparse.ArgumentParser:
         help="seed a table that holds items: delete every item first (the stream's lease stays)",
     )
     seed_cmd.set_defaults(run=cmd_seed)
-    check = commands.add_parser("check", help="scan the table and report broken invariants")
+    check = command("check", help="scan the table and report broken invariants")
     check.add_argument(
         "--page-size", type=_positive, help="items a Scan page (default: DynamoDB's 1 MB pages)"
     )
     check.set_defaults(run=cmd_check)
-    finish = commands.add_parser(
+    finish = command(
         "finish", help="finish the copies that interrupted renames and handovers left pending"
     )
     finish.add_argument(
@@ -680,17 +686,17 @@ def parser() -> argparse.ArgumentParser:
         help="only to-dos older than a request's deadline (as a serving process does)",
     )
     finish.set_defaults(run=cmd_finish)
-    migrate = commands.add_parser(
+    migrate = command(
         "migrate", help="rewrite a table of the old layout into the new one (resumable)"
     )
     migrate.add_argument(
         "--page-size", type=_positive, help="items a Scan page (default: DynamoDB's 1 MB pages)"
     )
     migrate.set_defaults(run=cmd_migrate)
-    export = commands.add_parser("export-schema", help="print the GraphQL SDL")
+    export = command("export-schema", help="print the GraphQL SDL")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
     export.set_defaults(run=cmd_export_schema)
-    schema_check = commands.add_parser(
+    schema_check = command(
         "schema-check", help="fail on breaking changes since the released schema"
     )
     schema_check.add_argument(
@@ -710,7 +716,7 @@ def parser() -> argparse.ArgumentParser:
         " against the code's schema",
     )
     schema_check.set_defaults(run=cmd_schema_check)
-    persist = commands.add_parser(
+    persist = command(
         "persist", help="write the persisted-query manifest of the operations under DIR"
     )
     persist.add_argument("directory", metavar="DIR", help="the .graphql operations")
@@ -721,7 +727,7 @@ def parser() -> argparse.ArgumentParser:
         help="add __typename to every selection set but the operation's, as Apollo Client does",
     )
     persist.set_defaults(run=cmd_persist)
-    token_cmd = commands.add_parser(
+    token_cmd = command(
         "token",
         help="print a bearer token for a role (last line), signed as the server checks them",
     )
@@ -737,17 +743,14 @@ def parser() -> argparse.ArgumentParser:
         "--ttl", type=_positive, default=3600, metavar="SECONDS", help="lifetime (default 3600)"
     )
     token_cmd.set_defaults(run=cmd_token)
-    model = commands.add_parser("export-model", help="write the NoSQL Workbench data model")
+    model = command("export-model", help="write the NoSQL Workbench data model")
     model.add_argument("-o", "--output", help="write to this file instead of stdout")
     model.add_argument(
         "--table", default="graph", help="table name in the model (default %(default)s)"
     )
     model.set_defaults(run=cmd_export_model)
-    for choice in commands._choices_actions:  # each command's --help opens with its line
-        command = commands.choices[choice.dest]
-        command.description = command.description or choice.help
-    for command in commands.choices.values():  # whose usage a bad argument prints (`parse`)
-        command.set_defaults(command_parser=command)
+    for parser in commands.choices.values():  # whose usage a bad argument prints (`parse`)
+        parser.set_defaults(command_parser=parser)
     return root
 
 
