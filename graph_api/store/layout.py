@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 from graph_api.model import keys
 from graph_api.store import codec
-from graph_api.store.retry import resend
 from graph_api.store.table import Table
 
 LAYOUT_TTL = 30.0  # seconds a process trusts what it read of the marker
@@ -43,8 +42,8 @@ class Layout:
             "ProjectionExpression": "#pk",
             "ExpressionAttributeNames": {"#pk": keys.PK},
         }
-        # On the request's retries and deadline, but not in its ledger: see the module.
-        found = await resend(lambda: table.dynamo.call("GetItem", params, None), table.retries)
+        # On the request's slots, retries and deadline, but not in its ledger: see the module.
+        found = await table.call("GetItem", params, recorded=False)
         self._migrating = "Item" in found
         self._until = self._clock() + self.ttl
         return self._migrating

@@ -74,19 +74,22 @@ class Table:
     def remaining(self) -> float:
         return self.retries.remaining()
 
-    async def call(self, operation: str, params: dict[str, Any]) -> Any:
+    async def call(self, operation: str, params: dict[str, Any], *, recorded: bool = True) -> Any:
         """One DynamoDB call for this request: bounded in flight, within the deadline, and
         sent again unchanged (a transaction with its token) while the failure says it may
         pass next time: the one loop for throttles, timeouts, dropped connections and
-        transaction conflicts, on the request's retries (store/retry.py)."""
-        return await resend(lambda: self._send(operation, params), self.retries)
+        transaction conflicts, on the request's retries (store/retry.py). `recorded=False`
+        keeps it out of the request's ledger (`extensions.dynamodb`): a read the process
+        makes for itself on the request's way (store/layout.py), not one the request asked."""
+        ledger = self.ledger if recorded else None
+        return await resend(lambda: self._send(operation, params, ledger), self.retries)
 
-    async def _send(self, operation: str, params: dict[str, Any]) -> Any:
+    async def _send(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
         async with self._slots:
             remaining = self.remaining()
             if remaining <= 0:
                 raise Unavailable("this request's deadline passed before DynamoDB answered")
-            call = self.dynamo.call(operation, params, self.ledger)
+            call = self.dynamo.call(operation, params, ledger)
             if remaining == float("inf"):
                 return await call
             try:
