@@ -115,6 +115,9 @@ class GraphQLEndpoint(GraphQL[Context, None]):
                 GRAPHQL_WS_PROTOCOL,
             ),
             connection_init_wait_timeout=timedelta(seconds=CONNECTION_INIT_SECONDS),
+            # The per-connection limit is the handler's (http/websocket.py); Strawberry's
+            # own default (100) would refuse first, without a code, past it.
+            max_subscriptions_per_connection=None,
             **kwargs,
         )
         self.services = services
