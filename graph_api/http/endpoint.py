@@ -40,7 +40,7 @@ from graph_api.errors import (
     error_body,
 )
 from graph_api.graph.auth.access import refusal
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import build_schema, operation_type
 from graph_api.http import graphiql, json_text
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for

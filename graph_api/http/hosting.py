@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 
 from graph_api import logs
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 from graph_api.telemetry import MULTIPROCESS_DIR

@@ -8,7 +8,7 @@
 Bounded relations (a student's classes and sports, a teacher's classes) are maps on their
 owner's item: they cost no request of their own.
 
-Loaders are made per request (`graph/context.py`): their caches are the request's view of
+Loaders are made per request (`graph/engine/context.py`): their caches are the request's view of
 the table. `naive=True` turns batching and caching off, for the benchmark's comparison.
 """
 

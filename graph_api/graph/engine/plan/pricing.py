@@ -2,7 +2,7 @@
 
 GitHub's rule: a connection costs its `first` (or `last`) times the number of parents it may
 run for, so `students(ids: [100 ids]) { classes(first: 100) { students(first: 100) } }` costs
-100 + 100·100 + 100·100·100 and is refused before its first request (`graph/cost.py`).
+100 + 100·100 + 100·100·100 and is refused before its first request (`graph/engine/cost.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from graphql import (
 )
 from graphql.execution.values import get_variable_values
 
-from graph_api.graph.plan import walk
+from graph_api.graph.engine.plan import walk
 
 # The largest integer every JSON client reads exactly; a fan-out of fragments can ask for
 # far more (2^40 and beyond), which is refused all the same.

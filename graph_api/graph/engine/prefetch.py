@@ -21,7 +21,7 @@ is safe, it left 0.15 ms sooner on DynamoDB Local but answered at most 0.1 ms so
 
 Which roster page rides with which read, which fields a page's nodes will resolve
 (`nodes.with_items`) and which attributes the reads of each node type's items ask for
-(`nodes.parts_of`) are the operation's plan's to say (`graph/plan/`): the functions below
+(`nodes.parts_of`) are the operation's plan's to say (`graph/engine/plan/`): the functions below
 read it, for the resolver's own field.
 """
 
@@ -34,8 +34,8 @@ from typing import Any
 
 from graphql import FieldNode
 
-from graph_api.graph.context import Info
-from graph_api.graph.plan.operation import NODES, Level, OperationPlan, Parts
+from graph_api.graph.engine.context import Info
+from graph_api.graph.engine.plan.operation import NODES, Level, OperationPlan, Parts
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Key, Kind, Range
 from graph_api.store.codec import Item

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Generic, TypeVar
 import strawberry
 
 from graph_api.errors import BadUserInput
-from graph_api.graph.context import Context, Info
+from graph_api.graph.engine.context import Context, Info
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import SK, Range
 from graph_api.store.codec import Item
