@@ -139,8 +139,8 @@ def announce(settings: Settings) -> None:
 
 # A request allocates tens of thousands of short-lived objects (GraphQL results, items); with
 # the default threshold (700) the collector ran dozens of times a request and a full
-# collection walked every module object. Measured with tools/replay.py: Q4 +30 % requests a
-# second. The long-lived objects of startup are frozen out of the collector's walks.
+# collection walked every module object (what raising it gains: bench/README.md). The
+# long-lived objects of startup are frozen out of the collector's walks.
 GC_THRESHOLDS = (50_000, 50, 100)
 
 

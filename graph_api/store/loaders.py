@@ -50,7 +50,7 @@ class _Loader(DataLoader[K, V]):
     """Strawberry's DataLoader, whose `load_many` awaits its futures one after another
     instead of gathering them: they settle together (one batch, or the cache), so only the
     first wait suspends, and `gather`'s wrapper future and a callback per key are saved
-    (30 keys: about 20 µs). Keys spread over batches (one already in flight for another
+    (bench/README.md). Keys spread over batches (one already in flight for another
     field) fail with the first failure in key order, not in time."""
 
     def load_many(self, keys: Iterable[K]) -> Awaitable[list[V]]:
