@@ -15,7 +15,6 @@ from graph_api.graph.types import ordering, paging
 from graph_api.graph.types.nodes import Node, by_id, parse_global_id
 from graph_api.graph.types.ordering import IdOrder, NameOrder, PlaceOrder
 from graph_api.graph.types.paging import (
-    MAX_IDS,
     After,
     Before,
     CatalogConnection,
@@ -30,6 +29,7 @@ from graph_api.graph.types.student import Student
 from graph_api.graph.types.teacher import Teacher
 from graph_api.model import items, keys, validation
 from graph_api.model.keys import Key, Kind
+from graph_api.model.validation import MAX_IDS
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders
 

@@ -42,8 +42,8 @@ from graphql.pyutils import Path
 
 from graph_api.graph.engine.plan import cache, pricing, walk
 from graph_api.graph.engine.plan.pricing import Cost
-from graph_api.graph.types.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
 from graph_api.internals.graphql_core import collected_fields, fragment_details
+from graph_api.model.validation import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
 
 ROSTER_FIELD = "students"
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields

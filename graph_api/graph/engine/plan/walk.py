@@ -57,7 +57,7 @@ from graph_api.graph.engine.document import (
     operations_of,
     reads_variables,
 )
-from graph_api.graph.types.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
+from graph_api.model.validation import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
 
 Counting = Callable[[Mapping[str, Any]], int]  # a count that reads the variables
 
