@@ -57,7 +57,7 @@ class GraphSchema(strawberry.Schema):
         if allowed_operation_types is not None:
             allowed_operation_types = set(allowed_operation_types) - {OperationType.SUBSCRIPTION}
         # Strawberry falls back to the first operation's name; validation needs to know
-        # whether the client named one (graph.limits.operation_name_errors).
+        # whether the client named one (graph.engine.limits.operation_name_errors).
         token = requested_operation.set(operation_name)
         try:
             result = await super().execute(
@@ -166,7 +166,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
             CopiesPending,
             *([Observed] if settings.metrics or settings.tracing else []),
         ],
-        execution_context_class=ShortPathExecutionContext,  # graph.execution
+        execution_context_class=ShortPathExecutionContext,  # graph.engine.execution
     )
     built.settings = settings
     return built

@@ -193,7 +193,7 @@ class Loaders:
         cache, batch = (False, 1) if naive else (True, None)
         self.item = ItemLoader(reads, naive=naive)
         # What the request's reads of each kind's items ask for (None: whole items), set by
-        # the schema's nodes once they know the operation (`graph.nodes.parts_of`): one set
+        # the schema's nodes once they know the operation (`graph.types.nodes.parts_of`): one set
         # a kind, so that the first read of a key answers every later one.
         self.parts: dict[Kind, frozenset[str] | None] | None = None
         self.page: DataLoader[PageRequest, list[Item]] = _Loader(

@@ -5,7 +5,7 @@ the operation's plan reuses): each selection is visited once and each fragment's
 are memoized, so a document whose fragments spread each other exponentially is measured in
 time linear in its size (and refused, since its expansion is what the limits count). Tokens
 are counted by the parser, which stops at the limit; depth and aliases by `measure` below,
-before graphql-core's own rules run; cost by `graph.cost` once the variables are known.
+before graphql-core's own rules run; cost by `graph.engine.cost` once the variables are known.
 
 graphql-core's rules are not all linear (OverlappingFieldsCanBeMergedRule compares fields of
 the same name pairwise: about a second for 5,000 tokens of repeated fields on this machine),
