@@ -25,7 +25,7 @@ from typing import Any
 from bench.naive import MUTATIONS, measure, measure_writes, post, serve
 from graph_api import cli
 from graph_api.embedded import rss_kb
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store.client import Dynamo

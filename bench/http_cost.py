@@ -41,7 +41,7 @@ ENV = {
 CALLS = """
 import cProfile, http.client, json, pstats, sys, threading, time
 import uvicorn
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings
 settings = Settings.from_env({"GRAPH_API_BACKEND": "remote", "GRAPH_API_OPEN_WRITES": "true",

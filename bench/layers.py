@@ -45,10 +45,10 @@ PROFILED = "profiled"  # a query's µs per request under cProfile, less cProfile
 RULES = (
     ("graph_api/http/endpoint.py:encode_json", SERIALIZE),  # the answer's JSON (orjson)
     ("graph_api/http/", HTTP),
-    ("graph_api/graph/plan/", PLAN),
-    ("graph_api/graph/document.py", PLAN),
-    ("graph_api/graph/limits.py", PARSE),
-    ("graph_api/graph/cost.py", PARSE),
+    ("graph_api/graph/engine/plan/", PLAN),
+    ("graph_api/graph/engine/document.py", PLAN),
+    ("graph_api/graph/engine/limits.py", PARSE),
+    ("graph_api/graph/engine/cost.py", PARSE),
     ("graph_api/store/codec.py", DECODE),
     ("graph_api/store/loaders.py", EXECUTION),
     ("graph_api/store/", WIRE),

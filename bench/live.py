@@ -49,7 +49,7 @@ import orjson
 if TYPE_CHECKING:
     from bench.queries import School
     from graph_api.events.reader import StreamReader
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_P95_MS = 1000.0  # issue 15: p95 write-to-event latency on DynamoDB Local
@@ -816,7 +816,7 @@ def main() -> None:
     from bench import peer
     from bench.naive import serve
     from bench.seeding import seed
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
     from graph_api.settings import Settings
     from graph_api.store import admin
     from tools import dynamodb_local

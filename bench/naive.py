@@ -24,7 +24,7 @@ from typing import Any
 import uvicorn
 
 from graph_api.embedded import EmbeddedDynamoDB
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings

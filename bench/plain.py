@@ -48,7 +48,7 @@ from bench import queries as peer_queries
 from bench.calls import SAMPLED, Call, CallClock, RequestRecorder, calls_within, shape, waves
 from bench.naive import serve
 from bench.run import BenchRun
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.hosting import tune_collector
 from graph_api.settings import Settings
 from graph_api.store import admin

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench import queries as peer_queries
 from graph_api.graph.auth.tokens import AuthResult
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.http.hosting import tune_collector
 from graph_api.model import keys

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graph_api.embedded import EmbeddedDynamoDB
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.model import items
 from graph_api.ops.check import check_table

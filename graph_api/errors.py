@@ -44,7 +44,7 @@ class Unavailable(ApiError):
 
 
 class QueryTooCostly(ApiError):
-    """An operation whose static cost is over GRAPH_API_MAX_COST (`graph/cost.py`)."""
+    """An operation whose static cost is over GRAPH_API_MAX_COST (`graph/engine/cost.py`)."""
 
     code = "QUERY_TOO_COSTLY"
 
@@ -52,7 +52,7 @@ class QueryTooCostly(ApiError):
 class RateLimited(ApiError):
     """The caller's budget of cost points cannot pay for this operation (or a
     subscription's next event) now: `retryAfter` says in how many seconds it can
-    (`graph/budgets.py`). Nothing was run."""
+    (`graph/engine/budgets.py`). Nothing was run."""
 
     code = "RATE_LIMITED"
 

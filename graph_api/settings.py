@@ -127,7 +127,7 @@ class Settings:
     documents: str = "any"
     documents_manifest: str = ""
     documents_max_age: int = 60
-    # Rate limits by cost, per caller (graph_api/graph/budgets.py): "" keeps the policy
+    # Rate limits by cost, per caller (graph_api/graph/engine/budgets.py): "" keeps the policy
     # table's budgets (`policy.BUDGETS`), "off" turns them off, else rows that override it:
     # "anonymous=50000/1000,admin=1000000/20000" (maximum points / points restored a second).
     rate_limits: str = ""

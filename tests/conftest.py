@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the API is imported by the fixtures that use it, so that te
     # store and the CLI (check, migrate) run on their own
     from starlette.testclient import TestClient
 
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
     from tools.tls_terminator import Terminator
 
 DEMO_STUDENTS = 60  # small: seeded once a session on each backend
@@ -149,7 +149,7 @@ def demo_items() -> list[Item]:
 @pytest.fixture(scope="session")
 def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
     """Services over a table seeded with the demo school. Tests must not write to it."""
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
 
     settings = make_settings(endpoint, table="test-read")
     services = keep_loop(Services.create(settings))
@@ -163,7 +163,7 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
 def services_with(endpoint: str, services: Services) -> Iterator[Callable[..., Services]]:
     """Services over the seeded read table (which `services` creates) with other settings:
     `services_with(max_cost=10)`; closed after the test."""
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
 
     with contextlib.ExitStack() as stack:
 
@@ -223,7 +223,7 @@ def hostile(endpoint: str) -> Iterator[Hostile]:
     """A writable table with a small demo school, behind an app with auth on."""
     from starlette.testclient import TestClient
 
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
     from graph_api.http.app import create_app
 
     settings = make_settings(endpoint, **AUTH)

@@ -50,7 +50,7 @@ from tools.processes import free_port
 if TYPE_CHECKING:
     from starlette.testclient import TestClient, WebSocketTestSession
 
-    from graph_api.graph.context import Context, Services
+    from graph_api.graph.engine.context import Context, Services
 
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
@@ -150,7 +150,7 @@ def close_services(services: Services) -> None:
 
 def execute(services: Services, query: str, variables: dict[str, Any] | None = None) -> Result:
     """Run one operation through the schema with a fresh request context."""
-    from graph_api.graph.context import Context
+    from graph_api.graph.engine.context import Context
     from graph_api.graph.schema import build_schema
 
     async def run() -> Result:
@@ -177,7 +177,7 @@ def gql_of(services: Services) -> Gql:
 @contextlib.contextmanager
 def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
     """Services over a new empty table of its own, deleted afterwards."""
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
 
     services = keep_loop(Services.create(make_settings(endpoint, **settings)))
     admin.create(services.dynamo, services.settings.table)
@@ -840,7 +840,7 @@ async def execute_async(
     services: Services, query: str, variables: dict[str, Any] | None = None
 ) -> Result:
     """`execute` inside a running event loop: its own request context."""
-    from graph_api.graph.context import Context
+    from graph_api.graph.engine.context import Context
     from graph_api.graph.schema import schema
 
     context = Context.create(services, f"test-{uuid.uuid4().hex[:8]}")

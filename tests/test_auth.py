@@ -33,7 +33,7 @@ from support import (
     scan,
 )
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 from graph_api.store import admin

@@ -43,7 +43,7 @@ from support import (
 from bench import queries as bench
 from graph_api.graph.auth.policy import CLAIMABLE, READS, WRITES, Owner, Role, may_read
 from graph_api.graph.auth.tokens import ANONYMOUS, OPEN, AuthResult, Principal
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.http.app import create_app
 from graph_api.ops import demo
 from graph_api.settings import Settings
@@ -1055,8 +1055,8 @@ def test_the_dev_signer_is_the_embedded_backends_only(caplog: pytest.LogCaptureF
 
 def test_every_field_of_a_carried_type_names_what_it_reads() -> None:
     """A `Home` field left out of its table would make every read of students whole."""
-    from graph_api.graph.nodes import NodeBase
     from graph_api.graph.schema import schema
+    from graph_api.graph.types.nodes import NodeBase
 
     carried = {name: table for t in NodeBase.by_kind.values() for name, table in t.carried.items()}
     assert "Home" in carried

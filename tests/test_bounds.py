@@ -7,7 +7,7 @@ from typing import Any
 
 from support import USER_ERRORS, assert_clean, run, scan, seed
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, TEACHING
 from graph_api.store.codec import Item

@@ -169,7 +169,7 @@ def test_seed_refuses_a_table_with_items_and_force_leaves_check_clean(
     school over a bigger one, a mutated graph)."""
     assert cli.main(["create-table"]) == 0
     assert cli.main(["seed", "--students", "8", "--seed", "3"]) == 0
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
 
     services = Services.create(make_settings(endpoint, table=remote_table))
     try:

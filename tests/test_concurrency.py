@@ -31,7 +31,7 @@ from support import (
     teacher_classes,
 )
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.writes import classes, memberships, propagation, students
 
 STUDENTS = 25

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support import ROOT, queries_answered
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http import hosting
 from graph_api.settings import Settings, SettingsError
 from tools.processes import free_port

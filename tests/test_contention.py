@@ -40,7 +40,7 @@ from support import (
 )
 
 from graph_api.errors import Unavailable
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.store import retry, transactions
 from graph_api.store.client import LOCAL_CREDENTIALS
 from graph_api.store.item_locks import ItemLocks

@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 from test_lambda_handler import http_event, lambda_env
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http import hosting, lambda_handler
 from graph_api.http.app import create_app
 from graph_api.settings import LOCAL_ORIGINS, Settings, SettingsError

@@ -24,7 +24,7 @@ from support import (
     scan,
 )
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import items, keys
 from graph_api.ops.check import check_table
 from graph_api.ops.migrate import migrate_table

@@ -247,7 +247,7 @@ def test_a_cursor_of_another_secret_is_refused_on_its_field_only(
     field, whose parent and siblings are still answered."""
     from support import execute, make_settings
 
-    from graph_api.graph.context import Services
+    from graph_api.graph.engine.context import Services
 
     conn = CONNECTIONS["Class.students"]
     foreign = cursor_of(conn, gql, 0)

@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 from support import Result, assert_clean, create_student, of_type, ok, run, scan
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import keys
 
 COMPOSED = "jos\u00e9@example.org"  # é as one code point

@@ -33,7 +33,7 @@ from support import (
 )
 
 from graph_api.embedded import EmbeddedDynamoDB
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import keys
 
 

@@ -21,7 +21,7 @@ from support import (
     run,
 )
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import keys
 from graph_api.model.keys import Kind
 from graph_api.store import codec

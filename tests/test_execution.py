@@ -1,4 +1,4 @@
-"""The executor's short paths (`graph/execution.py`) answer exactly as graphql-core's and
+"""The executor's short paths (`graph/engine/execution.py`) answer exactly as graphql-core's and
 Strawberry's own path does: the same data, the same errors at the same paths, the same nulls
 where a non-null field failed.
 
@@ -19,8 +19,8 @@ from support import seed
 from test_request_counts import Shapes, render, targets
 
 from bench import queries as peer_queries
-from graph_api.graph import execution
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine import execution
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.model import items
 from graph_api.store.codec import Item

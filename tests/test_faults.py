@@ -36,7 +36,7 @@ from support import (
 )
 
 from graph_api.errors import Unavailable
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.ops import demo
 from graph_api.ops.check import check_table
 from graph_api.store import admin, retry

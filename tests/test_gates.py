@@ -21,7 +21,7 @@ from support import AUTH, Result
 from test_request_counts import Q1, Q2, Q3, Q4, Q5, targets
 
 from graph_api.graph.auth.tokens import AuthResult, Principal
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.store.codec import Item
 from graph_api.store.table import Table

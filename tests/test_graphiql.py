@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 from support import make_settings, missing
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http import graphiql
 from graph_api.http.app import create_app
 

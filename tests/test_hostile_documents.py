@@ -23,10 +23,10 @@ from graphql import DocumentNode, FieldNode, FragmentSpreadNode, InlineFragmentN
 from graphql.language import Lexer, Source, TokenKind
 from support import make_settings
 
-from graph_api.graph import limits
-from graph_api.graph.context import Services
-from graph_api.graph.plan import pricing, walk
-from graph_api.graph.plan.operation import plan_for
+from graph_api.graph.engine import limits
+from graph_api.graph.engine.context import Services
+from graph_api.graph.engine.plan import pricing, walk
+from graph_api.graph.engine.plan.operation import plan_for
 from graph_api.graph.schema import schema
 from graph_api.http.app import create_app
 from tools.processes import free_port

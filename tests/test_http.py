@@ -8,7 +8,7 @@ import pytest
 from starlette.testclient import TestClient
 from support import create_student, make_settings
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.store.codec import Item
 

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from strawberry.types import ExecutionResult
 from support import GRJ, codes, make_settings
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.graphql_http import GRAPHQL_RESPONSE_JSON, JSON, is_request_error, status_for
 from graph_api.http.negotiation import (

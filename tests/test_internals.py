@@ -89,7 +89,7 @@ def _root_details(executor: Any) -> Any:
 
 @pytest.mark.parametrize("name", sorted(graphql_core.EXECUTOR_METHODS))
 def test_executor_method_signature(name: str) -> None:
-    """Rows 1-10: each `Executor` method graph/execution.py overrides or calls, still on the
+    """Rows 1-10: each `Executor` method graph/engine/execution.py overrides or calls, still on the
     class Strawberry runs, with the parameters it is called with."""
     method = getattr(sb.StrawberryExecutor, name)
     parameters = tuple(inspect.signature(method).parameters)
@@ -97,7 +97,7 @@ def test_executor_method_signature(name: str) -> None:
 
 
 def test_executor_methods_behave_as_relied_on() -> None:
-    """Rows 1-10: one behaviour of each method, as graph/execution.py relies on it."""
+    """Rows 1-10: one behaviour of each method, as graph/engine/execution.py relies on it."""
     executor = _executor()
     schema = executor.schema
     query = schema.query_type
@@ -300,7 +300,7 @@ def _field(type_name: str, name: str) -> Any:
 
 
 def test_strawberry_executor_is_the_default() -> None:
-    """Row 18: the class Strawberry executes with, which graph/execution.py subclasses."""
+    """Row 18: the class Strawberry executes with, which graph/engine/execution.py subclasses."""
     seen: list[type] = []
 
     class Recording(sb.StrawberryExecutor):  # type: ignore[misc,valid-type]

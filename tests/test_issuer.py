@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from support import AUDIENCE, ISSUER, WAIT, bearer, claims, codes, fresh_services, post, until
 
 from graph_api.graph.auth.jwks import SigningKeys
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)

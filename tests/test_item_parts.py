@@ -21,13 +21,13 @@ from support import (
 )
 from support import execute as run_query
 
-from graph_api.graph.context import Context, Services
-from graph_api.graph.nodes import NodeBase
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import build_schema, schema
-from graph_api.graph.school_class import Class
-from graph_api.graph.sport import Sport
-from graph_api.graph.student import Student
-from graph_api.graph.teacher import Teacher
+from graph_api.graph.types.nodes import NodeBase
+from graph_api.graph.types.school_class import Class
+from graph_api.graph.types.sport import Sport
+from graph_api.graph.types.student import Student
+from graph_api.graph.types.teacher import Teacher
 from graph_api.model import keys
 from graph_api.model.keys import Kind
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http import hosting, lambda_handler
 from graph_api.settings import Settings, SettingsError
 from graph_api.store.codec import Item

@@ -16,8 +16,8 @@ from graphql.execution.values import get_variable_values
 from starlette.testclient import TestClient
 from support import codes, post
 
-from graph_api.graph.context import Services
-from graph_api.graph.plan.pricing import as_given
+from graph_api.graph.engine.context import Services
+from graph_api.graph.engine.plan.pricing import as_given
 from graph_api.graph.schema import build_schema
 from graph_api.http.app import create_app
 from graph_api.http.middleware import RequestGuard

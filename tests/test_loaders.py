@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model.keys import Key
 from graph_api.store.codec import Item
 from graph_api.store.ledger import Ledger

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support import USER_ERRORS, assert_clean, execute, get_item, ok, run_on, seed
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import items, keys
 from graph_api.ops import migrate
 from graph_api.ops.check import check_table
@@ -239,7 +239,7 @@ def _all_pages(svc: Services, size: int, *, backward: bool = False) -> list[str]
 def test_a_process_sees_the_migration_marker_within_its_ttl(svc: Services) -> None:
     """What migrate's wait relies on: a process trusts what it read of the marker for `ttl`
     seconds, then reads it again (and sees the marker migrate put meanwhile)."""
-    from graph_api.graph.context import Context
+    from graph_api.graph.engine.context import Context
 
     now = [0.0]
     layout = Layout(ttl=30.0, clock=lambda: now[0])

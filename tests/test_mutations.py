@@ -43,7 +43,7 @@ from support import (
 )
 
 from graph_api.errors import Unavailable
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.graph.schema import schema
 from graph_api.writes import teachers
 

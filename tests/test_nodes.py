@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from graph_api.graph.nodes import NodeBase
-from graph_api.graph.school_class import Class
-from graph_api.graph.sport import Sport
-from graph_api.graph.student import Student
-from graph_api.graph.teacher import Teacher
+from graph_api.graph.types.nodes import NodeBase
+from graph_api.graph.types.school_class import Class
+from graph_api.graph.types.sport import Sport
+from graph_api.graph.types.student import Student
+from graph_api.graph.types.teacher import Teacher
 from graph_api.model.keys import Kind
 
 

@@ -31,7 +31,7 @@ from support import (
 from test_readme import BLOCKS
 
 from graph_api import cli
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.persisted import STORE_BYTES, Store, entry_bytes, load_manifest, sha256_hex
 from graph_api.ops import demo

@@ -27,7 +27,7 @@ from support import (
     roster_size,
 )
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.hosting import announce
 from graph_api.ops import demo

@@ -1,4 +1,4 @@
-"""One plan per operation (graph/plan/): made once for the values of the variables that
+"""One plan per operation (graph/engine/plan/): made once for the values of the variables that
 change it, and read by every layer of the request (the cost, the rate limit, the reads)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from support import Gql
 from test_request_counts import targets
 
 from bench import queries as bench_queries
-from graph_api.graph.document import KeptBy
-from graph_api.graph.plan import cache, operation, pricing, walk
-from graph_api.graph.plan.operation import plan_for
+from graph_api.graph.engine.document import KeptBy
+from graph_api.graph.engine.plan import cache, operation, pricing, walk
+from graph_api.graph.engine.plan.operation import plan_for
 from graph_api.graph.schema import schema
 from graph_api.internals.strawberry import graphql_schema
 from graph_api.store.codec import Item
@@ -240,7 +240,11 @@ def test_a_plan_is_charged_at_least_the_memory_its_requests_leave(
     # Where a plan's parts are made: the plan package, the executor's steps, graphql-core's
     # field collection, named tuples' __new__. (Not all of graph_api: a request also fills
     # caches of its own, a caller's bucket, a cursor's, which a suite run may leave cold.)
-    made_in = ("*/graph_api/graph/plan/*", "*/graph_api/graph/execution.py", "*/graphql/*")
+    made_in = (
+        "*/graph_api/graph/engine/plan/*",
+        "*/graph_api/graph/engine/execution.py",
+        "*/graphql/*",
+    )
     ours = [tracemalloc.Filter(True, pattern) for pattern in made_in]
     ours.append(tracemalloc.Filter(True, "<string>"))
     gc.collect()

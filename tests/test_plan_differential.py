@@ -1,8 +1,8 @@
 """Our executor against graphql-core's own, on every document of the tests and 500 random
 shapes (each with two or three sets of variables): the same data, the same errors at the same paths.
 
-Our schema runs its executor (`graph/execution.py`, the plan's steps) on the plans the
-cache kept (`graph/plan/cache.py`), as a server does request after request; the reference is
+Our schema runs its executor (`graph/engine/execution.py`, the plan's steps) on the plans the
+cache kept (`graph/engine/plan/cache.py`), as a server does request after request; the reference is
 the same types and extensions on graphql-core's executor alone (Strawberry's default
 execution context), each request on a plan made for it (a cold plan cache). Both read the
 seeded demo table, which nothing writes; their answers and their DynamoDB requests (the
@@ -48,10 +48,10 @@ from support import ROOT
 from test_request_counts import targets
 
 from bench import queries as bench_queries
-from graph_api.graph import execution
-from graph_api.graph.context import Context, Services
-from graph_api.graph.plan import cache
-from graph_api.graph.plan import operation as plans_of_operations
+from graph_api.graph.engine import execution
+from graph_api.graph.engine.context import Context, Services
+from graph_api.graph.engine.plan import cache
+from graph_api.graph.engine.plan import operation as plans_of_operations
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.internals.strawberry import graphql_schema
 from graph_api.store.codec import Item

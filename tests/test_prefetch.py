@@ -1,4 +1,4 @@
-"""A teacher's classes with their rosters: one Query a class's partition (graph/prefetch.py),
+"""A teacher's classes with their rosters: one Query a class's partition (graph/engine/prefetch.py),
 all sent together and answered together, so that the level below reads as one wave.
 
 What a client notices: the answers and the requests, also when a class's item is missing (its
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support import ENROLL_MIN, create_class, create_student, create_teacher, ok, run, run_on
 
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
 from graph_api.model import keys
 from graph_api.model.keys import Kind, Range

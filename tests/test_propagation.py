@@ -26,7 +26,7 @@ from support import (
 )
 
 from graph_api.errors import Unavailable
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.store import admin
 from graph_api.store.codec import Item
 from graph_api.writes import propagation

@@ -26,7 +26,7 @@ from support import (
 )
 
 from graph_api.errors import NotFound
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP
 from graph_api.store import transactions

@@ -1,4 +1,4 @@
-"""Rate limits by cost, per caller (graph_api/graph/budgets.py, throttle.py): a token bucket
+"""Rate limits by cost, per caller (graph_api/graph/engine/budgets.py, throttle.py): a token bucket
 of cost points per token subject or client address, sized per role; an operation takes its
 requested cost before it runs and gets back what it did not use; a refusal is a 429 with
 RATE_LIMITED and Retry-After, before any DynamoDB request; a subscription's events spend.
@@ -31,8 +31,8 @@ from support import (
 )
 
 from graph_api.graph.auth.policy import BUDGETS, Budget, Role
-from graph_api.graph.budgets import Limiter, LocalBuckets
-from graph_api.graph.context import Services
+from graph_api.graph.engine.budgets import Limiter, LocalBuckets
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 

@@ -47,7 +47,7 @@ from graphql import (
 from support import ROOT, assert_clean, fresh_services, npm_package, run, tool
 from websockets.sync.client import connect
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin

@@ -15,7 +15,7 @@ from support import fresh_services, make_settings, refusal, subscriber
 
 from graph_api.events.lease import Lease
 from graph_api.events.live import READER_DOWN, LiveEvents
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.health import stream_problem
 from graph_api.settings import Settings

@@ -15,7 +15,7 @@ a student's map carries its name; a class's teacher carries its name. Bounded re
 (Student.classes / sports / home, Teacher.classes) are maps on the owner's item: they cost
 the owner's item and nothing else. A node or a page is read once a request, however often it
 is reached. `class(id)` / `sport(id)` that select `students` (no `after`) read the node and
-the roster's first page with one Query of the partition (graph/prefetch.py), in wave one; a
+the roster's first page with one Query of the partition (graph/engine/prefetch.py), in wave one; a
 teacher's classes that select `students` read each class that way, one Query a class.
 
 Every test counts the ledger's calls (what went to DynamoDB, with their timings) and checks
@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 from support import Result, execute, make_settings
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import keys
 from graph_api.ops import demo
 from graph_api.store import admin
@@ -502,7 +502,7 @@ class Model:
                     self.resolve(Obj("class", id_, frozenset(CARRIED["class entry"])), sel.children)
                 return
             # Each class's item and roster page in one Query of its partition, and the
-            # page's classes resolve once all of them answered (graph/prefetch.py).
+            # page's classes resolve once all of them answered (graph/engine/prefetch.py).
             size = first_of(roster[0])
             waiting = set(ids)
 

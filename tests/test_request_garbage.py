@@ -25,7 +25,7 @@ import pytest
 from test_request_counts import targets
 
 from bench import queries as peer_queries
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.store.codec import Item
 

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from support import WAIT, WS, fresh_services, make_settings, until
 from websockets.sync.client import ClientConnection, connect
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.hosting import MAX_HEAD_BYTES, uvicorn_limits
 from graph_api.http.middleware import MAX_HEADERS

@@ -28,7 +28,7 @@ from support import (
 )
 
 from graph_api.errors import Forbidden
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import items, keys
 from graph_api.model.keys import Kind
 from graph_api.ops import migrate

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import assert_clean, calls, drop_index, dynamodb_requests, execute, ok, seed
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import items, keys
 from graph_api.model.items import TEACHING
 

@@ -28,7 +28,7 @@ from support import WAIT, RedisServer, fresh_services, running_redis, until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.model import items, keys
 from graph_api.store import admin, codec
 from graph_api.store.client import LOCAL_CREDENTIALS

@@ -40,7 +40,7 @@ from websockets.sync.client import connect
 
 from graph_api.events import derive
 from graph_api.events.changes import Event, Position
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.websocket import BEHIND_CLOSE, FORBIDDEN_CLOSE, IDLE_CLOSE
 from graph_api.model import items, keys

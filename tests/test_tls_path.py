@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from support import STUDENT_FIELDS, USER_ERRORS, fresh_services, make_settings, post, scan
 
 from bench import queries as peer_queries
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.store import admin
 from graph_api.store.client import LOCAL_CREDENTIALS

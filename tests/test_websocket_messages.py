@@ -25,7 +25,7 @@ from support import WAIT, WS, make_settings, until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.hosting import uvicorn_limits
 from graph_api.http.json_text import MAX_DEPTH

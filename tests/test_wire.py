@@ -365,7 +365,7 @@ def test_the_api_imports_no_boto3_and_aiobotocore_only_for_the_stream_reader() -
         import json, sys
         from graph_api.settings import Settings
         from graph_api.http.app import create_app
-        from graph_api.graph.context import Services
+        from graph_api.graph.engine.context import Services
         import graph_api.http.lambda_handler  # noqa: F401
         import graph_api.cli  # noqa: F401
         services = Services.create(Settings(table="t", endpoint_url="http://127.0.0.1:9"))
@@ -396,7 +396,7 @@ def test_the_production_path_imports_neither_moto_nor_the_embedded_backend() -> 
             importlib.import_module(module.name)
         from graph_api.settings import Settings
         from graph_api.http.app import create_app
-        from graph_api.graph.context import Services
+        from graph_api.graph.engine.context import Services
         import graph_api.http.lambda_handler  # noqa: F401
         services = Services.create(Settings(table="t", endpoint_url="http://127.0.0.1:9"))
         create_app(services)

@@ -19,7 +19,7 @@ from support import AUTH, USER_ERRORS, fresh_services, hs256, run_on, scan
 
 from graph_api.graph.auth import policy
 from graph_api.graph.auth.tokens import AuthResult
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import build_schema, schema
 from graph_api.store import admin
 

@@ -24,7 +24,7 @@ from support import (
 
 from graph_api.graph.auth import policy
 from graph_api.graph.auth.tokens import AuthResult, Principal
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import build_schema
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, TEACHING

@@ -2,7 +2,7 @@
 
 moto 5.2 parses an expression wherever it meets one: in a transaction, each action's
 condition twice (its handler's validation, then the write) and its update expression once
-more, 0.3-0.5 ms each on 2 busy cores, the larger part of a 100-action transaction's CPU.
+more, the larger part of a 100-action transaction's CPU (bench/README.md).
 The API's writes repeat a few texts with other names and values (`#n1 = :v1` for every
 class a rename reaches), so:
 

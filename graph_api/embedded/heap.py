@@ -4,8 +4,8 @@ CPython's cyclic collector stops every thread for a full pass over every object 
 whenever a quarter more of them has survived into its oldest generation since the last
 pass. On the embedded server those objects are mostly the table's items (about 190,000 on
 the demo, 900,000 at 5,000 students), and a transaction replaces hundreds of them, so a full
-pass came every few teacher renames: 100-140 ms on the demo (400 ms at 5,000 students) on 2
-busy cores, during which no read was answered. Items form no reference cycles: a replaced
+pass came every few teacher renames, and no read was answered while it ran (how long:
+bench/README.md). Items form no reference cycles: a replaced
 item is freed by its reference count, with or without the collector.
 
 So the old objects are frozen (`gc.freeze()`: later passes skip them) once there are enough

@@ -13,12 +13,13 @@ pinned by `tests/test_embedded.py`; each goes away when moto does the same:
 - `streams`: DynamoDB Streams of committed changes only, trimmed, served on the same port
   (moto's own stream records refused transactions and is never trimmed; it is switched off);
 - moto's models forget their instances: every moto model keeps each instance it ever
-  made, for moto's dashboard (each Item, every copy of a query's results included: about
-  110 MB a minute of mixed traffic on the demo). The embedded backend has no dashboard;
+  made, for moto's dashboard (each Item, every copy of a query's results included: memory
+  that grows with every request). The embedded backend has no dashboard;
 - and moto's dispatch lists a handler's methods once, not on every request
-  (`inspect.getmembers` over `DynamoHandler`: a twentieth of a Query's CPU).
+  (`inspect.getmembers` over `DynamoHandler`).
 
-`apply()` installs them once per process; nothing else in the project touches moto's classes.
+What each saves: bench/README.md, `make bench-embedded`. `apply()` installs them once per
+process; nothing else in the project touches moto's classes.
 """
 
 from __future__ import annotations

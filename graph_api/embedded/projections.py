@@ -2,9 +2,8 @@
 
 moto's `Item.project` turns the whole item into plain Python and back for every item that a
 projected GetItem, BatchGetItem or Query returns: a deep copy and a conversion of every
-attribute, a student's `classes` and `sports` maps included, to keep a few of them. That was
-93 % of a BatchGetItem of 20 demo students asking for four attributes, which took moto
-23 ms, against 16 ms for the same items whole.
+attribute, a student's `classes` and `sports` maps included, to keep a few of them: most of
+a projected read's time, and more than reading the items whole (bench/README.md).
 
 A projection of top-level attributes only (every one the API sends, `nodes.parts_of`) takes
 those attributes' values as they are stored: shared with the table's item, not copied,

@@ -219,11 +219,11 @@ def _apply_action(
         )
 
 
-# moto parses, validates (deep-copying its syntax tree) and executes every update expression:
-# about 2 ms an action. The plain forms our writes use (`SET #a = :v` and `SET #m.#k.#f = :v`
-# into nested maps, `REMOVE #a` / `REMOVE #m.#k`, `ADD #a :n` on numbers) are applied
-# directly; anything else, a missing parent map, or any error goes to moto, which answers
-# as DynamoDB does.
+# moto parses, validates (deep-copying its syntax tree) and executes every update expression,
+# a cost paid per action (bench/README.md). The plain forms our writes use (`SET #a = :v` and
+# `SET #m.#k.#f = :v` into nested maps, `REMOVE #a` / `REMOVE #m.#k`, `ADD #a :n` on numbers)
+# are applied directly; anything else, a missing parent map, or any error goes to moto,
+# which answers as DynamoDB does.
 _CLAUSE = re.compile(r"\s*(SET|REMOVE|ADD)\s+(.*?)\s*(?=\b(?:SET|REMOVE|ADD)\s|$)", re.S)
 _PATH = r"(#\w+(?:\.#\w+)*)"
 _SET = re.compile(_PATH + r"\s*=\s*(:\w+)")

@@ -4,7 +4,7 @@ consistent read.
 Each mutation first asks the policy (`graph/auth/authorize.py`) on the token and its arguments,
 before any read: FORBIDDEN is a `userErrors` entry, and nothing is written.
 
-Each mutation answers a payload (`graph/payloads.py`): the node written, or user errors.
+Each mutation answers a payload (`graph/types/payloads.py`): the node written, or user errors.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated, TypeVar
 import strawberry
 
 from graph_api.graph.auth.authorize import authorize, authorize_guarded, class_teacher
-from graph_api.graph.context import Info
-from graph_api.graph.inputs import (
+from graph_api.graph.engine.context import Info
+from graph_api.graph.types.inputs import (
     CreateClassInput,
     CreateSportInput,
     CreateStudentInput,
@@ -27,8 +27,8 @@ from graph_api.graph.inputs import (
     UpdateTeacherInput,
     optional_name,
 )
-from graph_api.graph.nodes import NodeBase
-from graph_api.graph.payloads import (
+from graph_api.graph.types.nodes import NodeBase
+from graph_api.graph.types.payloads import (
     CreateClassPayload,
     CreateSportPayload,
     CreateStudentPayload,
@@ -48,10 +48,10 @@ from graph_api.graph.payloads import (
     UpdateTeacherPayload,
     payload_mutation,
 )
-from graph_api.graph.school_class import Class
-from graph_api.graph.sport import Sport
-from graph_api.graph.student import Student
-from graph_api.graph.teacher import Teacher
+from graph_api.graph.types.school_class import Class
+from graph_api.graph.types.sport import Sport
+from graph_api.graph.types.student import Student
+from graph_api.graph.types.teacher import Teacher
 from graph_api.model import validation
 from graph_api.model.items import ENROLMENT, MEMBERSHIP
 from graph_api.writes import classes, memberships, sports, students, teachers

@@ -9,12 +9,12 @@ from typing import Annotated, TypeVar, cast
 import strawberry
 
 from graph_api.errors import BadUserInput
-from graph_api.graph import ordering, paging, prefetch
-from graph_api.graph.context import Info
-from graph_api.graph.nodes import Node, by_id, parse_global_id
-from graph_api.graph.ordering import IdOrder, NameOrder, PlaceOrder
-from graph_api.graph.paging import (
-    MAX_IDS,
+from graph_api.graph.engine import prefetch
+from graph_api.graph.engine.context import Info
+from graph_api.graph.types import ordering, paging
+from graph_api.graph.types.nodes import Node, by_id, parse_global_id
+from graph_api.graph.types.ordering import IdOrder, NameOrder, PlaceOrder
+from graph_api.graph.types.paging import (
     After,
     Before,
     CatalogConnection,
@@ -23,12 +23,13 @@ from graph_api.graph.paging import (
     LocationConnection,
     SearchConnection,
 )
-from graph_api.graph.school_class import Class
-from graph_api.graph.sport import Sport
-from graph_api.graph.student import Student
-from graph_api.graph.teacher import Teacher
+from graph_api.graph.types.school_class import Class
+from graph_api.graph.types.sport import Sport
+from graph_api.graph.types.student import Student
+from graph_api.graph.types.teacher import Teacher
 from graph_api.model import items, keys, validation
 from graph_api.model.keys import Key, Kind
+from graph_api.model.validation import MAX_IDS
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders
 

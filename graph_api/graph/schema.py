@@ -15,12 +15,12 @@ from strawberry.types.graphql import OperationType
 
 from graph_api import telemetry
 from graph_api.events.hub import Pace
-from graph_api.graph.accounting import CopiesPending, DynamoDBAccounting, Observed
 from graph_api.graph.auth.access import RequireAuth
-from graph_api.graph.context import Context
-from graph_api.graph.document import DOCUMENTS
-from graph_api.graph.execution import ExecutionContext as ShortPathExecutionContext
-from graph_api.graph.limits import limit_extensions, requested_operation
+from graph_api.graph.engine.accounting import CopiesPending, DynamoDBAccounting, Observed
+from graph_api.graph.engine.context import Context
+from graph_api.graph.engine.document import DOCUMENTS
+from graph_api.graph.engine.execution import ExecutionContext as ShortPathExecutionContext
+from graph_api.graph.engine.limits import limit_extensions, requested_operation
 from graph_api.graph.masking import format_error, log_unexpected, request_id_of
 from graph_api.graph.mutation import Mutation
 from graph_api.graph.query import Query
@@ -57,7 +57,7 @@ class GraphSchema(strawberry.Schema):
         if allowed_operation_types is not None:
             allowed_operation_types = set(allowed_operation_types) - {OperationType.SUBSCRIPTION}
         # Strawberry falls back to the first operation's name; validation needs to know
-        # whether the client named one (graph.limits.operation_name_errors).
+        # whether the client named one (graph.engine.limits.operation_name_errors).
         token = requested_operation.set(operation_name)
         try:
             result = await super().execute(
@@ -166,7 +166,7 @@ def build_schema(settings: Settings = DEFAULTS) -> GraphSchema:
             CopiesPending,
             *([Observed] if settings.metrics or settings.tracing else []),
         ],
-        execution_context_class=ShortPathExecutionContext,  # graph.execution
+        execution_context_class=ShortPathExecutionContext,  # graph.engine.execution
     )
     built.settings = settings
     return built

@@ -17,14 +17,14 @@ import strawberry
 from graph_api.errors import Unauthenticated
 from graph_api.events import derive
 from graph_api.events.changes import Event
-from graph_api.graph import prefetch
-from graph_api.graph.context import Info
+from graph_api.graph.engine import prefetch
+from graph_api.graph.engine.context import Info
+from graph_api.graph.engine.throttle import spend_event
 from graph_api.graph.query import NodeId
-from graph_api.graph.school_class import Class
-from graph_api.graph.sport import Sport
-from graph_api.graph.student import Student
-from graph_api.graph.teacher import Teacher
-from graph_api.graph.throttle import spend_event
+from graph_api.graph.types.school_class import Class
+from graph_api.graph.types.sport import Sport
+from graph_api.graph.types.student import Student
+from graph_api.graph.types.teacher import Teacher
 from graph_api.model import keys
 from graph_api.model.keys import Kind
 

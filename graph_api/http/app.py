@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from graph_api import telemetry
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http import graphiql, health
 from graph_api.http.cors import cors_middleware
 from graph_api.http.endpoint import GraphQLEndpoint

@@ -40,7 +40,7 @@ from graph_api.errors import (
     error_body,
 )
 from graph_api.graph.auth.access import refusal
-from graph_api.graph.context import Context, Services
+from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import build_schema, operation_type
 from graph_api.http import graphiql, json_text
 from graph_api.http.graphql_http import BAD_REQUEST, JSON, is_request_error, status_for
@@ -176,8 +176,8 @@ class GraphQLEndpoint(GraphQL[Context, None]):
     # -- GraphQL over HTTP (graph_api.http.graphql_http) -------------------------------------
 
     def encode_json(self, data: object) -> str:
-        """The compact JSON Strawberry writes with `json.dumps`, written by orjson in a tenth
-        of the time (Q1's 13 KB answer); non-ASCII text comes as UTF-8, not `\\u` escapes.
+        """The compact JSON Strawberry writes with `json.dumps`, written by orjson in far
+        less time (bench/README.md); non-ASCII text comes as UTF-8, not `\\u` escapes.
         Text, not bytes: Strawberry sends bytes on a websocket as binary frames."""
         try:
             return orjson.dumps(data).decode()

@@ -40,7 +40,7 @@ BAD_REQUEST = BadRequest.code
 # Request errors whose code says more than 400 does (under graphql-response+json only).
 _REQUEST_ERROR_STATUS = {
     Unauthenticated.code: 401,
-    RateLimited.code: 429,  # the rate limit sets it for application/json too (graph/throttle)
+    RateLimited.code: 429,  # graph/engine/throttle sets it for application/json too
     INTERNAL_SERVER_ERROR: 500,
     Unavailable.code: 503,
 }

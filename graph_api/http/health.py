@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from graph_api.errors import Unavailable
 from graph_api.events.live import LiveEvents
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 
 from graph_api import logs
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.settings import Settings, SettingsError
 from graph_api.telemetry import MULTIPROCESS_DIR
@@ -139,8 +139,8 @@ def announce(settings: Settings) -> None:
 
 # A request allocates tens of thousands of short-lived objects (GraphQL results, items); with
 # the default threshold (700) the collector ran dozens of times a request and a full
-# collection walked every module object. Measured with tools/replay.py: Q4 +30 % requests a
-# second. The long-lived objects of startup are frozen out of the collector's walks.
+# collection walked every module object (what raising it gains: bench/README.md). The
+# long-lived objects of startup are frozen out of the collector's walks.
 GC_THRESHOLDS = (50_000, 50, 100)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from mangum import Mangum
 
-from graph_api.graph.context import Services
+from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
 from graph_api.http.hosting import remote_settings, services_for
 from graph_api.settings import Settings

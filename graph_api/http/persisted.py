@@ -44,9 +44,9 @@ SHA256 = "sha256:"
 # past it the least recently used are dropped (a client whose document was dropped registers
 # it again).
 STORE_BYTES = 10_000_000
-# What an entry costs beyond its two strings: the OrderedDict's slot, index and list node,
-# measured at 75 to 92 bytes with tracemalloc (tests/test_persisted.py holds the store to its
-# cap that way), doubled for the slots that deletions leave until the table is rebuilt.
+# What an entry costs beyond its two strings: the OrderedDict's slot, index and list node as
+# tracemalloc counts them (tests/test_persisted.py holds the store to its cap that way),
+# doubled for the slots that deletions leave until the table is rebuilt.
 ENTRY_OVERHEAD = 184
 _HEX = re.compile(r"[0-9a-f]{64}")
 _ID_FORM = "documentId must be sha256:<64 lower-case hex digits> (or those digits alone)"

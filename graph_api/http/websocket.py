@@ -15,7 +15,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from graph_api.errors import BadRequest, BadUserInput, ForbiddenDocument, PersistedQueryNotFound
 from graph_api.events.hub import Group
-from graph_api.graph.context import Context
+from graph_api.graph.engine.context import Context
 from graph_api.http.graphql_http import is_request_error_response
 from graph_api.http.persisted import Documents, Resolved, read_id
 from graph_api.internals.strawberry import (

@@ -14,24 +14,24 @@ a development backend's, listed in its own docstring.
 
 | # | library | attribute | used in | here | pin |
 |---|---|---|---|---|---|
-| 1-10 | graphql-core | `Executor.execute_fields` (overridden), `execute_field`, `build_resolve_info`, `handle_field_error`, `complete_value`, `collect_subfields`, `collect_and_execute_subfields`, `with_abort_signal`, `settle_in_background`, `track_async_work` | graph/execution | `graphql_core.EXECUTOR_METHODS` | executor_method_signature; executor_methods_behave_as_relied_on |
-| 11 | graphql-core | `get_middleware_resolvers` (`:meta private:`), `MiddlewareManager.middlewares` | graph/execution | `graphql_core.wraps_resolvers` | wraps_resolvers |
-| 12 | graphql-core | `graphql.type.scalars.serialize_string/_id/_boolean` (not exported) | graph/execution | `graphql_core.UNCHANGED` | unchanged_are_the_builtin_scalars_coercions |
-| 13 | graphql-core | `Path`'s field order (built by `tuple.__new__`) | graph/execution | `graphql_core.make_path` | make_path_is_a_path |
-| 14 | graphql-core | `graphql.validation.validate.ValidationAbortedError` | graph/limits | `graphql_core.ValidationAbortedError` | validation_aborted_error |
-| 15 | Strawberry | `Info._raw_info` | graph/prefetch | `strawberry.raw_info` | raw_info_is_graphql_cores_resolve_info_of_the_field |
-| 16 | Strawberry | `Info(_raw_info=, _field=)` | graph/execution | `strawberry.strawberry_info` | strawberry_info_is_the_info_strawberry_gives_a_resolver |
-| 17 | Strawberry | `Schema._schema` | graph/limits, cost, prefetch | `strawberry.graphql_schema` | graphql_schema_is_the_schema_strawberry_built |
-| 18 | Strawberry | `StrawberryGraphQLCoreExecutionContext` | graph/execution | `strawberry.StrawberryExecutor` | strawberry_executor_is_the_default |
-| 19 | Strawberry | `GraphQLCoreConverter.DEFINITION_BACKREF` | graph/execution | `strawberry.field_definition` | field_definition |
-| 20 | Strawberry | `is_default_resolver`, `StrawberryField.base_resolver`, `.default_resolver`, `.extensions`, `.python_name` | graph/execution | `strawberry.read_attribute` | read_attribute |
-| 21 | Strawberry | `StrawberryResolver.wrapped_func`, `.self_parameter`, `.root_parameter`, `.parent_parameter`, `.info_parameter`; `StrawberryField.is_subscription` | graph/execution | `strawberry.resolver_call` | resolver_call_calls_as_strawberry_does |
-| 22 | Strawberry | `StrawberryField.arguments` (`.type`, `.graphql_name`, `.python_name`), `StrawberryList`, `StrawberryOptional` | graph/execution | `strawberry.resolver_call` | resolver_call_arguments |
-| 23 | Strawberry | `strawberry.utils.str_converters.to_camel_case` | graph/execution | `strawberry.resolver_call` | resolver_call_arguments |
-| 24 | Strawberry | a type definition's `.origin` (its own `is_type_of`) | graph/execution | `strawberry.strawberry_is_type_of` | strawberry_is_type_of |
-| 25 | Strawberry | `strawberry.types.cast.TYPE_CAST_ATTRIBUTE` | graph/execution | `strawberry.CAST_ATTRIBUTE` | cast_attribute |
-| 26 | Strawberry | `strawberry.schema.schema.validate_document` | graph/limits | `strawberry.validate_document` | validate_document |
-| 27 | Strawberry | `AddValidationRules.validation_rules` | graph/limits | `strawberry.validation_rules` | validation_rules |
+| 1-10 | graphql-core | `Executor.execute_fields` (overridden), `execute_field`, `build_resolve_info`, `handle_field_error`, `complete_value`, `collect_subfields`, `collect_and_execute_subfields`, `with_abort_signal`, `settle_in_background`, `track_async_work` | graph/engine/execution | `graphql_core.EXECUTOR_METHODS` | executor_method_signature; executor_methods_behave_as_relied_on |
+| 11 | graphql-core | `get_middleware_resolvers` (`:meta private:`), `MiddlewareManager.middlewares` | graph/engine/execution | `graphql_core.wraps_resolvers` | wraps_resolvers |
+| 12 | graphql-core | `graphql.type.scalars.serialize_string/_id/_boolean` (not exported) | graph/engine/execution | `graphql_core.UNCHANGED` | unchanged_are_the_builtin_scalars_coercions |
+| 13 | graphql-core | `Path`'s field order (built by `tuple.__new__`) | graph/engine/execution | `graphql_core.make_path` | make_path_is_a_path |
+| 14 | graphql-core | `graphql.validation.validate.ValidationAbortedError` | graph/engine/limits | `graphql_core.ValidationAbortedError` | validation_aborted_error |
+| 15 | Strawberry | `Info._raw_info` | graph/engine/prefetch | `strawberry.raw_info` | raw_info_is_graphql_cores_resolve_info_of_the_field |
+| 16 | Strawberry | `Info(_raw_info=, _field=)` | graph/engine/execution | `strawberry.strawberry_info` | strawberry_info_is_the_info_strawberry_gives_a_resolver |
+| 17 | Strawberry | `Schema._schema` | graph/engine/limits, cost, prefetch | `strawberry.graphql_schema` | graphql_schema_is_the_schema_strawberry_built |
+| 18 | Strawberry | `StrawberryGraphQLCoreExecutionContext` | graph/engine/execution | `strawberry.StrawberryExecutor` | strawberry_executor_is_the_default |
+| 19 | Strawberry | `GraphQLCoreConverter.DEFINITION_BACKREF` | graph/engine/execution | `strawberry.field_definition` | field_definition |
+| 20 | Strawberry | `is_default_resolver`, `StrawberryField.base_resolver`, `.default_resolver`, `.extensions`, `.python_name` | graph/engine/execution | `strawberry.read_attribute` | read_attribute |
+| 21 | Strawberry | `StrawberryResolver.wrapped_func`, `.self_parameter`, `.root_parameter`, `.parent_parameter`, `.info_parameter`; `StrawberryField.is_subscription` | graph/engine/execution | `strawberry.resolver_call` | resolver_call_calls_as_strawberry_does |
+| 22 | Strawberry | `StrawberryField.arguments` (`.type`, `.graphql_name`, `.python_name`), `StrawberryList`, `StrawberryOptional` | graph/engine/execution | `strawberry.resolver_call` | resolver_call_arguments |
+| 23 | Strawberry | `strawberry.utils.str_converters.to_camel_case` | graph/engine/execution | `strawberry.resolver_call` | resolver_call_arguments |
+| 24 | Strawberry | a type definition's `.origin` (its own `is_type_of`) | graph/engine/execution | `strawberry.strawberry_is_type_of` | strawberry_is_type_of |
+| 25 | Strawberry | `strawberry.types.cast.TYPE_CAST_ATTRIBUTE` | graph/engine/execution | `strawberry.CAST_ATTRIBUTE` | cast_attribute |
+| 26 | Strawberry | `strawberry.schema.schema.validate_document` | graph/engine/limits | `strawberry.validate_document` | validate_document |
+| 27 | Strawberry | `AddValidationRules.validation_rules` | graph/engine/limits | `strawberry.validation_rules` | validation_rules |
 | 28 | Strawberry | `ParserCache.cached_parse_document` (its shared cache) | graph/schema | `strawberry.cached_parse` | cached_parse_is_the_extensions_cache |
 | 29 | Strawberry | `strawberry.utils.operation.get_operation_type` | graph/schema | `strawberry.get_operation_type` | get_operation_type |
 | 30 | Strawberry | `strawberry.types.execution.PreExecutionError` | graph/schema | `strawberry.PreExecutionError` | pre_execution_error |
@@ -45,9 +45,9 @@ a development backend's, listed in its own docstring.
 | 60-63 | Strawberry | the handler's `view`, `websocket`, `context`, `connection_acknowledged` | http/websocket | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
 | 64 | Strawberry | the handler's `operations`, changed only by `[]=`, `del`, `pop` (`_Operations`); `Operation.task` | http/websocket | `strawberry.WS_ATTRIBUTES` | ws_operations_change_only_as_relied_on |
 | 65 | Strawberry | `connection_params` set on a context object by `connection_init` | http/websocket | `strawberry.WS_ATTRIBUTES` | ws_handler_runs_as_relied_on |
-| 66-67 | Starlette | `Response.raw_headers` / `MutableHeaders.raw` (the live list of header fields) | graph/throttle, http/endpoint | `starlette.header_fields` | header_fields_are_what_the_response_sends |
+| 66-67 | Starlette | `Response.raw_headers` / `MutableHeaders.raw` (the live list of header fields) | graph/engine/throttle, http/endpoint | `starlette.header_fields` | header_fields_are_what_the_response_sends |
 | 68 | Strawberry | `GraphQL(connection_init_wait_timeout=)` | http/endpoint | `strawberry.VIEW_OPTIONS` | view_option |
-| 69 | graphql-core | `collect_fields`, `collect_subfields` ("for internal use only"), `FieldDetails`, `FragmentDetails` | graph/plan/operation | `graphql_core.collected_fields` | collected_fields_are_the_executors |
+| 69 | graphql-core | `collect_fields`, `collect_subfields` ("for internal use only"), `FieldDetails`, `FragmentDetails` | graph/engine/plan/operation | `graphql_core.collected_fields` | collected_fields_are_the_executors |
 """
 
 from __future__ import annotations

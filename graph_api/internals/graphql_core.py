@@ -2,7 +2,7 @@
 
 graphql-core documents `Executor` as the class to subclass (`execution_context_class`), but
 "the methods used internally for executing and completing fields are not part of the public
-API". graph/execution.py overrides one of them and calls nine: `EXECUTOR_METHODS` names each
+API". graph/engine/execution.py overrides one of them and calls nine: `EXECUTOR_METHODS` names each
 with the parameters it is called with, for tests/test_internals.py to pin (their signatures,
 and one behaviour each). The rest are names graphql-core does not export.
 """
@@ -42,8 +42,8 @@ __all__ = [
     "wraps_resolvers",
 ]
 
-# `Executor`'s methods graph/execution.py overrides (`execute_fields`) or calls, each with its
-# parameters as it relies on them (names and order).
+# `Executor`'s methods graph/engine/execution.py overrides (`execute_fields`) or calls, each
+# with its parameters as it relies on them (names and order).
 EXECUTOR_METHODS: dict[str, tuple[str, ...]] = {
     "execute_fields": (
         "parent_type",

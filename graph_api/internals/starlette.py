@@ -2,7 +2,7 @@
 
 Starlette documents a response's `headers` argument and a mutable `headers` mapping, but not
 the list of raw header fields under them, which keeps repeated fields and their order: the
-rate limit's `RateLimit-Policy` and `RateLimit` fields go there (graph/throttle.py), and the
+rate limit's `RateLimit-Policy` and `RateLimit` fields go there (graph/engine/throttle.py), and the
 sub-response's fields are carried over to the answer (http/endpoint.py), as Strawberry's own view
 carries them.
 """

@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 # The executor Strawberry runs operations with, which `Schema(execution_context_class=)`
-# replaces (graph/execution.py subclasses it).
+# replaces (graph/engine/execution.py subclasses it).
 StrawberryExecutor = StrawberryGraphQLCoreExecutionContext
 # `strawberry.cast` marks a value with this attribute; Strawberry's `is_type_of` reads it.
 CAST_ATTRIBUTE = TYPE_CAST_ATTRIBUTE

@@ -200,7 +200,7 @@ def normalize_place(value: str) -> str:
     return folded.replace("%", "%25").replace(SEP, "%23")
 
 
-# -- the location index in shards (issue 54) -----------------------------------------------
+# -- the location index in shards ----------------------------------------------------------
 # Every write of a student rewrites its GSI1 entry (the index projects ALL), so one country's
 # partition took all its students' writes: 96 % of a partition's write limit at 10 M
 # students (schema/table.md, *Hot partitions*). A country's students are split by *state*

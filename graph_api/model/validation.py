@@ -1,4 +1,5 @@
-"""Input rules for writes; each violation is BAD_USER_INPUT naming the field."""
+"""Input rules for writes, and the sizes a read may ask for; each violation is BAD_USER_INPUT
+naming the field."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ MAX_EMAIL = 254
 # A place's key part (case-folded, escaped UTF-8) must leave room in GSI1's 1,024-byte sort
 # key for the state, the city and the student: 100 characters can fold to 1,200 bytes.
 MAX_PLACE_KEY_BYTES = 300
+# A page's size (`first`/`last`) and a list by ids' length: the fields refuse more, and the
+# operation's plan prices by them before any field runs.
+DEFAULT_FIRST = 20
+MAX_FIRST = 100
+MAX_IDS = 100  # ids a list by ids takes (`students(ids:)`, `nodes(ids:)`)
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 
 

@@ -41,7 +41,8 @@ class Finding:
         return f"{self.kind:<13} {self.key}: {self.message}"
 
 
-# Items of the layout before issue 12, and what each one is, for the old-layout finding.
+# Items of the edge layout (before nodes carried their relations: home items, enrolment,
+# membership and teaching edges), and what each one is, for the old-layout finding.
 _MIGRATE = " (old layout: run `graph-api migrate`)"
 
 
@@ -79,7 +80,7 @@ def _where(item: Item) -> str:
 
 def _unsharded(node: Item, expected: Item) -> bool:
     """Whether a student's location entry is on its country's partition of the layout
-    before location shards (issue 54): the shard's key without its `#<n>`."""
+    before location shards: the shard's key without its `#<n>`."""
     return bool(node.get(GSI1PK) == str(expected.get(GSI1PK, "")).rsplit(keys.SEP, 1)[0])
 
 

@@ -1,4 +1,5 @@
-"""`graph-api migrate`: rewrite a table of the old layout (before issue 12) into the new one.
+"""`graph-api migrate`: rewrite a table of the old layout (the edge layout, before nodes
+carried their relations) into the new one.
 
 The new layout (`graph_api/model/items.py`, `schema/table.md`) keeps a node's bounded relations on
 the node: a student item carries its `classes`, `sports` and `home` maps (and, with a home,
@@ -19,31 +20,34 @@ transactions, sent one after the other:
   new layout's statement of who teaches what) and deletes its first 99 teaching edges;
   further ones, if any, go 99 a transaction.
 
-Search keys (issue 48): a student, teacher or class whose GSI2 key (`keys.name_key`) is
-missing or disagrees with its name (a class: subject) gets it, in the node update its layout
-job makes, else in a transaction of its own conditioned on the name scanned.
+Search keys (which the layout before search lacked): a student, teacher or class whose GSI2
+key (`keys.name_key`) is missing or disagrees with its name (a class: subject) gets it, in the
+node update its layout job makes, else in a transaction of its own conditioned on the name
+scanned.
 `graph-api migrate` first adds the indexes `store.admin.definition` has and the table lacks
 (`admin.add_indexes`: UpdateTable, then a wait until the index is active).
 
-First of all, a counter kept in one item (before issue 54) is folded into its shards, online:
-its count added to shard 0 and the item deleted in one transaction conditioned on its `moves`
-as read, read again and retried while writers (the old code) move it (`fold_counters`).
+First of all, a counter kept in one item (the layout before counter shards) is folded into
+its shards, online: its count added to shard 0 and the item deleted in one transaction
+conditioned on its `moves` as read, read again and retried while writers (the old code) move
+it (`fold_counters`).
 
-A class whose `studentCount` is on its item (before issue 54's roster shards) gets its
+A class whose `studentCount` is on its item (the layout before roster shards) gets its
 `keys.ROSTER_SHARDS` roster shards, stamped with its copied fields, each counting the
 enrolments walked for it and shard 0 the rest, and loses the count from its item, in one
 transaction conditioned on the class's version, count and copied fields as scanned
 (`plan_roster`): online, as an old instance's enrolment moves the count and refuses it. A
 class in shards with a shard missing or stamped unlike it gets that shard.
 
-Last, the counters of catalogs and places (issue 48, `totalCount`) are backfilled. Every
-counter shard is read (a consistent Scan) *before* the pass's scan; each counter whose shard
-sum then differs from the count the scan walks gets the shards that differ put, each
-conditioned on its `moves` being what that read saw. Every write that changes a shard's
-nodes moves the shard (`writes/counts.py` adds 1 to `moves` in the same transaction), so a
-put that succeeds had no write change them between the read and the put: the count walked
-is the shard's count then. A counter that did move is not written and is reported
-("changed during the scan: run migrate again"); equal ones are left alone.
+Last, the counters of catalogs and places (`totalCount`, which the layout before search did
+not keep) are backfilled. Every counter shard is read (a consistent Scan) *before* the
+pass's scan; each counter whose shard sum then differs from the count the scan walks gets
+the shards that differ put, each conditioned on its `moves` being what that read saw.
+Every write that changes a shard's nodes moves the shard (`writes/counts.py` adds 1 to
+`moves` in the same transaction), so a put that succeeds had no write change them between
+the read and the put: the count walked is the shard's count then. A counter that did move
+is not written and is reported ("changed during the scan: run migrate again"); equal ones
+are left alone.
 
 Every transaction is conditioned on what the plan was made from: the node still at the
 `version` and counter scanned (a catalog's or place's counter: the `moves` read before),
@@ -78,7 +82,8 @@ from graph_api.store.retry import Retries, cancellation_reasons, error_code
 
 # -- The legacy layout: what migrate (and check, to point at migrate) must recognize --------
 #
-# Before issue 12 the table held, beside today's nodes and email guards:
+# Before nodes carried their relations (the edge layout), the table held, beside today's
+# nodes and email guards:
 #   home        PK = STUDENT#<id>  SK = HOME           GSI1 = COUNTRY#… / STATE#…#STUDENT#<id>
 #               country, state, city, street, studentId, studentName
 #   enrolment   PK = STUDENT#<id>  SK = CLASS#<id>     GSI1 = CLASS#<id> / STUDENT#<id>
@@ -506,7 +511,7 @@ def plan_location_key(school: _School, student_id: str) -> Job | None:
 
 
 def plan_roster(school: _School, kind: Kind, class_id: str) -> list[tx.Action]:
-    """A class's roster count into its shards (issue 54), online, in one transaction
+    """A class's roster count into its shards, online, in one transaction
     conditioned on the class's copied fields as scanned (the shards copy them):
 
     - a class that keeps `studentCount` on its item (the layout before, or an older
@@ -664,8 +669,9 @@ def migrate_table(
 ) -> Report:
     """Bring every node of `table` to the new layout; what was done and what was not.
 
-    Location entries (issue 54): before the first student's entry moves into its shard, the
-    marker `keys.location_migration` is put and `notice` seconds waited, so every serving
+    Location entries (the layout before location shards kept a country's students in one
+    partition): before the first student's entry moves into its shard, the marker
+    `keys.location_migration` is put and `notice` seconds waited, so every serving
     process reads the country's unsharded partition beside the shards (`store/layout.py`)
     while students move; it is deleted once a pass leaves none to move."""
     report = Report()

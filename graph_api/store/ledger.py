@@ -57,7 +57,7 @@ TURNS = 5
 async def sent(ledger: Ledger, asked: int, turns: int = TURNS) -> None:
     """Return once `asked` more requests than now have left (the ledger counts each as
     the wire sends it), or after `turns` loop turns: reads started without being awaited
-    (`graph.prefetch.start_partitions`) leave before the caller's own work
+    (`graph.engine.prefetch.start_partitions`) leave before the caller's own work
     goes on."""
     target = ledger.requests + asked
     for _ in range(turns if asked else 0):

@@ -8,7 +8,7 @@
 Bounded relations (a student's classes and sports, a teacher's classes) are maps on their
 owner's item: they cost no request of their own.
 
-Loaders are made per request (`graph/context.py`): their caches are the request's view of
+Loaders are made per request (`graph/engine/context.py`): their caches are the request's view of
 the table. `naive=True` turns batching and caching off, for the benchmark's comparison.
 """
 
@@ -50,7 +50,7 @@ class _Loader(DataLoader[K, V]):
     """Strawberry's DataLoader, whose `load_many` awaits its futures one after another
     instead of gathering them: they settle together (one batch, or the cache), so only the
     first wait suspends, and `gather`'s wrapper future and a callback per key are saved
-    (30 keys: about 20 µs). Keys spread over batches (one already in flight for another
+    (bench/README.md). Keys spread over batches (one already in flight for another
     field) fail with the first failure in key order, not in time."""
 
     def load_many(self, keys: Iterable[K]) -> Awaitable[list[V]]:
@@ -193,7 +193,7 @@ class Loaders:
         cache, batch = (False, 1) if naive else (True, None)
         self.item = ItemLoader(reads, naive=naive)
         # What the request's reads of each kind's items ask for (None: whole items), set by
-        # the schema's nodes once they know the operation (`graph.nodes.parts_of`): one set
+        # the schema's nodes once they know the operation (`graph.types.nodes.parts_of`): one set
         # a kind, so that the first read of a key answers every later one.
         self.parts: dict[Kind, frozenset[str] | None] | None = None
         self.page: DataLoader[PageRequest, list[Item]] = _Loader(

@@ -20,8 +20,8 @@ from strawberry.types.graphql import OperationType
 from graph_api.errors import ApiError, Forbidden, Unauthenticated, Unavailable
 from graph_api.graph.auth import policy
 from graph_api.graph.auth.policy import Owner, Role
-from graph_api.graph.context import Context, Info
-from graph_api.graph.nodes import NodeBase, then
+from graph_api.graph.engine.context import Context, Info
+from graph_api.graph.types.nodes import NodeBase, then
 from graph_api.model.items import ENROLMENT
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from graph_api.errors import Forbidden
 from graph_api.graph.auth import policy
 from graph_api.graph.auth.policy import Owner
 from graph_api.graph.auth.tokens import Principal
-from graph_api.graph.context import Info
+from graph_api.graph.engine.context import Info
 from graph_api.writes.guards import Guard
 
 

@@ -113,7 +113,7 @@ WRITES: dict[str, Grant] = {
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """A caller's token bucket of cost points (`graph/budgets.py`): it holds at most
+    """A caller's token bucket of cost points (`graph/engine/budgets.py`): it holds at most
     `maximum` and refills at `restore_rate` points a second. A point is what the static
     cost counts (a node), and an operation is charged at most its bucket's maximum."""
 

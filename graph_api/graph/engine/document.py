@@ -1,4 +1,4 @@
-"""What the walk of a document (`graph/plan/walk.py`) builds on: its fragments and
+"""What the walk of a document (`graph/engine/plan/walk.py`) builds on: its fragments and
 operations as written, the order that walks each fragment after those it spreads (so that
 a document whose fragments spread each other exponentially is walked in linear time), and
 `KeptBy`, which keeps what is worked out once from a document by the document's identity.

@@ -1,6 +1,6 @@
 """The plan of one operation for one set of plan variables, made once after validation.
 
-`plan_for` is called once a request, by the cost limit (`graph/cost.py`), which refuses the
+`plan_for` is called once a request, by the cost limit (`graph/engine/cost.py`), which refuses the
 operation when the plan's cost is over the limit and otherwise puts the plan on the
 request's context (`Context.plan`). A plan is kept by the parsed document (Strawberry's
 parser cache hands out the same document for the same text), the operation's name and
@@ -16,7 +16,7 @@ What the layers read of it:
 - resolvers: `level(path)`, what is selected at their own response path (`Level`): whether
   a roster's first page rides with its node's read, which attributes a page's nodes read;
 - the executor: `steps`, its per-field steps kept from request to request
-  (`graph/execution.py`).
+  (`graph/engine/execution.py`).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from graphql import (
 )
 from graphql.pyutils import Path
 
-from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
-from graph_api.graph.plan import cache, pricing, walk
-from graph_api.graph.plan.pricing import Cost
+from graph_api.graph.engine.plan import cache, pricing, walk
+from graph_api.graph.engine.plan.pricing import Cost
 from graph_api.internals.graphql_core import collected_fields, fragment_details
+from graph_api.model.validation import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
 
 ROSTER_FIELD = "students"
 NODES = ("edges", "node")  # the path from a connection field to its nodes' fields
@@ -82,7 +82,7 @@ class OperationPlan:
         self.cost = cost
         # What the plan reads of the plan variables (`plan_values`): no caller's cursor.
         self.variables = variables
-        # The executor's steps by parent type and field nodes (`graph/execution.py`); None
+        # The executor's steps by parent type and field nodes (`graph/engine/execution.py`); None
         # where graphql-core's grouped field sets may differ within one plan (a fragment's
         # own variables).
         self.steps: dict[tuple[Any, ...], Any] | None = (

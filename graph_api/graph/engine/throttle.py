@@ -1,4 +1,4 @@
-"""The rate limit's gate (`graph/budgets.py`), inside the cost extension's hook
+"""The rate limit's gate (`graph/engine/budgets.py`), inside the cost extension's hook
 (`cost.CostLimit`): once an operation is priced and before it executes, so a refused
 operation reads nothing from DynamoDB. It is no extension of its own: each costs every
 request its instance and its hooks' context managers (bench/README.md).
@@ -26,8 +26,8 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import RateLimited
-from graph_api.graph.budgets import Throttle, Tier, describe
-from graph_api.graph.context import Context
+from graph_api.graph.engine.budgets import Throttle, Tier, describe
+from graph_api.graph.engine.context import Context
 from graph_api.internals.starlette import header_fields
 
 RATE_LIMITED = RateLimited.code

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
-from graph_api.graph import paging, prefetch
-from graph_api.graph.context import Info
-from graph_api.graph.nodes import (
+from graph_api.graph.engine import prefetch
+from graph_api.graph.engine.context import Info
+from graph_api.graph.types import paging
+from graph_api.graph.types.nodes import (
     ID_DESCRIPTION,
     Attributes,
     FieldAttributes,
@@ -18,13 +19,13 @@ from graph_api.graph.nodes import (
     node_fields,
     reads_of,
 )
-from graph_api.graph.paging import After, Before, Connection, First, Last
+from graph_api.graph.types.paging import After, Before, Connection, First, Last
 from graph_api.model.items import TEACHING
 from graph_api.model.keys import Kind
 from graph_api.store.ledger import sent
 
 if TYPE_CHECKING:
-    from graph_api.graph.school_class import Class
+    from graph_api.graph.types.school_class import Class
 
 
 @node_fields
@@ -71,7 +72,7 @@ class Teacher(NodeBase, Node):
         after: After = None,
         last: Last = None,
         before: Before = None,
-    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]] | None:
+    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.types.school_class")]] | None:
         new_class = NodeBase.by_kind[Kind.CLASS].from_entry
         page = paging.window(first, after, last, before)
         # Entries copy the subject; the class's teacher is this teacher, by definition.

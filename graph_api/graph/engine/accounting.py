@@ -12,7 +12,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.types.graphql import OperationType
 
 from graph_api import telemetry
-from graph_api.graph.context import Context
+from graph_api.graph.engine.context import Context
 from graph_api.graph.masking import code_of
 
 

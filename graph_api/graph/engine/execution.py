@@ -8,7 +8,7 @@ wrapper), and for an object the collection of its selection. Q1 of `make bench` 
 Here `execute_fields` (the executor's method for the fields of one object) runs a *plan*:
 the grouped field set as data, one step per response key, worked out once for each
 (parent type, grouped field set): the 30 students of a list run one plan 30 times. An
-operation keeps its plans from request to request on its operation plan (`graph/plan/`:
+operation keeps its plans from request to request on its operation plan (`graph/engine/plan/`:
 one for each value of the variables that can change its grouped field sets, `@skip` and
 `@include`'s among them), by the identity of its field nodes (Strawberry's parser cache
 hands out the same document for the same text); one whose fragments declare variables of
@@ -62,7 +62,7 @@ from graphql.execution.values import get_argument_values
 from graphql.pyutils import Path, gather_with_cancel
 from strawberry.types.field import StrawberryField
 
-from graph_api.graph.document import reads_variables
+from graph_api.graph.engine.document import reads_variables
 from graph_api.internals.graphql_core import UNCHANGED, make_path, wraps_resolvers
 from graph_api.internals.strawberry import (
     CAST_ATTRIBUTE,
@@ -323,7 +323,7 @@ class ExecutionContext(StrawberryExecutor):
         # By parent type and grouped field set (graphql-core's, kept alive beside its plan
         # so that its id stays its own): this request's plans.
         self._plans: dict[tuple[GraphQLObjectType, int], tuple[GroupedFieldSet, Plan]] = {}
-        # The operation's steps from request to request, kept on its plan (`graph/plan/`:
+        # The operation's steps from request to request, kept on its plan (`graph/engine/plan/`:
         # one a set of the variables that change grouped field sets); and its `_CALL`
         # steps' arguments that read variables, this request's.
         plan = getattr(self.context_value, "plan", None)

@@ -6,7 +6,7 @@ run for, so `students(ids: [100 ids]) { classes(first: 100) { students(first: 10
 counts its ids; a root field returning one node counts 1. The figure is reported in
 `extensions.cost = {requested, limit}` on every response.
 
-The cost is the operation's plan's (`graph/plan/`): the limit makes the plan, once
+The cost is the operation's plan's (`graph/engine/plan/`): the limit makes the plan, once
 validated, puts it on the request's context for every other layer, and reads its cost. The
 document's one walk compiles the formula (`plan.walk.Formula`), in time linear in the
 document however its fragments spread each other; a plan is kept for the variables that
@@ -24,9 +24,9 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from graph_api.errors import QueryTooCostly
-from graph_api.graph.context import Context
-from graph_api.graph.plan import operation
-from graph_api.graph.throttle import gate, shared_gate, throttle_status
+from graph_api.graph.engine.context import Context
+from graph_api.graph.engine.plan import operation
+from graph_api.graph.engine.throttle import gate, shared_gate, throttle_status
 from graph_api.internals.strawberry import graphql_schema
 
 QUERY_TOO_COSTLY = QueryTooCostly.code
@@ -35,7 +35,7 @@ QUERY_TOO_COSTLY = QueryTooCostly.code
 class CostLimit(SchemaExtension):
     """Makes the operation's plan and puts it on the request's context (`Context.plan`,
     which every resolver reads); refuses the operation when its static cost passes `limit`,
-    before it executes; then runs the rate limit's gate (`graph/throttle.py`) for that
+    before it executes; then runs the rate limit's gate (`graph/engine/throttle.py`) for that
     cost, in the same hook."""
 
     def __init__(self, limit: int) -> None:
@@ -57,7 +57,7 @@ class CostLimit(SchemaExtension):
             )
             # No plan: no single operation, or bad variables, which execution reports.
             self.requested = plan.cost.requested if plan is not None else 0
-            if isinstance(context.context, Context):  # every layer reads it (`graph/plan/`)
+            if isinstance(context.context, Context):  # every layer reads it (`graph/engine/plan/`)
                 context.context.plan = plan
             if self.requested > self.limit and context.result is None:
                 message = (

@@ -18,17 +18,15 @@ from typing import Annotated, Any, Generic, TypeVar
 import strawberry
 
 from graph_api.errors import BadUserInput
-from graph_api.graph.context import Context, Info
+from graph_api.graph.engine.context import Context, Info
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import SK, Range
+from graph_api.model.validation import DEFAULT_FIRST, MAX_FIRST
 from graph_api.store.codec import Item
 from graph_api.store.loaders import Loaders, PageRequest, start_key
 from graph_api.store.table import key_names
 
 T = TypeVar("T")
-DEFAULT_FIRST = 20
-MAX_FIRST = 100
-MAX_IDS = 100  # ids a list by ids takes (`students(ids:)`, `nodes(ids:)`)
 
 # The arguments every connection field takes (their descriptions are GraphiQL's docs).
 First = Annotated[

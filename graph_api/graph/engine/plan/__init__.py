@@ -8,7 +8,7 @@
   made once after validation (`cost.CostLimit`) and kept with the document: its cost, the
   attributes each node type's reads ask for, and per level of the response (`levels`) what
   its resolvers decide their reads by (a roster's first page, what a page's nodes read).
-  The executor keeps its per-field steps on it (`graph/execution.py`).
+  The executor keeps its per-field steps on it (`graph/engine/execution.py`).
 
 Resolvers reach their level's plan through the request's context (`Context.plan`), by
 their own response path: none reads another field's selection.

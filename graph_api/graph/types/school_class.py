@@ -6,9 +6,9 @@ from typing import Any, ClassVar
 
 import strawberry
 
-from graph_api.graph import paging
-from graph_api.graph.context import Info
-from graph_api.graph.nodes import (
+from graph_api.graph.engine.context import Info
+from graph_api.graph.types import paging
+from graph_api.graph.types.nodes import (
     ID_DESCRIPTION,
     Attributes,
     FieldAttributes,
@@ -18,9 +18,9 @@ from graph_api.graph.nodes import (
     reads_of,
     then,
 )
-from graph_api.graph.paging import After, Before, Connection, First, Last
-from graph_api.graph.student import Student
-from graph_api.graph.teacher import Teacher
+from graph_api.graph.types.paging import After, Before, Connection, First, Last
+from graph_api.graph.types.student import Student
+from graph_api.graph.types.teacher import Teacher
 from graph_api.model import items
 from graph_api.model.keys import Kind
 

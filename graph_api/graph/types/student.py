@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import strawberry
 
-from graph_api.graph import paging
 from graph_api.graph.auth.access import RULE_ATTRIBUTES, personal
-from graph_api.graph.context import Info
-from graph_api.graph.home import Home
-from graph_api.graph.nodes import (
+from graph_api.graph.engine.context import Info
+from graph_api.graph.types import paging
+from graph_api.graph.types.home import Home
+from graph_api.graph.types.nodes import (
     ID_DESCRIPTION,
     Attributes,
     FieldAttributes,
@@ -22,14 +22,14 @@ from graph_api.graph.nodes import (
     reads_of,
     then,
 )
-from graph_api.graph.paging import After, Before, Connection, First, Last
+from graph_api.graph.types.paging import After, Before, Connection, First, Last
 from graph_api.model import items
 from graph_api.model.items import ENROLMENT, MEMBERSHIP, Relation
 from graph_api.model.keys import Kind
 
 if TYPE_CHECKING:
-    from graph_api.graph.school_class import Class
-    from graph_api.graph.sport import Sport
+    from graph_api.graph.types.school_class import Class
+    from graph_api.graph.types.sport import Sport
 
 
 def _home(root: Student) -> Any:
@@ -116,7 +116,7 @@ class Student(NodeBase, Node):
         after: After = None,
         last: Last = None,
         before: Before = None,
-    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.school_class")]] | None:
+    ) -> Connection[Annotated[Class, strawberry.lazy("graph_api.graph.types.school_class")]] | None:
         return _classes(info, first, after, last, before)(self)  # type: ignore[no-any-return]
 
     @strawberry.field(
@@ -130,5 +130,5 @@ class Student(NodeBase, Node):
         after: After = None,
         last: Last = None,
         before: Before = None,
-    ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.sport")]] | None:
+    ) -> Connection[Annotated[Sport, strawberry.lazy("graph_api.graph.types.sport")]] | None:
         return _sports(info, first, after, last, before)(self)  # type: ignore[no-any-return]

@@ -14,7 +14,7 @@ from graph_api import telemetry
 from graph_api.events.hub import Group, Pace
 from graph_api.events.live import LiveEvents
 from graph_api.graph.auth.tokens import Authenticator, AuthResult
-from graph_api.graph.budgets import Limiter, Throttle
+from graph_api.graph.engine.budgets import Limiter, Throttle
 from graph_api.model.cursors import Cursors
 from graph_api.model.keys import Kind
 from graph_api.settings import Settings
@@ -25,7 +25,7 @@ from graph_api.store.loaders import Loaders
 from graph_api.store.table import Table
 
 if TYPE_CHECKING:  # the plan's modules import the schema's types, which import this one
-    from graph_api.graph.plan.operation import OperationPlan
+    from graph_api.graph.engine.plan.operation import OperationPlan
 
 EVENT_SCOPES = 256  # events whose loaders are kept: those subscribers are resolving now
 
@@ -42,7 +42,7 @@ class Services:
     _event_scopes: OrderedDict[Hashable, tuple[Ledger, Table, Loaders]] = field(
         default_factory=OrderedDict, repr=False
     )
-    # The callers' buckets of cost points (graph/budgets.py); None: no rate limits.
+    # The callers' buckets of cost points (graph/engine/budgets.py); None: no rate limits.
     limiter: Limiter | None = None
     # Whether `graph-api migrate` is moving location entries into shards (store/layout.py).
     layout: Layout = field(default_factory=Layout, repr=False)
@@ -94,7 +94,7 @@ class Context:
     subscriptions: Group | None = None
     # Where an operation's time goes: sending results, or resolving them (`hub.Pace`).
     pace: Pace = field(default_factory=Pace, repr=False)
-    # The operation's plan (`graph/plan/`), which the cost limit puts here once validated:
+    # The operation's plan (`graph/engine/plan/`), which the cost limit puts here once validated:
     # what every layer of the request reads of the operation.
     plan: OperationPlan | None = field(default=None, repr=False)
     # The client's address (the connection's peer), which anonymous callers are told apart by.

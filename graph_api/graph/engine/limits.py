@@ -1,11 +1,11 @@
 """Bounds on one operation: depth, aliases, tokens, static cost, introspection.
 
-Every bound works on the document as written, from its one walk (`graph/plan/walk.py`, which
+Every bound works on the document as written, from its one walk (`graph/engine/plan/walk.py`, which
 the operation's plan reuses): each selection is visited once and each fragment's figures
 are memoized, so a document whose fragments spread each other exponentially is measured in
 time linear in its size (and refused, since its expansion is what the limits count). Tokens
 are counted by the parser, which stops at the limit; depth and aliases by `measure` below,
-before graphql-core's own rules run; cost by `graph.cost` once the variables are known.
+before graphql-core's own rules run; cost by `graph.engine.cost` once the variables are known.
 
 graphql-core's rules are not all linear (OverlappingFieldsCanBeMergedRule compares fields of
 the same name pairwise: about a second for 5,000 tokens of repeated fields on this machine),
@@ -38,10 +38,10 @@ from strawberry.extensions import (
 )
 
 from graph_api.errors import BadUserInput
-from graph_api.graph.budgets import buckets_in_redis
-from graph_api.graph.cost import CostLimit, SharedCostLimit
-from graph_api.graph.document import operations_of
-from graph_api.graph.plan import walk
+from graph_api.graph.engine.budgets import buckets_in_redis
+from graph_api.graph.engine.cost import CostLimit, SharedCostLimit
+from graph_api.graph.engine.document import operations_of
+from graph_api.graph.engine.plan import walk
 from graph_api.internals.graphql_core import ValidationAbortedError
 from graph_api.internals.strawberry import graphql_schema, validate_document, validation_rules
 from graph_api.model import validation
@@ -227,7 +227,7 @@ def limit_extensions(settings: Settings, cache_size: int) -> list[Callable[[], S
     """The extensions that bound an operation; each request gets its own instances."""
     limits = DocumentLimits(settings.max_depth, settings.max_aliases)
     results = ValidationResults(limits, cache_size)
-    # The rate limit's gate is the cost extension's (graph/throttle.py); with Redis's
+    # The rate limit's gate is the cost extension's (graph/engine/throttle.py); with Redis's
     # buckets, its hook awaits them.
     cost_limit = SharedCostLimit if buckets_in_redis(settings) else CostLimit
     extensions: list[Callable[[], SchemaExtension]] = [

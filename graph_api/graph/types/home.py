@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 import strawberry
 
 from graph_api.graph.auth.access import RULE_ATTRIBUTES, personal
-from graph_api.graph.context import Info
-from graph_api.graph.nodes import FieldAttributes, NodeBase
+from graph_api.graph.engine.context import Info
+from graph_api.graph.types.nodes import FieldAttributes, NodeBase
 from graph_api.model.items import HOME
 
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from graphql import DocumentNode, GraphQLSchema
 
-from graph_api.graph.document import DOCUMENTS
+from graph_api.graph.engine.document import DOCUMENTS
 
 if TYPE_CHECKING:
-    from graph_api.graph.plan.operation import OperationPlan
+    from graph_api.graph.engine.plan.operation import OperationPlan
 
 VARIANTS = 8  # plans a document keeps (its values of `first`, `@include`, ...)
 PLAN_BYTES = 16_000_000  # what all plans may take (`OperationPlan.footprint`)

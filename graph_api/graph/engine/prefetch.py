@@ -16,12 +16,12 @@ fields read next (their students' items) leaves in one BatchGetItem, not one a c
 A roster page's students' items are not read as soon as the partition answers, ahead of
 the level's other fields: that BatchGetItem would leave without what a sibling field (a
 class's `teacher { version }`) asks in the same level, a second request where the formula
-allows one (`tests/test_request_counts.py`). Tried on Q4 of `make bench` alone, where it
-is safe, it left 0.15 ms sooner on DynamoDB Local but answered at most 0.1 ms sooner.
+allows one (`tests/test_request_counts.py`); where it is safe, it saved too little to keep
+(bench/README.md).
 
 Which roster page rides with which read, which fields a page's nodes will resolve
 (`nodes.with_items`) and which attributes the reads of each node type's items ask for
-(`nodes.parts_of`) are the operation's plan's to say (`graph/plan/`): the functions below
+(`nodes.parts_of`) are the operation's plan's to say (`graph/engine/plan/`): the functions below
 read it, for the resolver's own field.
 """
 
@@ -34,8 +34,8 @@ from typing import Any
 
 from graphql import FieldNode
 
-from graph_api.graph.context import Info
-from graph_api.graph.plan.operation import NODES, Level, OperationPlan, Parts
+from graph_api.graph.engine.context import Info
+from graph_api.graph.engine.plan.operation import NODES, Level, OperationPlan, Parts
 from graph_api.model import keys
 from graph_api.model.keys import PK, SK, Key, Kind, Range
 from graph_api.store.codec import Item

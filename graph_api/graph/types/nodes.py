@@ -22,8 +22,9 @@ from typing import Any, ClassVar, Self, TypeVar
 import strawberry
 
 from graph_api.errors import BadUserInput, NotFound
-from graph_api.graph import paging, prefetch
-from graph_api.graph.context import Info
+from graph_api.graph.engine import prefetch
+from graph_api.graph.engine.context import Info
+from graph_api.graph.types import paging
 from graph_api.model import keys
 from graph_api.model.items import COUNT, TYPE, Relation
 from graph_api.model.keys import Kind

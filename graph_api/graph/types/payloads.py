@@ -19,10 +19,10 @@ from typing import Any, ParamSpec, TypeVar
 import strawberry
 
 from graph_api.errors import AlreadyExists, ApiError, BadUserInput, Conflict, Forbidden, NotFound
-from graph_api.graph.school_class import Class
-from graph_api.graph.sport import Sport
-from graph_api.graph.student import Student
-from graph_api.graph.teacher import Teacher
+from graph_api.graph.types.school_class import Class
+from graph_api.graph.types.sport import Sport
+from graph_api.graph.types.student import Student
+from graph_api.graph.types.teacher import Teacher
 
 # The errors a payload reports; every other exception stays a GraphQL error.
 CLIENT_ERRORS: tuple[type[ApiError], ...] = (

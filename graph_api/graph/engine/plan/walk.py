@@ -5,7 +5,7 @@ It works out, for every operation of the document:
 - the limits' figures: how deep its fields nest (as Strawberry's QueryDepthLimiter counts:
   introspection fields and what they hold count nothing) and how many aliases it writes,
   every spread of a fragment counted;
-- its cost formula (GitHub's rule, `graph/cost.py`): the fields that count nodes, each with
+- its cost formula (GitHub's rule, `graph/engine/cost.py`): the fields that count nodes, each with
   the formula of what it holds, a count that reads a variable kept as a function of the
   variables;
 - the fields selected on each object type, its fragments' included (what reads of a node
@@ -50,14 +50,14 @@ from graphql import (
     value_from_ast,
 )
 
-from graph_api.graph.document import (
+from graph_api.graph.engine.document import (
     KeptBy,
     fragment_order,
     fragments_of,
     operations_of,
     reads_variables,
 )
-from graph_api.graph.paging import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
+from graph_api.model.validation import DEFAULT_FIRST, MAX_FIRST, MAX_IDS
 
 Counting = Callable[[Mapping[str, Any]], int]  # a count that reads the variables
 

@@ -2,7 +2,7 @@
 
 GitHub's rule: a connection costs its `first` (or `last`) times the number of parents it may
 run for, so `students(ids: [100 ids]) { classes(first: 100) { students(first: 100) } }` costs
-100 + 100·100 + 100·100·100 and is refused before its first request (`graph/cost.py`).
+100 + 100·100 + 100·100·100 and is refused before its first request (`graph/engine/cost.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from graphql import (
 )
 from graphql.execution.values import get_variable_values
 
-from graph_api.graph.plan import walk
+from graph_api.graph.engine.plan import walk
 
 # The largest integer every JSON client reads exactly; a fan-out of fragments can ask for
 # far more (2^40 and beyond), which is refused all the same.
@@ -75,7 +75,7 @@ def as_given(
 ) -> dict[str, Any] | None:
     """The variables as graphql-core would coerce them, when that changes nothing: each one
     given, of a built-in scalar type (or a list of them) and already of its coerced Python
-    type (30 ids: 18 µs less than coercing them). None: graphql-core must coerce them."""
+    type (what it saves: bench/README.md). None: graphql-core must coerce them."""
     for definition in definitions:
         value = given.get(definition.variable.name.value)
         type_node: TypeNode = definition.type
