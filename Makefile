@@ -131,7 +131,7 @@ bench-naive: $(STAMP)  ## DynamoDB requests and latency per query, batched vs na
 bench-embedded: $(STAMP)  ## the embedded backend as make run serves it (500 and 5,000 students)
 	$(BIN)/python -m bench.embedded
 
-# Writes that meet on one item (issue 54): 16 writers, one API worker, every transaction's
+# Writes that meet on one item: 16 writers, one API worker, every transaction's
 # items held 15 ms by tools/contention.py. BENCH_ARGS: --seconds, --hold, --endpoint. BASE=<ref>:
 # that commit's own bench/scale.py too (its checkout and venv in .cache/bench-base/, as make
 # bench builds it), then one table of both.

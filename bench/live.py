@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from graph_api.graph.engine.context import Services
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_P95_MS = 1000.0  # issue 15: p95 write-to-event latency on DynamoDB Local
+TARGET_P95_MS = 1000.0  # the target p95 write-to-event latency on DynamoDB Local
 ANY = "*"  # an expected value that is not checked (a name read after a later write)
 # After the last write, the reader has read every record well within this (it polls an
 # idle shard every 0.25 s): its requests are counted over the writes and this much after.
