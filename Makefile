@@ -18,7 +18,7 @@ export UV_PYTHON_DOWNLOADS := never
 # of their own; see --compile-bytecode below).
 COMPILE := $(BIN)/python -m compileall -q -j 0 graph_api tools tests
 
-.PHONY: help run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded bench-scale bench-layers schema clean lock
+.PHONY: help run test test-dynamodb-local test-dynamodb-local-tls test-dynamodb-local-rest dynamodb-local load lint bench bench-plain profile bench-naive bench-embedded bench-scale bench-layers bench-wire bench-cold-start schema clean lock
 
 # The venv gets uv from PyPI with pip, once; `uv sync` then makes the venv exactly uv.lock's
 # packages (the dev and embedded extras and this project, editable, included): nothing is
@@ -131,7 +131,7 @@ bench-naive: $(STAMP)  ## DynamoDB requests and latency per query, batched vs na
 bench-embedded: $(STAMP)  ## the embedded backend as make run serves it (500 and 5,000 students)
 	$(BIN)/python -m bench.embedded
 
-# Writes that meet on one item (issue 54): 16 writers, one API worker, every transaction's
+# Writes that meet on one item: 16 writers, one API worker, every transaction's
 # items held 15 ms by tools/contention.py. BENCH_ARGS: --seconds, --hold, --endpoint. BASE=<ref>:
 # that commit's own bench/scale.py too (its checkout and venv in .cache/bench-base/, as make
 # bench builds it), then one table of both.
@@ -143,6 +143,17 @@ bench-scale: $(STAMP)  ## creates and enrolments spread vs on one city/class, be
 # profiled by cProfile. BENCH_ARGS: --requests, --warmup, --queries.
 bench-layers: $(STAMP)  ## Q1's and Q3's CPU per request by layer, over TLS (cProfile, in process)
 	$(BIN)/python -m bench.layers $(BENCH_ARGS)
+
+# Client CPU per DynamoDB call (a 21-item Query, a 30-key BatchGetItem; 1 and 16 in flight)
+# through the API's client over TLS to DynamoDB Local behind stunnel4. BASE=<ref>: that
+# ref's graph_api too, the sides taking turns round by round. BENCH_ARGS: --rounds, --calls.
+bench-wire: $(STAMP)  ## client CPU per DynamoDB call over TLS, through the API's client (and BASE=<ref>'s)
+	$(BIN)/python -m bench.wire $(if $(BASE),--base $(BASE)) $(BENCH_ARGS)
+
+# Fresh interpreters with Lambda's environment against the embedded DynamoDB. BENCH_ARGS:
+# --rounds, --endpoint URL, --package DIR (a Lambda package: make lambda-package LAMBDA_PYTHON=3.11).
+bench-cold-start: $(STAMP)  ## the Lambda handler's cold start: import, init, its first two requests
+	$(BIN)/python -m bench.cold_start $(BENCH_ARGS)
 
 schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 	$(BIN)/graph-api export-schema -o schema/schema.graphql
@@ -160,7 +171,7 @@ deploy-lint: $(STAMP)  ## cfn-lint the SAM template
 	$(BIN)/cfn-lint deploy/template.yaml
 
 LAMBDA_DIR := deploy/build/lambda
-# deploy/template.yaml's Runtime (SnapStart needs 3.12+); bench/cold_start.py measures a
+# deploy/template.yaml's Runtime (SnapStart needs 3.12+); make bench-cold-start measures a
 # package built for the local interpreter (LAMBDA_PYTHON=3.11).
 LAMBDA_PYTHON ?= 3.13
 lambda-package: $(STAMP)  ## graph_api and its dependencies for Lambda (python3.13, x86_64)

@@ -17,9 +17,6 @@ dataset and the writes before it; each subscription's events arrive in stream or
 k-th event answers the k-th write that concerns it, and its content (joined/left, which
 student, the new name) is checked against that write. Missing, extra and mismatched events
 are counted and printed before any latency.
-
-    python -m bench.live            # alone: DynamoDB Local, the peer's dataset seeded
-    python -m bench.live --table T  # on a table a bench's seeding made (dev)
 """
 
 from __future__ import annotations
@@ -52,7 +49,7 @@ if TYPE_CHECKING:
     from graph_api.graph.engine.context import Services
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_P95_MS = 1000.0  # issue 15: p95 write-to-event latency on DynamoDB Local
+TARGET_P95_MS = 1000.0  # the target p95 write-to-event latency on DynamoDB Local
 ANY = "*"  # an expected value that is not checked (a name read after a later write)
 # After the last write, the reader has read every record well within this (it polls an
 # idle shard every 0.25 s): its requests are counted over the writes and this much after.
@@ -798,66 +795,15 @@ def _loud(count: int) -> str:
     return f"**{count}**" if count else "0"
 
 
-# -- alone -------------------------------------------------------------------------------
+# -- the subscribers' process --------------------------------------------------------------
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    if sys.argv[1:2] == ["subscribers"]:  # the child process
-        connections = orjson.loads(sys.stdin.readline())
-        asyncio.run(_subscribers(sys.argv[2], connections))
-        return
-    parser.add_argument("--table", help="an existing table seeded by make bench (no seeding)")
-    add_arguments(parser)
-    args = parser.parse_args()
-    import dataclasses as dc
-    import uuid
-
-    from bench import peer
-    from bench.naive import serve
-    from bench.seeding import seed
-    from graph_api.graph.engine.context import Services
-    from graph_api.settings import Settings
-    from graph_api.store import admin
-    from tools import dynamodb_local
-
-    mods = peer.modules(peer.copy())
-    data = mods["dataset"].generate()
-    settings = dc.replace(
-        Settings.from_env(),
-        table=args.table or f"bench-live-{uuid.uuid4().hex[:8]}",
-        jwks_url="",
-        jwt_secret="",
-        auth_reads=False,
-        public_personal_data=True,  # its school is generated: emails as the peer serves them
-    )
-    local = None
-    streams_beside_dynamodb()
-    if not os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):
-        local = dynamodb_local.start()
-        settings = dc.replace(settings, backend="remote", endpoint_url=local.endpoint)
-    services = Services.create(settings)
-    server = None
-    try:
-        if not args.table:
-            admin.create(services.dynamo, settings.table)
-        server, port = serve(services)
-        if not args.table:
-            seed(port, data, mods["httpbench"], 4)
-        targets = mods["dataset"].pick_targets(data)
-        pid = local.process.pid if local else None
-        result = run_from_args(args, services, port, data, targets, pid)
-        print(render(result))
-    finally:
-        if server is not None:
-            server.stop()
-        if not args.table:
-            services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
-        services.close()
-        if local is not None:
-            local.stop()
-    if problems(result):
-        raise SystemExit("live events: " + "; ".join(problems(result)))
+    """`python -m bench.live subscribers URL`: the child process `Subscribers` starts."""
+    if sys.argv[1:2] != ["subscribers"] or len(sys.argv) != 3:
+        raise SystemExit("usage: python -m bench.live subscribers URL (make bench-plain runs it)")
+    connections = orjson.loads(sys.stdin.readline())
+    asyncio.run(_subscribers(sys.argv[2], connections))
 
 
 def streams_beside_dynamodb() -> None:

@@ -6,8 +6,6 @@ packages there (`run.sh --help` installs, then only prints bench.py's options), 
 its modules from the copy: `dataset` (the seed-11 school and the query targets), `queries`
 (its documents and exact checks), `httpbench` (the keep-alive client) and `bench`
 (the throwaway PostgreSQL cluster and the PostGraphile server), which `running` starts.
-
-    python -m bench.peer install   # copy + install, print the copy's folder
 """
 
 from __future__ import annotations
@@ -210,13 +208,3 @@ def running(mods: dict[str, ModuleType], node: str, data: dict[str, Any]) -> Ite
         if pg is not None:
             pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python -m bench.peer install")
-    try:
-        folder = copy()
-        print(f"{folder} (node: {install(folder)}, PostgreSQL: {postgres_bindir()})")
-    except PeerUnavailable as error:
-        raise SystemExit(f"peer unavailable: {error}") from None

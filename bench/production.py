@@ -70,7 +70,7 @@ class Side:
 
     def body(self, query: BenchQuery) -> bytes | None:
         if self.label == report.BASE and query.ours.since_base:
-            return None  # a query the base's schema may not have (Q6: issue 48's search)
+            return None  # a query the base's schema may not have (Q6: the search by name)
         return query.body if self.kind == "api" else query.theirs_body
 
 

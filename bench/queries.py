@@ -70,7 +70,7 @@ Q5 = """query Q5($country: String!, $state: String!) {
 }"""
 
 
-# Issue 48's search: students whose name starts with a prefix, 10 of them with their classes.
+# The search by name: students whose name starts with a prefix, 10 of them with their classes.
 # The peer's equivalent (`peer_specs`) is a `LIKE 'prefix%'` on an indexed column.
 Q6 = """query Q6($prefix: String!) {
   studentsByName(prefix: $prefix, first: 10) {
@@ -317,7 +317,7 @@ def country_of(data: dict[str, Any], state: str) -> str:
 
 def build(data: dict[str, Any], targets: dict[str, Any]) -> list[Ours]:
     """The five queries with the peer's targets, in the peer's order (Q1..Q5), then Q6
-    (issue 48's search, which the peer's `queries.py` does not ask: `peer_specs`)."""
+    (the search by name, which the peer's `queries.py` does not ask: `peer_specs`)."""
     state = targets["q5_state"]
     return [
         Ours(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 HEAD, BASE, PEER = "head", "base", "PostGraphile"
-# Issue 45's bar for head against d08c35c: five queries' API CPU summed, the worst query,
+# The bar of a speed change, head against the base: five queries' API CPU summed, the worst query,
 # Q1's requests/s at 16 clients.
 SUMMED_AT_MOST, QUERY_AT_MOST, THROUGHPUT_AT_LEAST = 0.85, 1.05, 1.15
 
@@ -44,7 +44,7 @@ def _apis(result: dict[str, Any]) -> list[str]:
     return [side["label"] for side in result["sides"] if side["kind"] == "api"]
 
 
-FIVE = ("Q1", "Q2", "Q3", "Q4", "Q5")  # the queries issue 45's bars sum (not Q6, since)
+FIVE = ("Q1", "Q2", "Q3", "Q4", "Q5")  # the queries the bars sum (not Q6, added later)
 
 
 def summed(result: dict[str, Any], label: str) -> float | None:
@@ -122,7 +122,7 @@ def throughput_table(result: dict[str, Any]) -> list[str]:
 
 
 def against_base(result: dict[str, Any]) -> list[str]:
-    """Issue 45's bar for head against the base, one line each: met or not."""
+    """The bar of a speed change for head against the base, one line each: met or not."""
     if BASE not in _sides(result):
         return []
     out = []
@@ -184,7 +184,7 @@ def against_base(result: dict[str, Any]) -> list[str]:
 
 
 def _bar(what: str, met: bool, wanted: str) -> str:
-    return f"- {'met' if met else 'NOT met'}: {what} (issue 45: {wanted})"
+    return f"- {'met' if met else 'NOT met'}: {what} (bar: {wanted})"
 
 
 def render(result: dict[str, Any]) -> str:

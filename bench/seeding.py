@@ -1,6 +1,6 @@
 """The peer's school (its seed-11 dataset) written into our table through our own GraphQL
-mutations, so the items follow whatever layout the API's writes produce: `make bench`
-(bench/plain.py) and `python -m bench.live` seed this way.
+mutations, so the items follow whatever layout the API's writes produce: `make bench`,
+`make bench-plain` and `make bench-layers` seed this way.
 """
 
 from __future__ import annotations
