@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from starlette.testclient import TestClient, WebSocketTestSession
 
     from graph_api.graph.engine.context import Context, Services
+    from graph_api.graph.schema import GraphSchema
 
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
@@ -164,6 +165,25 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
 
     result: Result = run_on(services, run())
     return result
+
+
+def ours_and_reference(services: Services) -> tuple[GraphSchema, GraphSchema]:
+    """The API's schema (its own executor), and the same types and extensions on
+    graphql-core's executor alone: what the executor's answers are compared with."""
+    from graph_api.graph.engine import execution
+    from graph_api.graph.schema import GraphSchema, build_schema
+
+    ours = build_schema(services.settings)
+    assert ours.execution_context_class is execution.ExecutionContext
+    reference = GraphSchema(
+        query=ours.query,
+        mutation=ours.mutation,
+        subscription=ours.subscription,
+        extensions=ours.extensions,
+    )
+    reference.settings = ours.settings
+    assert reference.execution_context_class is not execution.ExecutionContext
+    return ours, reference
 
 
 Gql = Callable[..., Result]  # the `gql` fixture: (query, variables=None) -> Result
@@ -1505,38 +1525,58 @@ def is_worker(pid: int) -> bool:
     return b"from multiprocessing.spawn import spawn_main; spawn_main(" in b" ".join(cmdline)
 
 
+def clean_environ(**environ: str) -> dict[str, str]:
+    """This process's environment without its AWS_, GRAPH_API_ and WEB_CONCURRENCY settings
+    (the developer's shell), with `environ` over it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.pop("WEB_CONCURRENCY", None)
+    return {**env, **environ}
+
+
+@contextmanager
+def serve_process(
+    folder: Path, env: Mapping[str, str], *args: str, log: str = "serve.log"
+) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """`graph-api serve *args` as a subprocess in `folder` (where it writes .data/) with
+    `env` as its whole environment, its output in `folder / log`: the process and the log.
+    Stopped on leaving with SIGTERM (killed if it has not ended in 120 s), unless ended."""
+    output = folder / log
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graph_api.cli", "serve", *args],
+            cwd=folder,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield process, output
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 @contextmanager
 def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, list[int], Path]]:
     """`graph-api serve --workers 2` on the embedded backend, run in `folder` (its .data/),
     with `environ` over a clean environment: its port, its worker pids and its log."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.pop("WEB_CONCURRENCY", None)
-    env.update({"GRAPH_API_DEMO_STUDENTS": "5", "GRAPH_API_LOG_LEVEL": "WARNING", **environ})
-    log = folder / "serve.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
-        process = subprocess.Popen(
-            [*command, "--host", "127.0.0.1", "--port", str(port)],
-            cwd=folder,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    env = clean_environ(
+        **{"GRAPH_API_DEMO_STUDENTS": "5", "GRAPH_API_LOG_LEVEL": "WARNING", **environ}
+    )
+    address = ("--host", "127.0.0.1", "--port", str(port))
+    with serve_process(folder, env, "--workers", "2", *address) as (process, log):
         wait_until_healthy(port, process, log)
         from graph_api.embedded import descendants
 
         workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
         assert len(workers) == 2, log.read_text()[-4000:]
         yield port, workers, log
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def accepting_worker(client: socket.socket, workers: Sequence[int]) -> int | None:
