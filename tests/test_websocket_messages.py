@@ -19,15 +19,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from starlette.testclient import TestClient
-from support import WAIT, WS, make_settings, until
+from support import WAIT, WS, make_settings, until, uvicorn_in_thread
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
-from graph_api.http.hosting import uvicorn_limits
 from graph_api.http.json_text import MAX_DEPTH
 from graph_api.http.websocket import BAD_MESSAGE_CLOSE, TOO_BIG_CLOSE
 
@@ -166,25 +164,11 @@ BASELINE = 20  # quiet /healthz answers, the reference for those during the refu
 def port() -> Iterator[int]:
     """The app on uvicorn with the options `serve` gives it (`uvicorn_limits`; the image
     sets the same). No lifespan: no event pipeline."""
-    settings = make_settings(NOWHERE)
-    services = Services.create(settings)
-    config = uvicorn.Config(
-        create_app(services),
-        port=0,
-        log_level="warning",
-        lifespan="off",
-        **uvicorn_limits(settings),
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run)
-    thread.start()
+    services = Services.create(make_settings(NOWHERE))
     try:
-        until(lambda: server.started or not thread.is_alive(), "uvicorn")
-        assert server.started
-        yield server.servers[0].sockets[0].getsockname()[1]
+        with uvicorn_in_thread(services) as port:
+            yield port
     finally:
-        server.should_exit = True
-        thread.join(WAIT)
         services.close()
 
 
