@@ -1309,6 +1309,21 @@ def npm_package(folder: Path) -> None:
         missing(str(error))
 
 
+def node_script(
+    folder: Path, script: str, *arguments: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`node folder/script *arguments` once `folder`'s npm packages are installed: its exit
+    code and output (skipped without node or npm, failed on CI)."""
+    node = tool("node", "apt-get install nodejs npm")
+    npm_package(folder)
+    return subprocess.run(
+        [node, str(folder / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class RedisServer:
     def __init__(self, binary: str, folder: Path) -> None:
         self.binary = binary
