@@ -630,34 +630,29 @@ def sport_students(services: Services, sport_id: str) -> list[dict[str, Any]]:
     return roster(services, "sport", sport_id)
 
 
-def student_classes(services: Services, student_id: str) -> list[dict[str, Any]]:
+def first_100(
+    services: Services, node: str, id_: str, connection: str, fields: str
+) -> list[dict[str, Any]]:
+    """The first 100 nodes (their `fields`) of the `connection` of `node` `id_`."""
     data = ok(
         services,
-        """query($id: ID!) { student(id: $id) { classes(first: 100) {
-          edges { node { id subject teacher { id name } } } } } }""",
-        {"id": student_id},
+        f"""query($id: ID!) {{ {node}(id: $id) {{ {connection}(first: 100) {{
+          edges {{ node {{ {fields} }} }} }} }} }}""",
+        {"id": id_},
     )
-    return [e["node"] for e in data["student"]["classes"]["edges"]]
+    return [e["node"] for e in data[node][connection]["edges"]]
+
+
+def student_classes(services: Services, student_id: str) -> list[dict[str, Any]]:
+    return first_100(services, "student", student_id, "classes", "id subject teacher { id name }")
 
 
 def student_sports(services: Services, student_id: str) -> list[dict[str, Any]]:
-    data = ok(
-        services,
-        """query($id: ID!) { student(id: $id) { sports(first: 100) {
-          edges { node { id name } } } } }""",
-        {"id": student_id},
-    )
-    return [e["node"] for e in data["student"]["sports"]["edges"]]
+    return first_100(services, "student", student_id, "sports", "id name")
 
 
 def teacher_classes(services: Services, teacher_id: str) -> list[dict[str, Any]]:
-    data = ok(
-        services,
-        """query($id: ID!) { teacher(id: $id) { classes(first: 100) {
-          edges { node { id subject teacher { id name } } } } } }""",
-        {"id": teacher_id},
-    )
-    return [e["node"] for e in data["teacher"]["classes"]["edges"]]
+    return first_100(services, "teacher", teacher_id, "classes", "id subject teacher { id name }")
 
 
 def catalog(services: Services, field: str) -> list[str]:
