@@ -335,14 +335,14 @@ def held_count(services: Services, counter: keys.Key) -> int | None:
 
 def roster_size(items: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> int:
     """A class's (sport's) students in a list of items (a seed, the demo): its edges, which
-    its roster shards count (its item holds no count since issue 54)."""
+    its roster shards count (its item holds no count)."""
     edge, field = ("enrolment", "classId") if node["type"] == "class" else ("membership", "sportId")
     return sum(1 for i in items if i.get("type") == edge and i.get(field) == node["id"])
 
 
 def class_count(services: Services, class_id: str, kind: keys.Kind = keys.Kind.CLASS) -> int:
     """A class's (sport's) studentCount as the table holds it, read strongly: its roster
-    shards' sum (and the count on its item, a node of the layout before issue 54)."""
+    shards' sum (and the count on its item, a node of the layout before roster shards)."""
     node = get_item(services, *keys.node(kind, class_id)) or {}
     shards = [get_item(services, *key) for key in keys.roster_shards(kind, class_id)]
     return int(node.get("studentCount", 0)) + sum(int(s["count"]) for s in shards if s)
@@ -1219,8 +1219,8 @@ def school(*links: tuple[items.Relation, Item, Item], nodes: Sequence[Item] = ()
 
 # -- writes, as a client makes them ----------------------------------------------------------
 
-# The writers select `id` only: what a subscriber gets is its own selection (issue 15; the
-# peers' complaint: AppSync sends subscribers what the mutating client selected).
+# The writers select `id` only: what a subscriber gets is its own selection (AppSync, by
+# contrast, sends subscribers what the mutating client selected).
 ERRORS = "userErrors { code }"
 CREATE_TEACHER = f"""mutation($id: ID!, $name: String!) {{
   createTeacher(input: {{id: $id, name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""

@@ -199,7 +199,7 @@ def test_a_class_with_a_shard_missing_or_stamped_unlike_it_or_none(graph: Graph)
         )
     ]
     assert (where(*second), "subject unlike class cls-001's") in found(graph, "stale-copy")
-    # A class whose count is on its item (before issue 54): migrate moves it into shards.
+    # A class whose count is on its item (before roster shards): migrate moves it into them.
     set_attr(graph, *node("CLASS", "cls-003"), "studentCount", 0)
     assert (
         where(*node("CLASS", "cls-003")),

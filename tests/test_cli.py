@@ -443,7 +443,7 @@ def test_serve_removes_only_its_own_runtime_file(clean_env: pytest.MonkeyPatch) 
         embedded_file.find()
 
 
-# -- start-up: what `serve` refuses before it starts anything (issue 53, items 13 to 15) --
+# -- start-up: what `serve` refuses before it starts anything ---------------------------
 
 
 def test_make_run_serves_the_embedded_demo_whatever_aws_settings_the_shell_holds() -> None:
