@@ -110,7 +110,7 @@ def test_the_printed_report_holds_every_table_and_the_bar() -> None:
 
 
 def test_a_query_the_base_was_not_asked_is_left_out_of_its_sums_and_bars() -> None:
-    """Q6 (issue 48's search) is asked of head and the peer only: the five's sums, the worst
+    """Q6 (a search by name prefix) is asked of head and the peer only: the five's sums, the worst
     query and the requests' bar stay the five's, and its own row shows head and the peer."""
     result = _result([4.0, 4.0, 4.0, 4.0, 4.0], [5.0, 5.0, 5.0, 5.0, 5.0])
     result["queries"].append(
