@@ -14,6 +14,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import http.server
 import json
 import os
 import shutil
@@ -1465,6 +1466,22 @@ class Faults:
 
 
 # -- an HTTP server that misbehaves as a test asks --------------------------------------------
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A stdlib HTTP handler that logs nothing (its default writes every request to stderr),
+    with `reply` for a whole answer."""
+
+    def reply(self, body: bytes, content_type: str | None = None, status: int = 200) -> None:
+        self.send_response(status)
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
 Reply = Callable[[socket.socket, bytes], bool]  # answers one request; False: close after
