@@ -1,4 +1,4 @@
-"""One school, written in either layout: the old one (before issue 12), frozen here because
+"""One school, written in either layout: the old one, frozen here because
 the package no longer builds it, for `graph-api migrate` to rewrite; and the new one, built
 by `graph_api.model.items` with the counters of catalogs and places, which is what migrate
 must leave.
@@ -90,8 +90,8 @@ def new_items(school: School) -> list[Item]:
             out.append(_edge(MEMBERSHIP.attach(student, sports[sport_id])))
         out.append(student)
     nodes = [*teachers.values(), *classes.values(), *sports.values(), *out]
-    # The counters of catalogs and places (issue 48), which migrate backfills, and the
-    # classes' roster counters in shards (issue 54), which migrate moves their counts into.
+    # The counters of catalogs and places, which migrate backfills, and the classes'
+    # roster counters in shards, which migrate moves the counts on class items into.
     counters = [items.counter(key, n) for key, n in items.counters(nodes).items()]
     return nodes + counters + items.roster_shards(nodes)
 
@@ -101,7 +101,7 @@ def _edge(item: Item | None) -> Item:
     return item
 
 
-# -- the old layout, frozen (schema/table.md before issue 12) ---------------------------------
+# -- the old layout, frozen -------------------------------------------------------------------
 
 
 def _node(kind: str, id_: str, **attributes: object) -> Item:

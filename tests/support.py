@@ -14,6 +14,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import http.server
 import json
 import os
 import shutil
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from starlette.testclient import TestClient, WebSocketTestSession
 
     from graph_api.graph.engine.context import Context, Services
+    from graph_api.graph.schema import GraphSchema
 
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
@@ -164,6 +166,25 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
 
     result: Result = run_on(services, run())
     return result
+
+
+def ours_and_reference(services: Services) -> tuple[GraphSchema, GraphSchema]:
+    """The API's schema (its own executor), and the same types and extensions on
+    graphql-core's executor alone: what the executor's answers are compared with."""
+    from graph_api.graph.engine import execution
+    from graph_api.graph.schema import GraphSchema, build_schema
+
+    ours = build_schema(services.settings)
+    assert ours.execution_context_class is execution.ExecutionContext
+    reference = GraphSchema(
+        query=ours.query,
+        mutation=ours.mutation,
+        subscription=ours.subscription,
+        extensions=ours.extensions,
+    )
+    reference.settings = ours.settings
+    assert reference.execution_context_class is not execution.ExecutionContext
+    return ours, reference
 
 
 Gql = Callable[..., Result]  # the `gql` fixture: (query, variables=None) -> Result
@@ -315,14 +336,14 @@ def held_count(services: Services, counter: keys.Key) -> int | None:
 
 def roster_size(items: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> int:
     """A class's (sport's) students in a list of items (a seed, the demo): its edges, which
-    its roster shards count (its item holds no count since issue 54)."""
+    its roster shards count (its item holds no count)."""
     edge, field = ("enrolment", "classId") if node["type"] == "class" else ("membership", "sportId")
     return sum(1 for i in items if i.get("type") == edge and i.get(field) == node["id"])
 
 
 def class_count(services: Services, class_id: str, kind: keys.Kind = keys.Kind.CLASS) -> int:
     """A class's (sport's) studentCount as the table holds it, read strongly: its roster
-    shards' sum (and the count on its item, a node of the layout before issue 54)."""
+    shards' sum (and the count on its item, a node of the layout before roster shards)."""
     node = get_item(services, *keys.node(kind, class_id)) or {}
     shards = [get_item(services, *key) for key in keys.roster_shards(kind, class_id)]
     return int(node.get("studentCount", 0)) + sum(int(s["count"]) for s in shards if s)
@@ -610,34 +631,29 @@ def sport_students(services: Services, sport_id: str) -> list[dict[str, Any]]:
     return roster(services, "sport", sport_id)
 
 
-def student_classes(services: Services, student_id: str) -> list[dict[str, Any]]:
+def first_100(
+    services: Services, node: str, id_: str, connection: str, fields: str
+) -> list[dict[str, Any]]:
+    """The first 100 nodes (their `fields`) of the `connection` of `node` `id_`."""
     data = ok(
         services,
-        """query($id: ID!) { student(id: $id) { classes(first: 100) {
-          edges { node { id subject teacher { id name } } } } } }""",
-        {"id": student_id},
+        f"""query($id: ID!) {{ {node}(id: $id) {{ {connection}(first: 100) {{
+          edges {{ node {{ {fields} }} }} }} }} }}""",
+        {"id": id_},
     )
-    return [e["node"] for e in data["student"]["classes"]["edges"]]
+    return [e["node"] for e in data[node][connection]["edges"]]
+
+
+def student_classes(services: Services, student_id: str) -> list[dict[str, Any]]:
+    return first_100(services, "student", student_id, "classes", "id subject teacher { id name }")
 
 
 def student_sports(services: Services, student_id: str) -> list[dict[str, Any]]:
-    data = ok(
-        services,
-        """query($id: ID!) { student(id: $id) { sports(first: 100) {
-          edges { node { id name } } } } }""",
-        {"id": student_id},
-    )
-    return [e["node"] for e in data["student"]["sports"]["edges"]]
+    return first_100(services, "student", student_id, "sports", "id name")
 
 
 def teacher_classes(services: Services, teacher_id: str) -> list[dict[str, Any]]:
-    data = ok(
-        services,
-        """query($id: ID!) { teacher(id: $id) { classes(first: 100) {
-          edges { node { id subject teacher { id name } } } } } }""",
-        {"id": teacher_id},
-    )
-    return [e["node"] for e in data["teacher"]["classes"]["edges"]]
+    return first_100(services, "teacher", teacher_id, "classes", "id subject teacher { id name }")
 
 
 def catalog(services: Services, field: str) -> list[str]:
@@ -958,6 +974,43 @@ def live_app(services: Services) -> Iterator[TestClient]:
 
 
 @contextlib.contextmanager
+def uvicorn_in_thread(
+    services: Services, environ: Mapping[str, str] | None = None, pipeline: bool = False
+) -> Iterator[int]:
+    """The app on uvicorn on a loopback port with `serve`'s options, in a thread; its port.
+    `environ` stands for the process's environment (FORWARDED_ALLOW_IPS); with `pipeline`,
+    the app's lifespan runs its event pipeline (subscriptions), and the port is yielded once
+    its reader reads. uvicorn's own pings are off: no test here waits 20 s for one."""
+    import uvicorn
+
+    from graph_api.http.app import create_app
+    from graph_api.http.hosting import uvicorn_limits
+
+    config = uvicorn.Config(
+        create_app(services),
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="on" if pipeline else "off",
+        ws_ping_interval=None,
+        **uvicorn_limits(services.settings, environ or {}),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run)
+    thread.start()
+    try:
+        until(lambda: server.started or not thread.is_alive(), "uvicorn")
+        assert server.started
+        if pipeline:
+            events = services.events
+            until(lambda: events.reader is not None and events.reader.reading.is_set(), "reader")
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(WAIT)
+
+
+@contextlib.contextmanager
 def live(
     endpoint: str, seed: Sequence[Item] = (), **settings: Any
 ) -> Iterator[tuple[TestClient, Services]]:
@@ -1167,8 +1220,8 @@ def school(*links: tuple[items.Relation, Item, Item], nodes: Sequence[Item] = ()
 
 # -- writes, as a client makes them ----------------------------------------------------------
 
-# The writers select `id` only: what a subscriber gets is its own selection (issue 15; the
-# peers' complaint: AppSync sends subscribers what the mutating client selected).
+# The writers select `id` only: what a subscriber gets is its own selection (AppSync, by
+# contrast, sends subscribers what the mutating client selected).
 ERRORS = "userErrors { code }"
 CREATE_TEACHER = f"""mutation($id: ID!, $name: String!) {{
   createTeacher(input: {{id: $id, name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""
@@ -1250,6 +1303,21 @@ def npm_package(folder: Path) -> None:
         npm_ci(folder)
     except RuntimeError as error:
         missing(str(error))
+
+
+def node_script(
+    folder: Path, script: str, *arguments: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`node folder/script *arguments` once `folder`'s npm packages are installed: its exit
+    code and output (skipped without node or npm, failed on CI)."""
+    node = tool("node", "apt-get install nodejs npm")
+    npm_package(folder)
+    return subprocess.run(
+        [node, str(folder / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 class RedisServer:
@@ -1400,6 +1468,22 @@ class Faults:
 # -- an HTTP server that misbehaves as a test asks --------------------------------------------
 
 
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A stdlib HTTP handler that logs nothing (its default writes every request to stderr),
+    with `reply` for a whole answer."""
+
+    def reply(self, body: bytes, content_type: str | None = None, status: int = 200) -> None:
+        self.send_response(status)
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 Reply = Callable[[socket.socket, bytes], bool]  # answers one request; False: close after
 
 
@@ -1505,38 +1589,58 @@ def is_worker(pid: int) -> bool:
     return b"from multiprocessing.spawn import spawn_main; spawn_main(" in b" ".join(cmdline)
 
 
+def clean_environ(**environ: str) -> dict[str, str]:
+    """This process's environment without its AWS_, GRAPH_API_ and WEB_CONCURRENCY settings
+    (the developer's shell), with `environ` over it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
+    env.pop("WEB_CONCURRENCY", None)
+    return {**env, **environ}
+
+
+@contextmanager
+def serve_process(
+    folder: Path, env: Mapping[str, str], *args: str, log: str = "serve.log"
+) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """`graph-api serve *args` as a subprocess in `folder` (where it writes .data/) with
+    `env` as its whole environment, its output in `folder / log`: the process and the log.
+    Stopped on leaving with SIGTERM (killed if it has not ended in 120 s), unless ended."""
+    output = folder / log
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "graph_api.cli", "serve", *args],
+            cwd=folder,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield process, output
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 @contextmanager
 def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, list[int], Path]]:
     """`graph-api serve --workers 2` on the embedded backend, run in `folder` (its .data/),
     with `environ` over a clean environment: its port, its worker pids and its log."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.pop("WEB_CONCURRENCY", None)
-    env.update({"GRAPH_API_DEMO_STUDENTS": "5", "GRAPH_API_LOG_LEVEL": "WARNING", **environ})
-    log = folder / "serve.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
-        process = subprocess.Popen(
-            [*command, "--host", "127.0.0.1", "--port", str(port)],
-            cwd=folder,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    env = clean_environ(
+        **{"GRAPH_API_DEMO_STUDENTS": "5", "GRAPH_API_LOG_LEVEL": "WARNING", **environ}
+    )
+    address = ("--host", "127.0.0.1", "--port", str(port))
+    with serve_process(folder, env, "--workers", "2", *address) as (process, log):
         wait_until_healthy(port, process, log)
         from graph_api.embedded import descendants
 
         workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
         assert len(workers) == 2, log.read_text()[-4000:]
         yield port, workers, log
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def accepting_worker(client: socket.socket, workers: Sequence[int]) -> int | None:

@@ -78,6 +78,17 @@ def test_students_by_ids_empty_list_is_empty(gql: Gql) -> None:
     assert result.data == {"students": []}
 
 
+def paged_edges(gql: Gql, node: str, id_: str, edges: str, fields: str, first: int) -> list[Any]:
+    """The nodes (their `fields`) of the `edges` connection of `node` `id_`, read `first` at a
+    time to the last page."""
+    query = (
+        f"query($id: ID!, $first: Int, $after: String) {{ {node}(id: $id) {{"
+        f" {edges}(first: $first, after: $after) {{ edges {{ node {{ {fields} }} }}"
+        " pageInfo { hasNextPage endCursor } } } }"
+    )
+    return walk(gql, query, [node, edges], first=first, id=id_)
+
+
 def test_teacher_by_id_and_its_classes(gql: Gql, demo_items: list[Item]) -> None:
     for teacher in of_type(demo_items, "teacher"):
         # A class's teacher is its `teacherId`.
@@ -134,15 +145,7 @@ def test_class_students_paged_to_the_end_are_the_enrolled_students(
     students = by_id(demo_items, "student")
     for klass in of_type(demo_items, "class"):
         enrolled = {e["studentId"] for e in of_type(demo_items, "enrolment", classId=klass["id"])}
-        nodes = walk(
-            gql,
-            "query($id: ID!, $first: Int, $after: String) { class(id: $id) {"
-            " students(first: $first, after: $after) { edges { node { id name } }"
-            " pageInfo { hasNextPage endCursor } } } }",
-            ["class", "students"],
-            first=15,
-            id=klass["id"],
-        )
+        nodes = paged_edges(gql, "class", klass["id"], "students", "id name", first=15)
         assert len(ids_of(nodes)) == len(set(ids_of(nodes)))
         assert set(ids_of(nodes)) == enrolled
         assert all(n["name"] == students[n["id"]]["name"] for n in nodes)
@@ -169,15 +172,7 @@ def test_sport_by_id_has_name_nullable_coach_and_count(gql: Gql, demo_items: lis
 def test_sport_students_paged_to_the_end_are_the_members(gql: Gql, demo_items: list[Item]) -> None:
     for sport in of_type(demo_items, "sport"):
         members = {e["studentId"] for e in of_type(demo_items, "membership", sportId=sport["id"])}
-        nodes = walk(
-            gql,
-            "query($id: ID!, $first: Int, $after: String) { sport(id: $id) {"
-            " students(first: $first, after: $after) { edges { node { id } }"
-            " pageInfo { hasNextPage endCursor } } } }",
-            ["sport", "students"],
-            first=4,
-            id=sport["id"],
-        )
+        nodes = paged_edges(gql, "sport", sport["id"], "students", "id", first=4)
         assert len(ids_of(nodes)) == len(set(ids_of(nodes)))
         assert set(ids_of(nodes)) == members
 
@@ -212,15 +207,7 @@ def test_student_classes_and_sports_are_its_edges(gql: Gql, demo_items: list[Ite
 def test_student_classes_paged_with_after_cover_all_edges(gql: Gql, demo_items: list[Item]) -> None:
     student = "stu-0001"
     want = sorted(e["classId"] for e in of_type(demo_items, "enrolment", studentId=student))
-    nodes = walk(
-        gql,
-        "query($id: ID!, $first: Int, $after: String) { student(id: $id) {"
-        " classes(first: $first, after: $after) { edges { node { id } }"
-        " pageInfo { hasNextPage endCursor } } } }",
-        ["student", "classes"],
-        first=2,
-        id=student,
-    )
+    nodes = paged_edges(gql, "student", student, "classes", "id", first=2)
     assert ids_of(nodes) == want
 
 

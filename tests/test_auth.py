@@ -24,6 +24,7 @@ from support import (
     AUTH,
     ISSUER,
     SECRET,
+    QuietHandler,
     bearer,
     claims,
     fresh_services,
@@ -247,17 +248,9 @@ def jwks_url(keys: dict[str, rsa.RSAPrivateKey]) -> Iterator[str]:
     jwk = jwt.algorithms.RSAAlgorithm.to_jwk(keys["good"].public_key(), as_dict=True)
     document = json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]})
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            payload = document.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self.reply(document.encode(), "application/json")
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -363,15 +356,9 @@ def test_unreachable_jwks_is_unavailable_and_writes_nothing(
     assert scan(services) == []
 
 
-class _NotJson(http.server.BaseHTTPRequestHandler):
+class _NotJson(QuietHandler):
     def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.end_headers()
-        self.wfile.write(b"<html>maintenance</html>")
-
-    def log_message(self, *_: Any) -> None:
-        pass
+        self.reply(b"<html>maintenance</html>", "text/html")
 
 
 def test_a_jwks_that_is_not_json_is_unauthenticated_not_a_500(endpoint: str) -> None:

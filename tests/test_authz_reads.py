@@ -1,4 +1,4 @@
-"""Who reads personal data (issue 46): `Student.email` and `Home.street` as `graph/auth/policy.py`'s
+"""Who reads personal data: `Student.email` and `Home.street` as `graph/auth/policy.py`'s
 READS says, wherever they leave. A read matrix (each protected field, by each kind of caller,
 by each way of reaching a student), a property test over random query shapes, the bench
 queries' request counts for each caller, and tokens and roles over HTTP.

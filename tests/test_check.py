@@ -59,25 +59,31 @@ def where(pk: str, sk: str) -> str:
 def set_attr(graph: Graph, pk: str, sk: str, path: str | tuple[str, ...], value: Any) -> None:
     """SET one attribute, or a document path into maps."""
     parts = (path,) if isinstance(path, str) else path
-    names = {f"#a{i}": part for i, part in enumerate(parts)}
-    call(
-        graph,
-        "UpdateItem",
-        Key=wire_key(pk, sk),
-        UpdateExpression=f"SET {'.'.join(names)} = :v",
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues={":v": codec.encode_value(value)},
-    )
+    at_path(graph, pk, sk, parts, "SET {} = :v", {":v": codec.encode_value(value)})
 
 
 def remove_attr(graph: Graph, pk: str, sk: str, *path: str) -> None:
+    at_path(graph, pk, sk, path, "REMOVE {}")
+
+
+def at_path(
+    graph: Graph,
+    pk: str,
+    sk: str,
+    path: tuple[str, ...],
+    clause: str,
+    values: dict[str, Any] | None = None,
+) -> None:
+    """An UpdateItem of `clause`, its `{}` the document path `path` (each part a name)."""
     names = {f"#a{i}": part for i, part in enumerate(path)}
+    extra = {"ExpressionAttributeValues": values} if values else {}
     call(
         graph,
         "UpdateItem",
         Key=wire_key(pk, sk),
-        UpdateExpression=f"REMOVE {'.'.join(names)}",
+        UpdateExpression=clause.format(".".join(names)),
         ExpressionAttributeNames=names,
+        **extra,
     )
 
 
@@ -193,7 +199,7 @@ def test_a_class_with_a_shard_missing_or_stamped_unlike_it_or_none(graph: Graph)
         )
     ]
     assert (where(*second), "subject unlike class cls-001's") in found(graph, "stale-copy")
-    # A class whose count is on its item (before issue 54): migrate moves it into shards.
+    # A class whose count is on its item (before roster shards): migrate moves it into them.
     set_attr(graph, *node("CLASS", "cls-003"), "studentCount", 0)
     assert (
         where(*node("CLASS", "cls-003")),

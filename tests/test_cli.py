@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
-from support import make_settings, ok
+from support import clean_environ, make_settings, ok, serve_process
 
 from graph_api import cli
 from graph_api.ops import demo, embedded_file
@@ -352,17 +352,8 @@ def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
         "GRAPH_API_DEMO_STUDENTS": "8",
         "GRAPH_API_LOG_LEVEL": "WARNING",
     }
-    output = tmp_path / "serve.out"
-    with output.open("wb") as out:
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "graph_api.cli", "serve"],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     runtime = tmp_path / embedded_file.PATH
-    try:
+    with serve_process(tmp_path, env, log="serve.out") as (serve, output):
         wait_for(runtime, serve)
         written = json.loads(runtime.read_text())
         assert written["pid"] == serve.pid
@@ -397,13 +388,8 @@ def test_check_uses_the_embedded_dynamodb_of_a_running_serve(
         assert "already holds items" in capsys.readouterr().err
         assert cli.main(["seed", "--students", "20", "--force"]) == 0
         assert cli.main(["check"]) == 0, capsys.readouterr().out
-    finally:
         serve.send_signal(stop)
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        serve.wait(timeout=120)
     assert not runtime.exists()  # serve removed it on the way out
 
     assert cli.main(["check"]) == 2
@@ -457,7 +443,7 @@ def test_serve_removes_only_its_own_runtime_file(clean_env: pytest.MonkeyPatch) 
         embedded_file.find()
 
 
-# -- start-up: what `serve` refuses before it starts anything (issue 53, items 13 to 15) --
+# -- start-up: what `serve` refuses before it starts anything ---------------------------
 
 
 def test_make_run_serves_the_embedded_demo_whatever_aws_settings_the_shell_holds() -> None:
@@ -624,8 +610,7 @@ def test_the_embedded_demo_starts_whatever_aws_profile_the_shell_names(tmp_path:
     """A profile this machine's config lacks made botocore refuse every client, moto's own
     process included: the embedded demo uses none of the shell's AWS settings."""
     (tmp_path / "config").write_text("[profile other]\nregion = eu-west-1\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.update(
+    env = clean_environ(
         GRAPH_API_BACKEND="embedded",
         GRAPH_API_DEMO_STUDENTS="5",
         GRAPH_API_PORT=str(free_port()),
@@ -633,25 +618,9 @@ def test_the_embedded_demo_starts_whatever_aws_profile_the_shell_names(tmp_path:
         AWS_CONFIG_FILE=str(tmp_path / "config"),
         AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
     )
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "graph_api.cli", "serve"],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    with serve_process(tmp_path, env) as (process, log):
         wait_for(tmp_path / ".data" / "embedded.json", process)
         assert "embedded moto, 5 demo students" in log.read_text()
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
     assert "Traceback" not in log.read_text()
 
 

@@ -6,10 +6,9 @@ flow, and a trusted server's manifest ids."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from support import ROOT, npm_package, tool
+from support import ROOT, node_script
 
 from graph_api import cli
 from tools.api_server import serving
@@ -20,14 +19,7 @@ NODE_SECONDS = 600
 
 
 def test_urql_apollo_graphql_ws_and_graphql_sse_pass_at_their_defaults(demo_api: str) -> None:
-    node = tool("node", "apt-get install nodejs npm")
-    npm_package(CLIENTS)
-    result = subprocess.run(
-        [node, str(CLIENTS / "clients.mjs"), f"{demo_api}/graphql"],
-        capture_output=True,
-        text=True,
-        timeout=NODE_SECONDS,
-    )
+    result = node_script(CLIENTS, "clients.mjs", f"{demo_api}/graphql", timeout=NODE_SECONDS)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
     for client in ("urql", "apollo", "graphql-ws", "graphql-sse"):
@@ -37,14 +29,7 @@ def test_urql_apollo_graphql_ws_and_graphql_sse_pass_at_their_defaults(demo_api:
 
 
 def run_persisted(*arguments: str) -> str:
-    node = tool("node", "apt-get install nodejs npm")
-    npm_package(CLIENTS)
-    result = subprocess.run(
-        [node, str(CLIENTS / "persisted.mjs"), *arguments],
-        capture_output=True,
-        text=True,
-        timeout=NODE_SECONDS,
-    )
+    result = node_script(CLIENTS, "persisted.mjs", *arguments, timeout=NODE_SECONDS)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
     return report

@@ -233,7 +233,7 @@ def _queries_counted(base: str) -> float:
 
 def test_the_images_workers_are_given_time_to_start() -> None:
     """uvicorn's default worker health check (5 s) kills workers still importing on a busy
-    host, again and again (issue 53): the image waits as `serve --workers` does."""
+    host, again and again: the image waits as `serve --workers` does."""
     assert int(image_env()["UVICORN_TIMEOUT_WORKER_HEALTHCHECK"]) >= 30
 
 

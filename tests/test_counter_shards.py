@@ -1,4 +1,4 @@
-"""Counters in shards (issue 54): the writes of one place meet on no single item, every
+"""Counters in shards: the writes of one place meet on no single item, every
 `totalCount` still equals a full read, and `graph-api migrate` folds a table's counters of
 one item into their shards while writers (the old code's too) keep writing."""
 

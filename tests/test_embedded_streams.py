@@ -66,6 +66,16 @@ class Streamed:
     def put(self, pk: str, **attrs: Any) -> None:
         self.db.put_item(TableName=self.name, Item={**wire_key(pk), **attrs})
 
+    def update(self, pk: str, **attrs: Any) -> None:
+        """An UpdateItem that SETs each of `attrs` (wire values) on the item `pk`."""
+        expression = ", ".join(f"{name} = :{name}" for name in attrs)
+        self.db.update_item(
+            TableName=self.name,
+            Key=wire_key(pk),
+            UpdateExpression=f"SET {expression}",
+            ExpressionAttributeValues={f":{name}": value for name, value in attrs.items()},
+        )
+
 
 def _clients(endpoint: str) -> tuple[Client, Client]:
     options = {"endpoint_url": endpoint, "region_name": "us-east-1", **LOCAL_CREDENTIALS}
@@ -142,19 +152,9 @@ def test_a_table_created_with_a_stream_describes_and_lists_it(s: Streamed) -> No
 def test_put_update_delete_record_insert_modify_remove_with_their_images(s: Streamed) -> None:
     start = s.iterator("TRIM_HORIZON")
     s.put("a", v={"N": "1"})
-    s.db.update_item(
-        TableName=s.name,
-        Key=wire_key("a"),
-        UpdateExpression="SET v = :v, w = :w",
-        ExpressionAttributeValues={":v": {"N": "2"}, ":w": {"S": "x"}},
-    )
+    s.update("a", v={"N": "2"}, w={"S": "x"})
     # An update of an item that does not exist creates it: one INSERT, the whole new item.
-    s.db.update_item(
-        TableName=s.name,
-        Key=wire_key("b"),
-        UpdateExpression="SET v = :v",
-        ExpressionAttributeValues={":v": {"S": "new"}},
-    )
+    s.update("b", v={"S": "new"})
     s.db.delete_item(TableName=s.name, Key=wire_key("a"))
     records, _ = s.drain(start)
 
@@ -198,12 +198,7 @@ def test_writes_that_change_nothing_record_nothing(s: Streamed) -> None:
     s.put("a", v={"N": "1"})
     after_put = s.iterator("LATEST")
     s.put("a", v={"N": "1"})  # the same item again
-    s.db.update_item(
-        TableName=s.name,
-        Key=wire_key("a"),
-        UpdateExpression="SET v = :v",
-        ExpressionAttributeValues={":v": {"N": "1"}},
-    )
+    s.update("a", v={"N": "1"})  # to the value it holds
     s.db.delete_item(TableName=s.name, Key=wire_key("nothing"))
     refused = [
         lambda: s.db.put_item(

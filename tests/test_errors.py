@@ -190,7 +190,7 @@ def test_other_dynamodb_error_is_masked_as_internal(
 def test_throttled_root_connection_nulls_only_itself(
     gql: Gql, services: Services, fail_operation: Callable[[str, Exception], None]
 ) -> None:
-    # Connections are nullable (issue 14): the failed one is null, its siblings answer.
+    # Connections are nullable: the failed one is null, its siblings answer.
     error = client_error("ProvisionedThroughputExceededException", "Query")
     fail_operation("Query", error)
     result = gql('{ student(id: "stu-0001") { id } teachers(first: 1) { edges { cursor } } }')

@@ -15,28 +15,20 @@ from typing import Any
 
 import pytest
 import strawberry
-from support import seed
+from support import ours_and_reference, seed
 from test_request_counts import Shapes, render, targets
 
 from bench import queries as peer_queries
 from graph_api.graph.engine import execution
 from graph_api.graph.engine.context import Context, Services
-from graph_api.graph.schema import GraphSchema, build_schema
+from graph_api.graph.schema import GraphSchema
 from graph_api.model import items
 from graph_api.store.codec import Item
 
 
 def both(services: Services, query: str, variables: dict[str, Any] | None = None) -> Any:
     """(data, errors) from the API's schema and from graphql-core's path alone."""
-    fast = build_schema(services.settings)
-    assert fast.execution_context_class is execution.ExecutionContext
-    reference = GraphSchema(
-        query=fast.query,
-        mutation=fast.mutation,
-        subscription=fast.subscription,
-        extensions=fast.extensions,
-    )
-    reference.settings = fast.settings
+    fast, reference = ours_and_reference(services)
 
     async def run(schema: GraphSchema) -> tuple[Any, list[dict[str, Any]]]:
         context = Context.create(services, "same-request-id")

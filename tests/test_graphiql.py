@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -65,11 +65,9 @@ def test_default_query_cannot_break_out_of_its_script() -> None:
 
 
 @pytest.fixture
-def no_ide_client(endpoint: str, services: Services) -> Iterator[TestClient]:
-    quiet = Services.create(make_settings(endpoint, table="test-read", graphiql=False))
-    with TestClient(create_app(quiet)) as test_client:
+def no_ide_client(services_with: Callable[..., Services]) -> Iterator[TestClient]:
+    with TestClient(create_app(services_with(graphiql=False))) as test_client:
         yield test_client
-    quiet.close()
 
 
 def test_graphiql_off_serves_no_ide_and_no_assets(no_ide_client: TestClient) -> None:

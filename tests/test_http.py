@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import create_student, make_settings
+from support import create_student
 
 from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
@@ -172,12 +172,10 @@ def test_an_error_outside_graphql_is_a_coded_500_with_the_request_id(
 
 
 @pytest.fixture
-def quiet_client(endpoint: str, services: Services) -> Iterator[TestClient]:
-    # `services` seeds the shared read table first; this one only reads it without accounting.
-    quiet = Services.create(make_settings(endpoint, table="test-read", accounting=False))
-    with TestClient(create_app(quiet)) as test_client:
+def quiet_client(services_with: Callable[..., Services]) -> Iterator[TestClient]:
+    # The seeded read table, read without accounting.
+    with TestClient(create_app(services_with(accounting=False))) as test_client:
         yield test_client
-    quiet.close()
 
 
 def test_accounting_off_omits_extensions_dynamodb(

@@ -17,7 +17,18 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.testclient import TestClient
-from support import AUDIENCE, ISSUER, WAIT, bearer, claims, codes, fresh_services, post, until
+from support import (
+    AUDIENCE,
+    ISSUER,
+    WAIT,
+    QuietHandler,
+    bearer,
+    claims,
+    codes,
+    fresh_services,
+    post,
+    until,
+)
 
 from graph_api.graph.auth.jwks import SigningKeys
 from graph_api.graph.engine.context import Services
@@ -53,7 +64,7 @@ class Issuer:
         self._lock = threading.Lock()
         issuer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 with issuer._lock:
                     issuer.fetches += 1
@@ -62,17 +73,10 @@ class Issuer:
                 try:
                     issuer.released.wait(WAIT)
                     body = issuer.document if issuer.status == 200 else b"{}"
-                    self.send_response(issuer.status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
+                    self.reply(body, "application/json", issuer.status)
                 finally:
                     with issuer._lock:
                         issuer.at_once -= 1
-
-            def log_message(self, *_: Any) -> None:
-                pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/.well-known/jwks.json"

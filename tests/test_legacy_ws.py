@@ -6,12 +6,11 @@ Node, hears why."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
-from support import ROOT, npm_package, tool
+from support import ROOT, node_script
 
 LEGACY = "graphql-ws"
 CURRENT = "graphql-transport-ws"
@@ -55,14 +54,7 @@ LEGACY_CLIENT = ROOT / "tests" / "legacy_client"
 def test_subscriptions_transport_ws_hears_the_refusal_and_gets_no_data(demo_api: str) -> None:
     """Apollo's older client at its defaults (tests/legacy_client/legacy.mjs): the protocol
     it asked for, the reason in its connectionCallback and in the close, and no event."""
-    node = tool("node", "apt-get install nodejs npm")
-    npm_package(LEGACY_CLIENT)
-    done = subprocess.run(
-        [node, str(LEGACY_CLIENT / "legacy.mjs"), f"{demo_api}/graphql"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = node_script(LEGACY_CLIENT, "legacy.mjs", f"{demo_api}/graphql", timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     heard = json.loads(done.stdout.strip().splitlines()[-1])
     assert "timedOut" not in heard, heard

@@ -1,4 +1,4 @@
-"""The location index in shards (issue 54): a country's students lie in the GSI1 shards of
+"""The location index in shards: a country's students lie in the GSI1 shards of
 their states, `COUNTRY#<c>#<n>`. A country's pages merge its shards and stay exact in both
 directions, cursors working across pages; a state's or a city's page is one Query; `graph-api
 migrate` moves entries of the layout before shards online, pages exact meanwhile, and

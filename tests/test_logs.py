@@ -8,7 +8,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,9 +23,15 @@ QUERY = '{ student(id: "stu-0001") { id } }'
 UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
-@contextlib.contextmanager
-def configured(level: str, fmt: str) -> Iterator[io.StringIO]:
+def configured(level: str, fmt: str) -> contextlib.AbstractContextManager[io.StringIO]:
     """`logs.configure`, its handler writing to a buffer; the logging set-up restored after."""
+    return buffered(lambda: logs.configure(level, fmt))
+
+
+@contextlib.contextmanager
+def buffered(configure: Callable[[], object]) -> Iterator[io.StringIO]:
+    """Logging as `configure` sets it up, its one root handler writing to a buffer; the
+    logging set-up (the root's and uvicorn's loggers) restored after."""
     root = logging.getLogger()
     saved_root = (root.handlers[:], root.level)
     saved_uvicorn = {
@@ -33,7 +39,7 @@ def configured(level: str, fmt: str) -> Iterator[io.StringIO]:
         for name in UVICORN
     }
     try:
-        logs.configure(level, fmt)
+        configure()
         (handler,) = root.handlers
         assert isinstance(handler, logging.StreamHandler)
         buffer = io.StringIO()
@@ -299,25 +305,8 @@ def test_the_images_uvicorn_supervisor_logs_in_the_workers_format(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     config = Path(__file__).resolve().parent.parent / "deploy" / "uvicorn-logging.json"
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    saved_uvicorn = {
-        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
-        for name in UVICORN
-    }
-    try:
-        logging.config.dictConfig(json.loads(config.read_text()))
-        (handler,) = root.handlers
-        assert isinstance(handler, logging.StreamHandler)
-        buffer = io.StringIO()
-        handler.setStream(buffer)
+    with buffered(lambda: logging.config.dictConfig(json.loads(config.read_text()))) as buffer:
         logging.getLogger("uvicorn.error").info("Started parent process [1]")
-    finally:
-        root.handlers, _ = saved
-        root.setLevel(saved[1])
-        for name, (handlers, propagate) in saved_uvicorn.items():
-            logging.getLogger(name).handlers = handlers
-            logging.getLogger(name).propagate = propagate
     line = buffer.getvalue().strip()
     if fmt == "json":
         assert json.loads(line)["message"] == "Started parent process [1]"

@@ -402,7 +402,7 @@ def test_migrate_leaves_a_stream_of_other_images_alone_and_exits_1(
 def test_migrate_adds_the_search_index_and_writes_the_keys_check_asks_for(
     env: Table, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A table of before issue 48: no GSI2, nodes without their search keys (one stale)."""
+    """A table from before search: no GSI2, nodes without their search keys (one stale)."""
     env.dynamo.call_sync("DeleteTable", {"TableName": env.name}, None)
     definition = admin.definition(env.name)
     definition["GlobalSecondaryIndexes"] = [admin.index_definition(keys.GSI1)]

@@ -1039,7 +1039,7 @@ def test_mutations_of_one_document_run_in_order_and_each_answers_its_own_write(
 def test_a_failed_mutation_keeps_the_results_of_the_others_in_its_document(
     svc: Services,
 ) -> None:
-    """Issue 11 finding 7: the sport created first stays in `data` (it was `data: null`)."""
+    """The sport created first stays in `data`, not lost to a `data: null`."""
     result = run(
         svc,
         f"""mutation {{

@@ -1,6 +1,6 @@
 """Personal data (a student's email and street) is served only to an authenticated reader,
 unless the server is set to make it public: anyone else gets null for those fields, each
-with a coded error, and the rest of the answer as usual (issue 11, finding 9)."""
+with a coded error, and the rest of the answer as usual."""
 
 from __future__ import annotations
 

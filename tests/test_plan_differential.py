@@ -44,11 +44,10 @@ from graphql import (
     visit,
 )
 from graphql.language import DocumentNode, Visitor
-from support import ROOT
+from support import ROOT, ours_and_reference
 from test_request_counts import targets
 
 from bench import queries as bench_queries
-from graph_api.graph.engine import execution
 from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.engine.plan import cache
 from graph_api.graph.engine.plan import operation as plans_of_operations
@@ -66,21 +65,6 @@ Document = tuple[str, str, dict[str, Any]]  # (name, text, variables)
 
 
 # -- running both executors ------------------------------------------------------------------
-
-
-def schemas(services: Services) -> tuple[GraphSchema, GraphSchema]:
-    """The API's schema, and the same types and extensions on graphql-core's executor."""
-    ours = build_schema(services.settings)
-    assert ours.execution_context_class is execution.ExecutionContext
-    reference = GraphSchema(
-        query=ours.query,
-        mutation=ours.mutation,
-        subscription=ours.subscription,
-        extensions=ours.extensions,
-    )
-    reference.settings = ours.settings
-    assert reference.execution_context_class is not execution.ExecutionContext
-    return ours, reference
 
 
 # The data, the errors, and what the plan decides of the request: its cost, its Queries
@@ -114,7 +98,7 @@ def normal(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_all(services: Services, documents: list[Document]) -> list[tuple[Document, Answer, Answer]]:
-    ours, reference = schemas(services)
+    ours, reference = ours_and_reference(services)
 
     async def run(schema: GraphSchema, text: str, variables: dict[str, Any]) -> Answer:
         context = Context.create(services, "same-request-id")

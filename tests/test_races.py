@@ -290,7 +290,7 @@ def test_a_chunked_student_rename_reaches_a_membership_swapped_in_before_it(
 
 # -- renames under enrolment churn -----------------------------------------------------------
 #
-# Issue 11.2: with students enrolling and unenrolling in a teacher's classes all the time, a
+# With students enrolling and unenrolling in a teacher's classes all the time, a
 # rename that re-plans whenever a roster moved never finishes. A write whose plan went stale
 # follows instead: the classes take the new name first, so later enrolments copy it, and the
 # students' entries are read after that; a student who left meanwhile is skipped.
@@ -395,9 +395,10 @@ def test_a_class_too_big_for_one_transaction_reads_its_roster_once(svc: Services
 
 # -- renames while clients enrol and unenrol at once -----------------------------------------
 #
-# Issue 47: renaming the teacher of the busiest classes while six clients kept enrolling and
-# unenrolling students in them failed with UNAVAILABLE ("the graph kept changing under this
-# write"): every attempt's plan read rosters that had moved by the time it was checked.
+# Renaming the teacher of the busiest classes while six clients keep enrolling and
+# unenrolling students in them succeeds. It used to fail with UNAVAILABLE ("the graph kept
+# changing under this write"): every attempt's plan read rosters that had moved by the time
+# it was checked.
 
 ENROL = f"""mutation($s: ID!, $c: ID!) {{
   enrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""

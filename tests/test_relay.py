@@ -1,5 +1,5 @@
 """What Relay clients expect beyond pagination: `Node` with `node(id:)`/`nodes(ids:)`, and
-`totalCount` on the connections whose size the table keeps (issue 14)."""
+`totalCount` on the connections whose size the table keeps."""
 
 from __future__ import annotations
 

@@ -864,8 +864,8 @@ def test_repeating_ids_and_subtrees_does_not_raise_the_count(
     assert operations(twice) == operations(once), context
 
 
-# Two shapes where a level's loads leave in two BatchGetItems where the formula says one
-# (reported on issue 12). DataLoader sends a batch one loop turn after its first load and
+# Two shapes where a level's loads leave in two BatchGetItems where the formula says one.
+# DataLoader sends a batch one loop turn after its first load and
 # does not wait for the rest of the level:
 # - A: a student's classes' teachers (the teachers' items, for their class maps) and the
 #   classes' rosters (a Query each) are one level; the classes the teachers teach (their

@@ -11,51 +11,19 @@ import json
 import socket
 import threading
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from starlette.testclient import TestClient
-from support import WAIT, WS, fresh_services, make_settings, until
+from support import WAIT, WS, fresh_services, make_settings, until, uvicorn_in_thread
 from websockets.sync.client import ClientConnection, connect
 
 from graph_api.graph.engine.context import Services
 from graph_api.http.app import create_app
-from graph_api.http.hosting import MAX_HEAD_BYTES, uvicorn_limits
+from graph_api.http.hosting import MAX_HEAD_BYTES
 from graph_api.http.middleware import MAX_HEADERS
 
 NOWHERE = "http://127.0.0.1:9"  # the discard port: any DynamoDB call would fail
-
-
-@contextlib.contextmanager
-def serving(
-    services: Services, environ: Mapping[str, str] | None = None, pipeline: bool = False
-) -> Iterator[int]:
-    """The app on uvicorn on a loopback port with `serve`'s options, in a thread; its port.
-    `environ` stands for the process's environment (FORWARDED_ALLOW_IPS); with `pipeline`,
-    the app's lifespan runs its event pipeline (subscriptions)."""
-    config = uvicorn.Config(
-        create_app(services),
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="on" if pipeline else "off",
-        ws_ping_interval=None,
-        **uvicorn_limits(services.settings, environ or {}),
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run)
-    thread.start()
-    try:
-        until(lambda: server.started or not thread.is_alive(), "uvicorn")
-        assert server.started
-        if pipeline:
-            events = services.events
-            until(lambda: events.reader is not None and events.reader.reading.is_set(), "reader")
-        yield server.servers[0].sockets[0].getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(WAIT)
 
 
 @pytest.fixture
@@ -100,7 +68,7 @@ def status_of_huge_header(port: int, size: int) -> int | None:
 
 
 def test_a_1_mb_header_is_refused_and_healthz_keeps_answering(bare: Services) -> None:
-    with serving(bare) as port:
+    with uvicorn_in_thread(bare) as port:
         # Under the bound: answered. (The head is the header plus ~80 bytes.)
         assert status_of_huge_header(port, MAX_HEAD_BYTES - 200) == 200
         # A 67 MB header was read whole (8.6 s of CPU) and answered 200 by httptools.
@@ -147,7 +115,7 @@ def subscribe(ws: ClientConnection, n: int) -> None:
 def test_a_forged_forwarded_address_gets_no_fresh_slots(endpoint: str) -> None:
     with (
         fresh_services(endpoint, **ONE_SLOT) as services,
-        serving(services, environ={}, pipeline=True) as port,
+        uvicorn_in_thread(services, environ={}, pipeline=True) as port,
     ):
         hub = services.events.hub
         with (
@@ -171,7 +139,9 @@ def test_a_forged_forwarded_address_gets_no_fresh_slots(endpoint: str) -> None:
 def test_forwarded_addresses_count_from_the_proxies_the_operator_names(endpoint: str) -> None:
     with (
         fresh_services(endpoint, **ONE_SLOT) as services,
-        serving(services, environ={"FORWARDED_ALLOW_IPS": "127.0.0.1"}, pipeline=True) as port,
+        uvicorn_in_thread(
+            services, environ={"FORWARDED_ALLOW_IPS": "127.0.0.1"}, pipeline=True
+        ) as port,
     ):
         hub = services.events.hub
         with (

@@ -1,4 +1,4 @@
-"""A class's roster count in shards (issue 54): enrolments write no class item, every count
+"""A class's roster count in shards: enrolments write no class item, every count
 still equals a full read, a rename that meets an enrolment still reaches its copy, and
 `graph-api migrate` moves a table's class counts into shards while old code writes."""
 
@@ -173,7 +173,7 @@ def test_a_class_with_students_is_not_deleted_and_an_empty_one_takes_its_shards(
 
 
 def _to_layout_before(svc: Services, class_id: str) -> None:
-    """The class as the code before issue 54 left it: its count on its item, no shards."""
+    """The class as the code before roster shards left it: its count on its item, no shards."""
     shards = roster_shards.shards(Kind.CLASS, class_id)
     count = sum(int((get_item(svc, *k) or {}).get(items.COUNT, 0)) for k in shards)
     actions = [tx.delete(key) for key in shards]
@@ -183,7 +183,7 @@ def _to_layout_before(svc: Services, class_id: str) -> None:
 
 
 def _old_code_enrols(svc: Services, student_id: str, class_id: str) -> None:
-    """An enrolment as an instance of the code before issue 54 makes it: the class's count
+    """An enrolment as an instance of the code before roster shards makes it: the class's count
     on its item, conditioned on the class."""
     student = get_item(svc, *keys.node(Kind.STUDENT, student_id))
     klass = get_item(svc, *keys.node(Kind.CLASS, class_id))

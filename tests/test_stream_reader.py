@@ -143,15 +143,22 @@ async def started(reader: StreamReader) -> None:
     await eventually(lambda: reader.holding and reader.reading.is_set(), "the reader reads")
 
 
+@contextlib.asynccontextmanager
+async def reading(stream: Stream) -> AsyncIterator[tuple[StreamReader, Published]]:
+    """One reader ("a") running until it reads the stream, and what it publishes."""
+    published = Published()
+    reader = reader_of(stream, published, "a")
+    async with running(reader):
+        await started(reader)
+        yield reader, published
+
+
 # -- what is published -------------------------------------------------------------------
 
 
 def test_a_plain_put_reaches_publish_with_its_images(stream: Stream) -> None:
     async def scenario() -> None:
-        published = Published()
-        reader = reader_of(stream, published, "a")
-        async with running(reader):
-            await started(reader)
+        async with reading(stream) as (_, published):
             await stream.put(item("STUDENT#s1", name="Ada"), item("STUDENT#s1", name="Grace"))
             await asyncio.to_thread(
                 stream.call,
@@ -194,10 +201,7 @@ def _checkpointed(stream: Stream, position: Position) -> bool:
 
 def test_a_refused_transaction_publishes_nothing(stream: Stream) -> None:
     async def scenario() -> None:
-        published = Published()
-        reader = reader_of(stream, published, "a")
-        async with running(reader):
-            await started(reader)
+        async with reading(stream) as (_, published):
             with pytest.raises(ClientError, match="TransactionCanceled"):
                 await asyncio.to_thread(
                     stream.transact,
@@ -221,10 +225,7 @@ def test_a_refused_transaction_publishes_nothing(stream: Stream) -> None:
 def test_a_first_start_begins_at_latest(stream: Stream) -> None:
     async def scenario() -> None:
         await stream.put(item("BEFORE#1"))
-        published = Published()
-        reader = reader_of(stream, published, "a")
-        async with running(reader):
-            await started(reader)
+        async with reading(stream) as (_, published):
             await stream.put(item("AFTER#1"))
             await eventually(lambda: "AFTER#1" in published.pks(), "the write after the start")
         assert published.pks() == ["AFTER#1"]  # yesterday's history is not replayed
@@ -586,10 +587,7 @@ def test_requests_per_batch_of_changes(stream: Stream) -> None:
     beside idle polls and the lease's renewals; no new iterator, whatever reads the events."""
 
     async def scenario() -> None:
-        published = Published()
-        reader = reader_of(stream, published, "a")
-        async with running(reader):
-            await started(reader)
+        async with reading(stream) as (reader, published):
             before = reader.requests.copy()
             written = items("COUNT", 40)
             for chunk in (written[:25], written[25:]):

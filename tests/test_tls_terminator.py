@@ -14,23 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import tool
+from support import QuietHandler, tool
 
 from tools import tls_terminator
 from tools.tls_terminator import Terminator, TerminatorError
 
 
-class _Hello(http.server.BaseHTTPRequestHandler):
+class _Hello(QuietHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        answer = b"plain HTTP saw " + body
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args: object) -> None:  # quiet
-        pass
+        self.reply(b"plain HTTP saw " + body)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from starlette.testclient import TestClient
-from support import CREATE_TEACHER, fresh_services
+from support import CREATE_TEACHER, QuietHandler, fresh_services
 
 from graph_api import logs, telemetry
 from graph_api.http.app import create_app
@@ -46,7 +46,7 @@ class Receiver(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: Receiver
 
     def do_POST(self) -> None:
@@ -56,15 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 self.server.spans.extend(scope_spans.spans)
-        answer = ExportTraceServiceResponse().SerializeToString()
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.send_header("content-length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.reply(ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
 
 @pytest.fixture

@@ -9,15 +9,20 @@ import http.client
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import is_worker, queries_answered, serving_two_workers, wait_until_healthy
+from support import (
+    clean_environ,
+    is_worker,
+    queries_answered,
+    serve_process,
+    serving_two_workers,
+    wait_until_healthy,
+)
 
 from graph_api import cli
 from graph_api.embedded import cpu_seconds, descendants
@@ -108,21 +113,10 @@ def test_serve_with_two_workers_pages_with_cursors_across_workers_and_stops_on_s
     tmp_path: Path,
 ) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GRAPH_API_"))}
-    env.update(GRAPH_API_DEMO_STUDENTS=str(STUDENTS), GRAPH_API_LOG_LEVEL="WARNING")
-    env.pop("WEB_CONCURRENCY", None)
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        # In a folder of its own: serve writes .data/ (embedded.json, cursor-secret) there.
-        command = [sys.executable, "-m", "graph_api.cli", "serve", "--workers", "2"]
-        process = subprocess.Popen(
-            [*command, "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    env = clean_environ(GRAPH_API_DEMO_STUDENTS=str(STUDENTS), GRAPH_API_LOG_LEVEL="WARNING")
+    address = ("--host", "127.0.0.1", "--port", str(port))
+    # In a folder of its own: serve writes .data/ (embedded.json, cursor-secret) there.
+    with serve_process(tmp_path, env, "--workers", "2", *address) as (process, log):
         wait_until_healthy(port, process, log)
         started = descendants(process.pid)
         written = json.loads((tmp_path / ".data" / "embedded.json").read_text())
@@ -152,10 +146,6 @@ def test_serve_with_two_workers_pages_with_cursors_across_workers_and_stops_on_s
             time.sleep(0.2)
         assert not [pid for pid in started if _alive(pid)], log.read_text()[-4000:]
         assert not (tmp_path / ".data" / "embedded.json").exists()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 # A worker that takes this long to start (a busy host importing everything) must be waited
