@@ -840,7 +840,7 @@ def main() -> None:
     server = None
     try:
         if not args.table:
-            admin.create(services.dynamo, settings.table)
+            asyncio.run(admin.create(services.dynamo, settings.table))
         server, port = serve(services)
         if not args.table:
             seed(port, data, mods["httpbench"], 4)
@@ -852,7 +852,11 @@ def main() -> None:
         if server is not None:
             server.stop()
         if not args.table:
-            services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+            asyncio.run(
+                services.dynamo.call(
+                    "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+                )
+            )
         services.close()
         if local is not None:
             local.stop()
