@@ -15,6 +15,7 @@ as on Lambda, whose /var/task is read-only (the package ships no .pyc).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -89,10 +90,13 @@ def seed(endpoint: str) -> str:
     from graph_api.store.client import Dynamo
 
     dynamo = Dynamo(Settings(backend="remote", endpoint_url=endpoint, table=TABLE))
-    admin.create(dynamo, TABLE)  # or finds it: the demo's items are put again
     items = demo.generate(students=60, seed=11)
-    admin.batch_write(dynamo, TABLE, items)
-    dynamo.close()
+
+    async def created_and_seeded() -> None:
+        await admin.create(dynamo, TABLE)  # or finds it: the demo's items are put again
+        await admin.batch_write(dynamo, TABLE, items)
+
+    asyncio.run(created_and_seeded())
     return next(i["id"] for i in items if i["type"] == "student")
 
 

@@ -211,7 +211,11 @@ def measure_size(students: int, runs: int, soak: float, clients: int) -> Figures
         soaked.update(rss_after=rss_mb(), db_after=server.rss_kb() / 1024)
     finally:
         api.stop()
-        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        asyncio.run(
+            services.dynamo.call(
+                "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+            )
+        )
         services.close()
         server.stop()
     return Figures(students, seeded, writes, by_location, rename, reads, db_reads, soaked)

@@ -10,6 +10,7 @@ Query time grows with the table's size, so latency figures come from DynamoDB Lo
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import http.client
 import json
@@ -188,8 +189,12 @@ def main() -> None:
 
     batched = Services.create(settings)
     naive = Services.create(dataclasses.replace(settings, naive=True))
-    admin.create(batched.dynamo, settings.table)
-    admin.batch_write(batched.dynamo, settings.table, demo.generate(students=args.students, seed=7))
+    asyncio.run(admin.create(batched.dynamo, settings.table))
+    asyncio.run(
+        admin.batch_write(
+            batched.dynamo, settings.table, demo.generate(students=args.students, seed=7)
+        )
+    )
     servers = [serve(batched), serve(naive)]
     try:
         print(f"\nbackend: {backend}; {args.students} students; {args.runs} runs per query\n")
@@ -212,7 +217,11 @@ def main() -> None:
     finally:
         for server, _ in servers:
             server.stop()
-        batched.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        asyncio.run(
+            batched.dynamo.call(
+                "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+            )
+        )
         batched.close()
         naive.close()
         stop()

@@ -25,6 +25,7 @@ Without postgres or npm, says why and prints our side.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import datetime as dt
 import json
@@ -364,7 +365,7 @@ def main() -> None:
     tune_collector()  # as `graph-api serve` does
     server = None
     try:
-        admin.create(services.dynamo, settings.table)
+        asyncio.run(admin.create(services.dynamo, settings.table))
         server, port = serve(services)
         t0 = time.monotonic()
         mutations = seeding.seed(port, data, httpbench, args.workers)
@@ -406,7 +407,11 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        asyncio.run(
+            services.dynamo.call(
+                "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+            )
+        )
         services.close()
         stop()
 

@@ -96,18 +96,23 @@ def seed_for_enrolments(services: Services, per_writer: int) -> None:
     ]
     nodes += [items.email_guard(n) for n in nodes if n["type"] == "student"]
     table = services.settings.table
-    admin.batch_write(services.dynamo, table, nodes + items.roster_shards(nodes))
+    asyncio.run(admin.batch_write(services.dynamo, table, nodes + items.roster_shards(nodes)))
     for key, count in items.counters(nodes).items():
-        services.dynamo.call_sync(
-            "UpdateItem",
-            {
-                "TableName": table,
-                "Key": codec.encode(key.as_item()),
-                "UpdateExpression": "SET #t = :t ADD #n :n",
-                "ExpressionAttributeNames": {"#t": items.TYPE, "#n": items.COUNT},
-                "ExpressionAttributeValues": codec.encode({":t": items.COUNTER_TYPE, ":n": count}),
-            },
-            None,
+        asyncio.run(
+            services.dynamo.call(
+                "UpdateItem",
+                {
+                    "TableName": table,
+                    "Key": codec.encode(key.as_item()),
+                    "UpdateExpression": "SET #t = :t ADD #n :n",
+                    "ExpressionAttributeNames": {"#t": items.TYPE, "#n": items.COUNT},
+                    "ExpressionAttributeValues": codec.encode(
+                        {":t": items.COUNTER_TYPE, ":n": count}
+                    ),
+                },
+                None,
+                missing_table=False,
+            )
         )
 
 
@@ -221,7 +226,7 @@ def run_head(args: argparse.Namespace) -> str:
         open_writes=True,  # no sign-in: the writers are anonymous, as `make run`'s demo
     )
     services = Services.create(settings)
-    admin.create(services.dynamo, settings.table)
+    asyncio.run(admin.create(services.dynamo, settings.table))
     # Enough students that no enrolling writer runs out: 20 a second each is past what one
     # API worker reaches.
     per_writer = max(50, int(args.seconds * 20))
@@ -260,12 +265,16 @@ def run_head(args: argparse.Namespace) -> str:
                 f"| {name} | {tally.rate:.1f} /s | {failed}{detail} | {tally.conflicts} | {ratio} |"
             )
         front.detach()
-        findings = check_table(services.dynamo, settings.table)
+        findings = asyncio.run(check_table(services.dynamo, settings.table))
         say("graph-api check: " + ("clean" if not findings else f"{len(findings)} findings"))
         for finding in findings[:10]:
             say(f"  {finding.kind}: {finding.message}")
     finally:
-        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        asyncio.run(
+            services.dynamo.call(
+                "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+            )
+        )
         services.close()
         if embedded is not None:
             embedded.stop()

@@ -155,9 +155,8 @@ def run_sides(
         "AWS_REGION": "us-east-1",
     }
     seeder = Dynamo(Settings(table=TABLE, endpoint_url=endpoint))
-    admin.create(seeder, TABLE)
-    admin.batch_write(seeder, TABLE, demo.generate(students=500, seed=11))
-    seeder.close()
+    asyncio.run(admin.create(seeder, TABLE))
+    asyncio.run(admin.batch_write(seeder, TABLE, demo.generate(students=500, seed=11)))
     # As production reaches it: AWS_ENDPOINT_URL_DYNAMODB, botocore's credentials.
     env["AWS_ENDPOINT_URL_DYNAMODB"] = tls.endpoint
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in sides}

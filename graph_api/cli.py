@@ -4,6 +4,7 @@ development token."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import importlib.metadata
 import importlib.util
@@ -12,9 +13,9 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
     from graph_api.embedded import EmbeddedDynamoDB
 
 log = logging.getLogger("graph_api")
+T = TypeVar("T")
 
 
 class CommandError(Exception):
@@ -73,7 +75,20 @@ def _progress_line() -> Iterator[_ProgressLine]:
         line.end()
 
 
-def seed(
+def run(dynamo: Dynamo, work: Coroutine[Any, Any, T]) -> T:
+    """A command's DynamoDB work, to its end: under `asyncio.run`, one event loop for the
+    command, on which `dynamo` opens its client at the first call and closes it at the end."""
+
+    async def closing() -> T:
+        try:
+            return await work
+        finally:
+            await dynamo.aclose()
+
+    return asyncio.run(closing())
+
+
+async def seed(
     dynamo: Dynamo, settings: Settings, students: int, seed_value: int, progress: bool = True
 ) -> int:
     """Write the demo school; with `progress`, a line on stderr says how far it got."""
@@ -84,7 +99,7 @@ def seed(
             if progress:
                 line.show(f"seeding {settings.table}: {done}/{total} items")
 
-        admin.batch_write(dynamo, settings.table, items, show)
+        await admin.batch_write(dynamo, settings.table, items, show)
     return len(items)
 
 
@@ -103,11 +118,14 @@ def start_embedded(settings: Settings) -> tuple[Settings, EmbeddedDynamoDB]:
     _say_where(settings, f" (embedded moto, {settings.demo_students} demo students)")
     dynamo = Dynamo(settings)
     json_logs = settings.log_format == "json"
-    try:
-        admin.create(dynamo, settings.table)
-        count = seed(dynamo, settings, settings.demo_students, settings.demo_seed, not json_logs)
-    finally:
-        dynamo.close()
+
+    async def create_and_seed() -> int:
+        await admin.create(dynamo, settings.table)
+        return await seed(
+            dynamo, settings, settings.demo_students, settings.demo_seed, not json_logs
+        )
+
+    count = run(dynamo, create_and_seed())
     if json_logs:
         banner(settings, f"seeded {count} items into {settings.table}")
     return settings, server
@@ -332,7 +350,8 @@ def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
 
 @contextmanager
 def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
-    """A client for a table command; DynamoDB's failures become one-line CommandErrors."""
+    """A client for a table command, whose work `run` runs; DynamoDB's failures become
+    one-line CommandErrors."""
     settings, found = _locate(settings)
     dynamo = Dynamo(settings)
     try:
@@ -342,13 +361,11 @@ def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
         yield settings, dynamo
     except (Unavailable, ClientError, BotoCoreError) as error:
         raise CommandError(explain(error, dynamo, settings.table)) from error
-    finally:
-        dynamo.close()
 
 
 def cmd_create_table(settings: Settings, _: argparse.Namespace) -> int:
     with _dynamodb(settings) as (settings, dynamo):
-        created = admin.create(dynamo, settings.table)
+        created = run(dynamo, admin.create(dynamo, settings.table))
     print(f"table {settings.table} {'created' if created else 'already exists'}")
     return 0
 
@@ -357,20 +374,24 @@ def cmd_seed(settings: Settings, args: argparse.Namespace) -> int:
     """The demo school into an empty table; with `--force`, into a table emptied first: demo
     items written over a graph that has changed would leave stale copies and counters."""
     with _dynamodb(settings) as (settings, dynamo):
-        if not args.force and admin.holds_items(dynamo, settings.table):
-            raise CommandError(
-                f"table {settings.table} already holds items: seed writes into an empty table;"
-                " `graph-api seed --force` deletes every item first"
-            )
-        if args.force:
-            with _progress_line() as line:
 
-                def progress(done: int) -> None:
-                    line.show(f"emptying {settings.table}: {done} items deleted")
+        async def emptied_and_seeded() -> int:
+            if not args.force and await admin.holds_items(dynamo, settings.table):
+                raise CommandError(
+                    f"table {settings.table} already holds items: seed writes into an empty"
+                    " table; `graph-api seed --force` deletes every item first"
+                )
+            if args.force:
+                with _progress_line() as line:
 
-                deleted = admin.delete_items(dynamo, settings.table, progress)
-            print(f"deleted {deleted} items from {settings.table}")
-        count = seed(dynamo, settings, args.students, args.seed)
+                    def progress(done: int) -> None:
+                        line.show(f"emptying {settings.table}: {done} items deleted")
+
+                    deleted = await admin.delete_items(dynamo, settings.table, progress)
+                print(f"deleted {deleted} items from {settings.table}")
+            return await seed(dynamo, settings, args.students, args.seed)
+
+        count = run(dynamo, emptied_and_seeded())
     print(f"seeded {count} items into {settings.table}")
     return 0
 
@@ -385,7 +406,9 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
             line.show(f"checking {settings.table}: {scanned} items scanned")
 
         try:
-            findings = check_table(dynamo, settings.table, progress, page_size=args.page_size)
+            findings = run(
+                dynamo, check_table(dynamo, settings.table, progress, page_size=args.page_size)
+            )
         except ScanGaveUp as error:
             assert error.__cause__ is not None
             reason = explain(error.__cause__, dynamo, settings.table)
@@ -404,20 +427,15 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_finish(settings: Settings, args: argparse.Namespace) -> int:
     """Finish the copies that interrupted writes left to their to-dos, now (a serving
     process finishes those older than its grace by itself)."""
-    import asyncio
-
     from graph_api.writes.finisher import Finished, finish_all, grace, pass_table
 
     with _dynamodb(settings) as (settings, dynamo):
 
-        async def run() -> Finished:
+        async def finished() -> Finished:
             table = pass_table(settings, dynamo)
-            try:
-                return await finish_all(table, grace(settings) if args.wait_grace else 0.0)
-            finally:
-                await dynamo.aclose()
+            return await finish_all(table, grace(settings) if args.wait_grace else 0.0)
 
-        done = asyncio.run(run())
+        done = run(dynamo, finished())
     print(
         f"{done.finished} write(s) finished, {done.dropped} to-do(s) with nothing left,"
         f" {done.left} left (younger than the grace, or finishing elsewhere)"
@@ -431,37 +449,44 @@ def _bar(done: int, total: int, width: int = 30) -> str:
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    from graph_api.ops.migrate import migrate_table
+    from graph_api.ops.migrate import Report, migrate_table
     from graph_api.store.admin import ScanGaveUp
 
     with _dynamodb(settings) as (settings, dynamo):
-        stream_line, stream_ok = _enable_stream(dynamo, settings.table)
-        print(stream_line, flush=True)
-        try:
-            for index in admin.add_indexes(dynamo, settings.table):
-                print(f"index: {index} added to {settings.table}", flush=True)
-        except admin.IndexNotReady as error:
-            raise CommandError(f"{error}: run `graph-api migrate` again once it is") from None
-        with _progress_line() as line:
 
-            def progress(phase: str, done: int, total: int) -> None:
-                if phase == "scan":
-                    line.show(f"migrating {settings.table}: scanning, {done} items")
-                else:
-                    line.show(f"migrating {settings.table}: {_bar(done, total)} nodes")
-
+        async def migrated() -> tuple[Report, bool]:
+            stream_line, stream_ok = await _enable_stream(dynamo, settings.table)
+            print(stream_line, flush=True)
             try:
-                report = migrate_table(dynamo, settings.table, progress, page_size=args.page_size)
-            except ScanGaveUp as error:
-                assert error.__cause__ is not None
-                reason = explain(error.__cause__, dynamo, settings.table)
-                if error.scanned or error.attempts > 1:
-                    reason = (
-                        f"migrate stopped after {error.scanned} items scanned: the next Scan page"
-                        f" failed {error.attempts} time(s): {reason}; what was migrated stays,"
-                        " run `graph-api migrate` again to go on"
-                    )
-                raise CommandError(reason) from error
+                for index in await admin.add_indexes(dynamo, settings.table):
+                    print(f"index: {index} added to {settings.table}", flush=True)
+            except admin.IndexNotReady as error:
+                raise CommandError(f"{error}: run `graph-api migrate` again once it is") from None
+            with _progress_line() as line:
+
+                def progress(phase: str, done: int, total: int) -> None:
+                    if phase == "scan":
+                        line.show(f"migrating {settings.table}: scanning, {done} items")
+                    else:
+                        line.show(f"migrating {settings.table}: {_bar(done, total)} nodes")
+
+                report = await migrate_table(
+                    dynamo, settings.table, progress, page_size=args.page_size
+                )
+            return report, stream_ok
+
+        try:
+            report, stream_ok = run(dynamo, migrated())
+        except ScanGaveUp as error:
+            assert error.__cause__ is not None
+            reason = explain(error.__cause__, dynamo, settings.table)
+            if error.scanned or error.attempts > 1:
+                reason = (
+                    f"migrate stopped after {error.scanned} items scanned: the next Scan page"
+                    f" failed {error.attempts} time(s): {reason}; what was migrated stays,"
+                    " run `graph-api migrate` again to go on"
+                )
+            raise CommandError(reason) from error
     for problem in report.changed + report.skipped:
         print(problem)
     if report.nothing_done and report.complete:
@@ -503,12 +528,12 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if report.complete and stream_ok else 1
 
 
-def _enable_stream(dynamo: Dynamo, name: str) -> tuple[str, bool]:
+async def _enable_stream(dynamo: Dynamo, name: str) -> tuple[str, bool]:
     """migrate's first step: the change stream subscriptions read (a line to print, and
     whether the table now has the stream they need)."""
     view = admin.STREAM["StreamViewType"]
     try:
-        enabled = admin.enable_stream(dynamo, name)
+        enabled = await admin.enable_stream(dynamo, name)
     except admin.OtherStreamView as other:
         return (
             f"change stream: {name}'s stream is on with {other.view}, not {view}: subscriptions"

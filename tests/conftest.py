@@ -14,6 +14,7 @@ from support import (
     AUTH,
     Gql,
     Hostile,
+    awaited,
     bearer,
     close_services,
     fresh_services,
@@ -153,8 +154,8 @@ def services(endpoint: str, demo_items: list[Item]) -> Iterator[Services]:
 
     settings = make_settings(endpoint, table="test-read")
     services = keep_loop(Services.create(settings))
-    admin.create(services.dynamo, settings.table)
-    admin.batch_write(services.dynamo, settings.table, demo_items)
+    awaited(admin.create(services.dynamo, settings.table))
+    awaited(admin.batch_write(services.dynamo, settings.table, demo_items))
     yield services
     close_services(services)
 
@@ -228,11 +229,11 @@ def hostile(endpoint: str) -> Iterator[Hostile]:
 
     settings = make_settings(endpoint, **AUTH)
     services = Services.create(settings)
-    admin.create(services.dynamo, settings.table)
-    admin.batch_write(services.dynamo, settings.table, demo.generate(8, 1))
+    awaited(admin.create(services.dynamo, settings.table))
+    awaited(admin.batch_write(services.dynamo, settings.table, demo.generate(8, 1)))
     token = bearer(hs256(sub="tester", exp=int(time.time()) + 3600))
     seeded = scan(services)
-    assert check_table(services.dynamo, settings.table) == []
+    assert awaited(check_table(services.dynamo, settings.table)) == []
     sent: list[str] = []
     lease = keys.stream_lease().as_item()["PK"].encode()
 
@@ -247,7 +248,11 @@ def hostile(endpoint: str) -> Iterator[Hostile]:
         with TestClient(create_app(services), raise_server_exceptions=False) as client:
             yield Hostile(client, services, token, seeded, sent)
     finally:
-        services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+        awaited(
+            services.dynamo.call(
+                "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+            )
+        )
         services.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import dataclasses
 import http.server
@@ -121,6 +122,19 @@ def assert_no_key_in_messages(errors: list[dict[str, Any]]) -> None:
         assert "#" not in error.get("message", ""), error
 
 
+def awaited(work: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine of the package (a command's op, `Dynamo.call`) to its end from a
+    synchronous test, under `asyncio.run` as `graph-api` runs its commands. Called from a
+    running loop (a helper inside an async test), it runs on a thread of its own and blocks
+    that loop until done, as any synchronous helper would."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
 # One event loop per Services the fixtures make (keyed by its Dynamo), as a server has one:
 # the loop's DynamoDB client is then made once, not once per operation.
 _LOOPS: weakref.WeakKeyDictionary[Dynamo, asyncio.Runner] = weakref.WeakKeyDictionary()
@@ -201,11 +215,15 @@ def fresh_services(endpoint: str, **settings: Any) -> Iterator[Services]:
     from graph_api.graph.engine.context import Services
 
     services = keep_loop(Services.create(make_settings(endpoint, **settings)))
-    admin.create(services.dynamo, services.settings.table)
+    awaited(admin.create(services.dynamo, services.settings.table))
     try:
         yield services
     finally:
-        services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+        awaited(
+            services.dynamo.call(
+                "DeleteTable", {"TableName": services.settings.table}, None, missing_table=False
+            )
+        )
         close_services(services)
 
 
@@ -260,9 +278,13 @@ def scan(services: Tabled) -> list[Item]:
     """Every item of the test's table (`store.admin.scan`), sorted by key; not the stream
     reader's lease item, which an app that runs writes on its own."""
     lease = keys.stream_lease().as_item()
+
+    async def scanned() -> list[Item]:
+        return [item async for item in admin.scan(services.dynamo, services.settings.table)]
+
     kept = [
         item
-        for item in admin.scan(services.dynamo, services.settings.table)
+        for item in awaited(scanned())
         if (item["PK"], item["SK"]) != (lease["PK"], lease["SK"])
     ]
     return sorted(kept, key=lambda i: (i["PK"], i["SK"]))
@@ -277,7 +299,7 @@ def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Ite
         if (edge := relation.attach(owner, target)) is not None:
             out.append(edge)
     out += [email_guard(n) for n in nodes if n["type"] == "student"]
-    admin.batch_write(services.dynamo, services.settings.table, out)
+    awaited(admin.batch_write(services.dynamo, services.settings.table, out))
     # The catalogs' and places' counters, added to (seeds and mutations may share a table),
     # and the classes' roster shards: stamped for the classes seeded here, added to for
     # the enrolments seeded here.
@@ -299,16 +321,19 @@ def seed(services: Services, nodes: list[Item], links: list[tuple[Any, Item, Ite
         values = {":t": items.COUNTER_TYPE, ":n": n}
         values.update({f":s{i}": v for i, v in enumerate(stamps.get(key, {}).values())})
         sets = ", ".join(["#t = :t", *(f"#s{i} = :s{i}" for i in range(len(setting) - 1))])
-        services.dynamo.call_sync(
-            "UpdateItem",
-            {
-                "TableName": services.settings.table,
-                "Key": codec.encode(key.as_item()),
-                "UpdateExpression": f"SET {sets} ADD #n :n",
-                "ExpressionAttributeNames": {**setting, "#n": items.COUNT},
-                "ExpressionAttributeValues": codec.encode(values),
-            },
-            None,
+        awaited(
+            services.dynamo.call(
+                "UpdateItem",
+                {
+                    "TableName": services.settings.table,
+                    "Key": codec.encode(key.as_item()),
+                    "UpdateExpression": f"SET {sets} ADD #n :n",
+                    "ExpressionAttributeNames": {**setting, "#n": items.COUNT},
+                    "ExpressionAttributeValues": codec.encode(values),
+                },
+                None,
+                missing_table=False,
+            )
         )
 
 
@@ -317,9 +342,11 @@ def drop_index(dynamo: Dynamo, table: str, index: str) -> None:
     once this returns (DynamoDB Local takes a moment, and answers 500 in the meantime)."""
     updates = [{"Delete": {"IndexName": index}}]
     asked = {"TableName": table, "GlobalSecondaryIndexUpdates": updates}
-    dynamo.call_sync("UpdateTable", asked, None)
+    awaited(dynamo.call("UpdateTable", asked, None, missing_table=False))
     for _ in range(200):
-        described = dynamo.call_sync("DescribeTable", {"TableName": table}, None)["Table"]
+        described = awaited(
+            dynamo.call("DescribeTable", {"TableName": table}, None, missing_table=False)
+        )["Table"]
         if index not in [i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])]:
             return
         time.sleep(0.05)
@@ -354,14 +381,17 @@ def sport_count(services: Services, sport_id: str) -> int:
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:
-    response = services.dynamo.call_sync(
-        "GetItem",
-        {
-            "TableName": services.settings.table,
-            "Key": codec.encode({"PK": pk, "SK": sk}),
-            "ConsistentRead": True,
-        },
-        None,
+    response = awaited(
+        services.dynamo.call(
+            "GetItem",
+            {
+                "TableName": services.settings.table,
+                "Key": codec.encode({"PK": pk, "SK": sk}),
+                "ConsistentRead": True,
+            },
+            None,
+            missing_table=False,
+        )
     )
     wire = response.get("Item")
     return codec.decode(wire) if wire else None
@@ -376,7 +406,7 @@ def of_type(items: list[Item], type_: str, **where: str) -> list[Item]:
 
 def assert_clean(services: Services) -> None:
     """The integrity checker finds nothing wrong with the table."""
-    findings = check_table(services.dynamo, services.settings.table)
+    findings = awaited(check_table(services.dynamo, services.settings.table))
     assert findings == [], "\n".join(f"{f.kind}: {f.message}" for f in findings)
 
 
@@ -1021,7 +1051,7 @@ def live(
     way when a test subscribes, and then be heard first.)"""
     with fresh_services(endpoint, **settings) as services:
         if seed:
-            admin.batch_write(services.dynamo, services.settings.table, list(seed))
+            awaited(admin.batch_write(services.dynamo, services.settings.table, list(seed)))
         with live_app(services) as client:
             yield client, services
 

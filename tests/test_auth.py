@@ -25,6 +25,7 @@ from support import (
     ISSUER,
     SECRET,
     QuietHandler,
+    awaited,
     bearer,
     claims,
     fresh_services,
@@ -53,12 +54,16 @@ App = tuple[TestClient, Services]
 def serving(endpoint: str, **overrides: Any) -> Iterator[App]:
     """An app over a fresh, empty, writable table with the given settings."""
     services = Services.create(make_settings(endpoint, **overrides))
-    admin.create(services.dynamo, services.settings.table)
+    awaited(admin.create(services.dynamo, services.settings.table))
     try:
         with TestClient(create_app(services)) as client:
             yield client, services
     finally:
-        services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+        awaited(
+            services.dynamo.call(
+                "DeleteTable", {"TableName": services.settings.table}, None, missing_table=False
+            )
+        )
         services.close()
 
 

@@ -26,6 +26,7 @@ from starlette.testclient import TestClient
 from support import (
     AUTH,
     Result,
+    awaited,
     bearer,
     close_services,
     dynamodb_requests,
@@ -88,10 +89,14 @@ def school(endpoint: str) -> Iterator[School]:
     settings = make_settings(endpoint)
     services = Services.create(settings)
     items = demo.generate(students=100, seed=11)
-    admin.create(services.dynamo, settings.table)
-    admin.batch_write(services.dynamo, settings.table, items)
+    awaited(admin.create(services.dynamo, settings.table))
+    awaited(admin.batch_write(services.dynamo, settings.table, items))
     yield School(items, settings.table)
-    services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+    awaited(
+        services.dynamo.call(
+            "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+        )
+    )
     services.close()
 
 
@@ -993,7 +998,7 @@ def test_the_readme_acts_as_a_teacher_and_as_a_student(
     assert [name for name, _ in asked] == ["TEACHER", "STUDENT"] == list(tokens)
     with fresh_services(endpoint, public_personal_data=False) as services:
         school = demo.generate(students=60, seed=Settings().demo_seed)
-        admin.batch_write(services.dynamo, services.settings.table, school)
+        awaited(admin.batch_write(services.dynamo, services.settings.table, school))
         emails = {i["id"]: i["email"] for i in school if i["type"] == "student"}
         with TestClient(create_app(services)) as client:
             answers = [

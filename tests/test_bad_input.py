@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from support import Hostile, assert_coded, assert_no_traceback, assert_unchanged, b64, scan
+from support import Hostile, assert_coded, assert_no_traceback, assert_unchanged, awaited, b64, scan
 
 from graph_api.errors import BadUserInput
 from graph_api.model import validation
@@ -531,7 +531,7 @@ def test_a_1_mb_query_is_413_with_a_coded_error(h: Hostile, chunked: bool) -> No
 def test_the_table_is_as_seeded_and_whole_after_it_all(h: Hostile) -> None:
     assert len(h.items) > 50
     assert scan(h.services) == h.items
-    assert check_table(h.services.dynamo, h.services.settings.table) == []
+    assert awaited(check_table(h.services.dynamo, h.services.settings.table)) == []
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from old_layout import new_items, old_items, random_school
-from support import make_settings, scan, wire_key
+from support import awaited, make_settings, scan, wire_key
 
 from graph_api import cli
 from graph_api.errors import Unavailable
@@ -37,15 +37,18 @@ def graph(endpoint: str) -> Iterator[Graph]:
     """A fresh table holding a small, whole school."""
     settings = make_settings(endpoint)
     dynamo = Dynamo(settings)
-    admin.create(dynamo, settings.table)
-    admin.batch_write(dynamo, settings.table, new_items(random_school(SEED_STUDENTS, 5)))
+    awaited(admin.create(dynamo, settings.table))
+    awaited(admin.batch_write(dynamo, settings.table, new_items(random_school(SEED_STUDENTS, 5))))
     yield Graph(dynamo, settings)
-    dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
-    dynamo.close()
+    awaited(dynamo.call("DeleteTable", {"TableName": settings.table}, None, missing_table=False))
 
 
 def call(graph: Graph, operation: str, **params: Any) -> Any:
-    return graph.dynamo.call_sync(operation, {"TableName": graph.settings.table, **params}, None)
+    return awaited(
+        graph.dynamo.call(
+            operation, {"TableName": graph.settings.table, **params}, None, missing_table=False
+        )
+    )
 
 
 def node(kind: str, id_: str) -> tuple[str, str]:
@@ -92,7 +95,7 @@ def put(graph: Graph, item: dict[str, Any]) -> None:
 
 
 def findings(graph: Graph) -> list[Finding]:
-    return check_table(graph.dynamo, graph.settings.table)
+    return awaited(check_table(graph.dynamo, graph.settings.table))
 
 
 def kinds(graph: Graph) -> set[tuple[str, str]]:
@@ -358,7 +361,11 @@ class ScanTimeouts:
 def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The backoff sleeps the scan asks for, recorded instead of slept."""
     asked: list[float] = []
-    monkeypatch.setattr(retry, "sleep", asked.append)
+
+    async def sleep(delay: float) -> None:
+        asked.append(delay)
+
+    monkeypatch.setattr(retry, "sleep", sleep)
     return asked
 
 
@@ -373,10 +380,7 @@ def test_a_page_that_times_out_is_retried_smaller_and_the_scan_pages_on(
     timeouts = ScanTimeouts(lambda n: n in (2, 3))  # the second page, twice
     timeouts.install(dynamo)
     scanned: list[int] = []
-    try:
-        assert check_table(dynamo, graph.settings.table, scanned.append, page_size=40) == []
-    finally:
-        dynamo.close()
+    assert awaited(check_table(dynamo, graph.settings.table, scanned.append, page_size=40)) == []
     assert scanned[-1] == item_count(graph)  # every item, none twice
     first, failed, retried, smaller = timeouts.sent[:4]
     assert "ExclusiveStartKey" not in first
@@ -427,11 +431,8 @@ def test_scan_gave_up_carries_the_count_and_the_last_error(
 ) -> None:
     dynamo = Dynamo(make_settings(endpoint, table=graph.settings.table))
     ScanTimeouts(lambda n: n > 2).install(dynamo)
-    try:
-        with pytest.raises(ScanGaveUp) as raised:
-            check_table(dynamo, graph.settings.table, page_size=10)
-    finally:
-        dynamo.close()
+    with pytest.raises(ScanGaveUp) as raised:
+        awaited(check_table(dynamo, graph.settings.table, page_size=10))
     assert (raised.value.scanned, raised.value.pages) == (20, 2)
     cause = raised.value.__cause__
     assert isinstance(cause, Unavailable) and isinstance(cause.__cause__, ReadTimeoutError)

@@ -1,19 +1,22 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from support import clean_environ, make_settings, ok, serve_process
+from support import awaited, clean_environ, make_settings, ok, serve_process
 
 from graph_api import cli
 from graph_api.ops import demo, embedded_file
@@ -112,30 +115,25 @@ def remote_table(clean_env: pytest.MonkeyPatch, endpoint: str) -> Iterator[str]:
     yield name
     dynamo = Dynamo(make_settings(endpoint, table=name))
     try:
-        dynamo.call_sync("DeleteTable", {"TableName": name}, None)
+        awaited(dynamo.call("DeleteTable", {"TableName": name}, None, missing_table=False))
     except ClientError as error:
         if error.response["Error"]["Code"] != "ResourceNotFoundException":
             raise
-    finally:
-        dynamo.close()
 
 
 def count_items(endpoint: str, table: str) -> int:
     dynamo = Dynamo(make_settings(endpoint, table=table))
     count, pages, start = 0, 0, None
-    try:
-        while True:
-            params = {"TableName": table, "Select": "COUNT", "Limit": 10}
-            if start:
-                params["ExclusiveStartKey"] = start
-            response = dynamo.call_sync("Scan", params, None)
-            count, pages = count + response["Count"], pages + 1
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                assert pages > 1  # the scan really paged
-                return count
-    finally:
-        dynamo.close()
+    while True:
+        params = {"TableName": table, "Select": "COUNT", "Limit": 10}
+        if start:
+            params["ExclusiveStartKey"] = start
+        response = awaited(dynamo.call("Scan", params, None, missing_table=False))
+        count, pages = count + response["Count"], pages + 1
+        start = response.get("LastEvaluatedKey")
+        if not start:
+            assert pages > 1  # the scan really paged
+            return count
 
 
 def test_create_table_then_seed_writes_every_demo_item(
@@ -151,6 +149,33 @@ def test_create_table_then_seed_writes_every_demo_item(
     assert count_items(endpoint, remote_table) == expected
     assert cli.main(["create-table"]) == 0
     assert capsys.readouterr().out == f"table {remote_table} already exists\n"
+
+
+@pytest.mark.parametrize(
+    "command", [["create-table"], ["seed", "--students", "2"], ["check"], ["migrate"]]
+)
+def test_a_table_command_awaits_every_call_on_one_loop_of_its_own_thread(
+    remote_table: str, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """A table command runs the API's client under `asyncio.run`: every DynamoDB call is
+    awaited on one event loop, in the thread that ran the command, and the client has no
+    synchronous path (no loop on a thread of its own to hand calls to)."""
+    if command != ["create-table"]:
+        assert cli.main(["create-table"]) == 0
+    seen: list[tuple[threading.Thread, asyncio.AbstractEventLoop]] = []
+
+    class Recording(Dynamo):
+        async def call(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append((threading.current_thread(), asyncio.get_running_loop()))
+            return await super().call(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "Dynamo", Recording)
+    assert cli.main(command) == 0
+    assert seen  # the command did reach DynamoDB
+    assert {thread for thread, _ in seen} == {threading.main_thread()}
+    assert len({id(loop) for _, loop in seen}) == 1
+    assert all(loop.is_closed() for _, loop in seen)  # the command's loop ended with it
+    assert not hasattr(Dynamo, "call_sync") and not hasattr(Dynamo, "run")
 
 
 MUTATIONS = """mutation {

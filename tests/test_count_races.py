@@ -5,14 +5,16 @@ never served as a negative total or a 500."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from support import (
     USER_ERRORS,
     assert_clean,
+    awaited,
     create_class,
     create_sport,
     create_student,
@@ -145,15 +147,21 @@ def deleting_mid_scan(
     original = migrate.scan
     done: list[bool] = []
 
-    def scan(dynamo: Any, table: str, progress: Any = None, **kw: Any) -> Iterator[Any]:
-        found = list(original(dynamo, table, progress, **kw))
+    async def scan(dynamo: Any, table: str, progress: Any = None, **kw: Any) -> AsyncIterator[Any]:
+        found = [i async for i in original(dynamo, table, progress, **kw)]
         if progress is None or done:
-            yield from found
+            for item in found:
+                yield item
             return
-        yield from (i for i in found if i.get(items.TYPE) != items.COUNTER_TYPE)
+        for item in found:
+            if item.get(items.TYPE) != items.COUNTER_TYPE:
+                yield item
         done.append(True)
-        assert run(services, document).problems == []
-        yield from (i for i in original(dynamo, table) if i.get(items.TYPE) == items.COUNTER_TYPE)
+        # The mutation runs as another process's would, while migrate's loop waits.
+        assert (await asyncio.to_thread(run, services, document)).problems == []
+        async for item in original(dynamo, table):
+            if item.get(items.TYPE) == items.COUNTER_TYPE:
+                yield item
 
     monkeypatch.setattr(migrate, "scan", scan)
     return done
@@ -167,19 +175,19 @@ def test_migrate_does_not_backfill_a_counter_moved_during_its_scan(
     counter = keys.catalog_counter(Kind.TEACHER)
     shard = keys.counter_shard(counter, "t1")  # t1's shard, which its delete moves
     drifted = {**(get_item(svc, *shard) or {}), items.COUNT: 4}
-    admin.batch_write(svc.dynamo, svc.settings.table, [drifted])
+    awaited(admin.batch_write(svc.dynamo, svc.settings.table, [drifted]))
     done = deleting_mid_scan(svc, monkeypatch, delete_doc("deleteTeacher", "t1"))
 
     def progress(*_: Any) -> None:
         pass
 
-    report = migrate.migrate_table(svc.dynamo, svc.settings.table, progress, passes=1)
+    report = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table, progress, passes=1))
     assert done
     assert not report.complete and report.counters == 0
     assert report.changed == [f"counter {counter.pk} changed during the scan: run migrate again"]
     assert count(svc, counter) == 4  # 5, less the delete: not the 2 the scan walked
     assert get_item(svc, *shard) == {**drifted, items.COUNT: 3, items.MOVES: 2}
-    again = migrate.migrate_table(svc.dynamo, svc.settings.table, progress)
+    again = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table, progress))
     assert again.complete and again.counters == 1
     assert count(svc, counter) == 1
     assert_clean(svc)
@@ -194,12 +202,12 @@ def test_a_counter_drifted_below_zero_says_zero_and_is_logged(
     counter = keys.catalog_counter(Kind.SPORT)
     shards = keys.counter_shards(counter)
     drifted = [items.counter(shards[3], -3), items.counter(shards[9], 1)]
-    admin.batch_write(svc.dynamo, svc.settings.table, drifted)
+    awaited(admin.batch_write(svc.dynamo, svc.settings.table, drifted))
     with caplog.at_level(logging.WARNING, logger="graph_api.graph.query"):
         data = ok(svc, "{ sports(first: 1) { totalCount } }")
     assert data == {"sports": {"totalCount": 0}}
     assert any(counter.pk in r.getMessage() for r in caplog.records)
-    findings = check_table(svc.dynamo, svc.settings.table)
+    findings = awaited(check_table(svc.dynamo, svc.settings.table))
     assert [(f.kind, f.message) for f in findings] == [
         ("counter", "counts -2, the list holds 0 (`graph-api migrate` sets it)")
     ]
@@ -211,7 +219,7 @@ def test_a_damaged_home_is_a_conflict_that_names_check(svc: Services, document: 
     node = get_item(svc, *keys.node(Kind.STUDENT, "s1"))
     assert node is not None
     del node[items.HOME]["city"]
-    admin.batch_write(svc.dynamo, svc.settings.table, [node])
+    awaited(admin.batch_write(svc.dynamo, svc.settings.table, [node]))
     result = run(svc, document, {"h": HOME_B} if "setHome" in document else None)
     assert result.errors == []
     assert result.user_codes == ["CONFLICT"]

@@ -4,6 +4,7 @@ one item into their shards while writers (the old code's too) keep writing."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from support import (
     USER_ERRORS,
     all_ok,
     assert_clean,
+    awaited,
     execute_concurrently,
     get_item,
     held_count,
@@ -99,8 +101,8 @@ def test_check_reports_a_shard_that_makes_the_sum_wrong(svc: Services) -> None:
     shard = keys.counter_shard(country, "s01")
     item = get_item(svc, *shard)
     assert item is not None
-    admin.batch_write(svc.dynamo, svc.settings.table, [{**item, items.COUNT: 2}])
-    findings = check_table(svc.dynamo, svc.settings.table)
+    awaited(admin.batch_write(svc.dynamo, svc.settings.table, [{**item, items.COUNT: 2}]))
+    findings = awaited(check_table(svc.dynamo, svc.settings.table))
     assert [(f.kind, f.key, f.message) for f in findings] == [
         (
             "counter",
@@ -108,7 +110,7 @@ def test_check_reports_a_shard_that_makes_the_sum_wrong(svc: Services) -> None:
             "counts 4, the list holds 3 (`graph-api migrate` sets it)",
         )
     ]
-    report = migrate.migrate_table(svc.dynamo, svc.settings.table)
+    report = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table))
     assert report.complete and report.counters == 1
     assert get_item(svc, *shard) == {**item, items.COUNT: 1}
     assert_clean(svc)
@@ -127,10 +129,12 @@ def to_single_items(svc: Services) -> list[keys.Key]:
         single = totals.setdefault(counter, items.counter(counter, 0) | {items.MOVES: 0})
         single[items.COUNT] += shard[items.COUNT]
         single[items.MOVES] += shard[items.MOVES]
-        migrate.transact(
-            svc.dynamo, svc.settings.table, [tx.delete(keys.Key(shard["PK"], shard["SK"]))]
+        awaited(
+            migrate.transact(
+                svc.dynamo, svc.settings.table, [tx.delete(keys.Key(shard["PK"], shard["SK"]))]
+            )
         )
-    admin.batch_write(svc.dynamo, svc.settings.table, list(totals.values()))
+    awaited(admin.batch_write(svc.dynamo, svc.settings.table, list(totals.values())))
     return sorted(totals)
 
 
@@ -145,7 +149,7 @@ def old_code_creates(svc: Services, n: int, home: dict[str, str] = OTTAWA) -> No
         for key in keys.home_counters(*home.values())
     ]
     actions = [tx.put(student, tx.NOT_EXISTS), tx.put(items.email_guard(student)), *moved]
-    migrate.transact(svc.dynamo, svc.settings.table, actions)
+    awaited(migrate.transact(svc.dynamo, svc.settings.table, actions))
 
 
 def test_migrate_folds_single_counters_into_shards_while_old_and_new_code_write(
@@ -157,7 +161,7 @@ def test_migrate_folds_single_counters_into_shards_while_old_and_new_code_write(
     all_ok(execute_concurrently(svc, [create(n) for n in range(10)]))
     ok(svc, SET_HOME, {"id": "s09", "h": TORONTO})
     singles = to_single_items(svc)
-    assert {f.kind for f in check_table(svc.dynamo, svc.settings.table)} == {"old-layout"}
+    assert {f.kind for f in awaited(check_table(svc.dynamo, svc.settings.table))} == {"old-layout"}
     assert_totals_are_full_reads(svc)  # the old layout is read as it is
     all_ok(execute_concurrently(svc, [create(n) for n in range(10, 14)]))  # new code: shards
     old_code_creates(svc, 14)
@@ -165,21 +169,21 @@ def test_migrate_folds_single_counters_into_shards_while_old_and_new_code_write(
 
     original, folds = migrate.transact, []
 
-    def transact(dynamo: Any, table: str, actions: list[tx.Action]) -> None:
+    async def transact(dynamo: Any, table: str, actions: list[tx.Action]) -> None:
         if len(actions) == 2 and actions[1].kind == "Delete" and len(folds) < 2:
             folds.append(True)  # an instance of the old code writes before each of two folds
-            old_code_creates(svc, 20 + len(folds))
-        original(dynamo, table, actions)
+            await asyncio.to_thread(old_code_creates, svc, 20 + len(folds))
+        await original(dynamo, table, actions)
 
     monkeypatch.setattr(migrate, "transact", transact)
-    report = migrate.migrate_table(svc.dynamo, svc.settings.table)
+    report = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table))
     assert report.complete and report.folded == len(singles)
     assert report.counters == 0  # folded totals were right: nothing to backfill
     assert all(get_item(svc, *counter) is None for counter in singles)
     assert_totals_are_full_reads(svc)
     assert held_count(svc, keys.location_counter(*OTTAWA.values())) == 9 + 4 + 1 + 2
     assert_clean(svc)
-    again = migrate.migrate_table(svc.dynamo, svc.settings.table)
+    again = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table))
     assert again.complete and again.transactions == 0
 
 

@@ -12,6 +12,7 @@ import pytest
 from support import (
     USER_ERRORS,
     assert_clean,
+    awaited,
     calls,
     create_class,
     create_sport,
@@ -286,10 +287,12 @@ def test_check_reports_a_wrong_counter_and_migrate_sets_it_once(svc: Services) -
 
     counters = [i for i in school if of_list(i)]
     nodes = [i for i in school if not of_list(i)]
-    admin.batch_write(svc.dynamo, svc.settings.table, nodes)  # a table from before counters
+    awaited(
+        admin.batch_write(svc.dynamo, svc.settings.table, nodes)
+    )  # a table from before counters
     wrong = {**counters[0], items.COUNT: counters[0][items.COUNT] + 5}
-    admin.batch_write(svc.dynamo, svc.settings.table, [wrong])
-    findings = check_table(svc.dynamo, svc.settings.table)
+    awaited(admin.batch_write(svc.dynamo, svc.settings.table, [wrong]))
+    findings = awaited(check_table(svc.dynamo, svc.settings.table))
     assert {f.kind for f in findings} == {"counter"}
     totals = items.totals({keys.Key(i["PK"], i["SK"]): i[items.COUNT] for i in counters})
     assert len(findings) == len(totals)
@@ -299,13 +302,13 @@ def test_check_reports_a_wrong_counter_and_migrate_sets_it_once(svc: Services) -
         f.message for f in findings
     }
 
-    report = migrate_table(svc.dynamo, svc.settings.table)
+    report = awaited(migrate_table(svc.dynamo, svc.settings.table))
     assert report.complete and report.counters == len(totals)
     assert_clean(svc)
     assert [i for i in scan(svc) if of_list(i)] == sorted(
         counters, key=lambda i: (i["PK"], i["SK"])
     )
-    again = migrate_table(svc.dynamo, svc.settings.table)
+    again = awaited(migrate_table(svc.dynamo, svc.settings.table))
     assert again.complete and again.transactions == 0
 
 

@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support import awaited
 
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
@@ -97,10 +98,7 @@ def test_dynamodb_local_persists_under_a_relative_db_path(
     running = dynamodb_local.start(db_path=Path(".data/dynamodb"))
     try:
         dynamo = Dynamo(make_settings(running.endpoint))
-        try:
-            assert admin.create(dynamo, "persisted")
-        finally:
-            dynamo.close()
+        assert awaited(admin.create(dynamo, "persisted"))
     finally:
         running.stop()
     assert list((tmp_path / ".data" / "dynamodb").glob("*.db"))  # -sharedDb's one file

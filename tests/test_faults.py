@@ -29,6 +29,7 @@ from support import (
     HTTPServer,
     Reply,
     Result,
+    awaited,
     class_count,
     execute,
     make_settings,
@@ -185,10 +186,14 @@ def test_unprocessed_keys_are_fetched_again(
 def school(endpoint: str) -> Iterator[Services]:
     """A small writable school with a short deadline."""
     services = Services.create(make_settings(endpoint, deadline_seconds=1.5))
-    admin.create(services.dynamo, services.settings.table)
-    admin.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2))
+    awaited(admin.create(services.dynamo, services.settings.table))
+    awaited(admin.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2)))
     yield services
-    services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+    awaited(
+        services.dynamo.call(
+            "DeleteTable", {"TableName": services.settings.table}, None, missing_table=False
+        )
+    )
     services.close()
 
 
@@ -225,7 +230,7 @@ def test_transaction_conflicts_are_retried_with_the_same_token(roomy_school: Ser
     }
     tokens = {body["ClientRequestToken"] for body in faults.sent}
     assert len(faults.sent) == 3 and len(tokens) == 1
-    assert check_table(school.dynamo, school.settings.table) == []
+    assert awaited(check_table(school.dynamo, school.settings.table)) == []
 
 
 @pytest.mark.parametrize(
@@ -245,13 +250,13 @@ def test_writes_that_keep_failing_are_unavailable_and_change_nothing(
     assert result.codes == ["UNAVAILABLE"]
     assert result.data == {"enrollStudent": None}
     assert scan(school) == before
-    assert check_table(school.dynamo, school.settings.table) == []
+    assert awaited(check_table(school.dynamo, school.settings.table)) == []
 
 
 def test_seeding_retries_unprocessed_items(endpoint: str) -> None:
     services = Services.create(make_settings(endpoint))
     name = services.settings.table
-    admin.create(services.dynamo, name)
+    awaited(admin.create(services.dynamo, name))
     faults = Faults(services.dynamo)
 
     def hold_back_some(parsed: dict[str, Any]) -> None:
@@ -263,11 +268,11 @@ def test_seeding_retries_unprocessed_items(endpoint: str) -> None:
     faults.edit("BatchWriteItem", 3, hold_back_some)
     items = demo.generate(4, 9)
     try:
-        admin.batch_write(services.dynamo, name, items)
+        awaited(admin.batch_write(services.dynamo, name, items))
     finally:
         faults.undo()
         assert len(scan(services)) == len(items)
-        services.dynamo.call_sync("DeleteTable", {"TableName": name}, None)
+        awaited(services.dynamo.call("DeleteTable", {"TableName": name}, None, missing_table=False))
         services.close()
     assert len(faults.sent) == (len(items) + 24) // 25 + 3
 
@@ -408,9 +413,9 @@ def test_throttled_reads_and_stale_writes_share_one_count(
 def test_the_budget_refills_as_botocore_s_retry_quota_does() -> None:
     budget = retry.RetryBudget()
     retries = retry.Retries(budget, policy=retry.Policy(base=0.0, cap=0.0, max_retries=50))
-    assert retries.pause_sync(retry.Failure.THROTTLED, "busy") == 5
-    assert retries.pause_sync(retry.Failure.TRANSIENT, "gone") == 14
-    assert retries.pause_sync(retry.Failure.CONTENTION, "stale") == 1
+    assert awaited(retries.pause(retry.Failure.THROTTLED, "busy")) == 5
+    assert awaited(retries.pause(retry.Failure.TRANSIENT, "gone")) == 14
+    assert awaited(retries.pause(retry.Failure.CONTENTION, "stale")) == 1
     assert budget.available == 500 - 20
     retries.answered(14)  # a call that succeeded after a retry gives back its cost
     retries.answered(0)  # one that succeeded at once gives 1
@@ -431,10 +436,14 @@ def test_a_retry_that_would_sleep_past_the_deadline_is_not_taken(
     # Each sleep asked for, beside what was left of the deadline then: not the clock, which a
     # busy machine moves on while nothing sleeps.
     slept: list[tuple[float, float]] = []
-    monkeypatch.setattr(retry, "sleep", lambda delay: slept.append((delay, retries.remaining())))
+
+    async def record(delay: float) -> None:
+        slept.append((delay, retries.remaining()))
+
+    monkeypatch.setattr(retry, "sleep", record)
     with pytest.raises(Unavailable):
         for _ in range(6):  # a draw below what is left is possible (the 6th stops anyway)
-            retries.pause_sync(retry.Failure.THROTTLED, "busy")
+            awaited(retries.pause(retry.Failure.THROTTLED, "busy"))
     assert all(delay < left for delay, left in slept), slept  # never past it
 
     # Past it: no retry, nothing spent. DynamoDB's failures say it did not answer in time;
@@ -442,16 +451,16 @@ def test_a_retry_that_would_sleep_past_the_deadline_is_not_taken(
     late = retry.Retries(budget, time.monotonic(), slow)
     left = budget.available
     with pytest.raises(Unavailable) as stopped:
-        late.pause_sync(retry.Failure.THROTTLED, "busy")
+        awaited(late.pause(retry.Failure.THROTTLED, "busy"))
     assert stopped.value.message == retry.LATE
     with pytest.raises(Unavailable) as stopped:
-        late.pause_sync(retry.Failure.CONTENTION, "kept changing")
+        awaited(late.pause(retry.Failure.CONTENTION, "kept changing"))
     assert stopped.value.message == "kept changing"
     assert late.count == 0 and budget.available == left
 
 
 def unavailable(cause: BaseException) -> Unavailable:
-    """An error as `Dynamo.call_sync` raises it."""
+    """An error as `Dynamo.call` raises it."""
     error = Unavailable("DynamoDB is busy or unreachable")
     error.__cause__ = cause
     return error
@@ -594,10 +603,14 @@ def test_reads_never_take_an_answer_that_is_not_dynamodbs_for_an_empty_one(
 def roomy_school(endpoint: str) -> Iterator[Services]:
     """A small writable school with a deadline no busy machine reaches."""
     services = Services.create(make_settings(endpoint, deadline_seconds=120.0))
-    admin.create(services.dynamo, services.settings.table)
-    admin.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2))
+    awaited(admin.create(services.dynamo, services.settings.table))
+    awaited(admin.batch_write(services.dynamo, services.settings.table, demo.generate(6, 2)))
     yield services
-    services.dynamo.call_sync("DeleteTable", {"TableName": services.settings.table}, None)
+    awaited(
+        services.dynamo.call(
+            "DeleteTable", {"TableName": services.settings.table}, None, missing_table=False
+        )
+    )
     services.close()
 
 

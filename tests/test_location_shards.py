@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from support import USER_ERRORS, assert_clean, execute, get_item, ok, run_on, seed
+from support import USER_ERRORS, assert_clean, awaited, execute, get_item, ok, run_on, seed
 
 from graph_api.graph.engine.context import Services
 from graph_api.model import items, keys
@@ -167,16 +167,19 @@ def _home(n: int) -> dict[str, str]:
 def unshard(svc: Services, student_id: str, pk: str | None = None) -> None:
     """Put a student's entry back on its country's partition, as the layout before shards
     left it (or on partition `pk`)."""
-    svc.dynamo.call_sync(
-        "UpdateItem",
-        {
-            "TableName": svc.settings.table,
-            "Key": codec.encode(keys.node(keys.Kind.STUDENT, student_id).as_item()),
-            "UpdateExpression": "SET #pk = :pk",
-            "ExpressionAttributeNames": {"#pk": keys.GSI1PK},
-            "ExpressionAttributeValues": codec.encode({":pk": pk or keys.location(COUNTRY).pk}),
-        },
-        None,
+    awaited(
+        svc.dynamo.call(
+            "UpdateItem",
+            {
+                "TableName": svc.settings.table,
+                "Key": codec.encode(keys.node(keys.Kind.STUDENT, student_id).as_item()),
+                "UpdateExpression": "SET #pk = :pk",
+                "ExpressionAttributeNames": {"#pk": keys.GSI1PK},
+                "ExpressionAttributeValues": codec.encode({":pk": pk or keys.location(COUNTRY).pk}),
+            },
+            None,
+            missing_table=False,
+        )
     )
 
 
@@ -189,7 +192,7 @@ def test_migrate_moves_entries_into_shards_with_pages_exact_meanwhile(svc: Servi
     old = want[::2]
     for student_id in old:
         unshard(svc, student_id)
-    findings = check_table(svc.dynamo, svc.settings.table)
+    findings = awaited(check_table(svc.dynamo, svc.settings.table))
     assert sorted(f.key.split(" / ")[0] for f in findings) == sorted(
         keys.node(keys.Kind.STUDENT, i).pk for i in old
     )
@@ -198,7 +201,7 @@ def test_migrate_moves_entries_into_shards_with_pages_exact_meanwhile(svc: Servi
     # Half migrated, the marker put as migrate puts it: a process that reads it reads the
     # country's old partition too.
     marker = {**keys.location_migration().as_item(), items.TYPE: items.LAYOUT_TYPE}
-    migrate._put(svc.dynamo, svc.settings.table, marker)
+    awaited(migrate._put(svc.dynamo, svc.settings.table, marker))
     reading = dataclasses.replace(svc, layout=Layout())
     assert _all_pages(reading, 4) == want
     assert _all_pages(reading, 3, backward=True) == want
@@ -206,11 +209,11 @@ def test_migrate_moves_entries_into_shards_with_pages_exact_meanwhile(svc: Servi
     ids, _, result = page(reading, s="Ontario", first=100)
     assert sorted(ids) == ontario and queries(result) == 2  # its shard and the old partition
 
-    report = migrate.migrate_table(svc.dynamo, svc.settings.table, notice=0)
+    report = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table, notice=0))
     assert report.complete and report.locations == len(old)
     assert get_item(svc, *keys.location_migration()) is None
     assert_clean(svc)
-    again = migrate.migrate_table(svc.dynamo, svc.settings.table, notice=0)
+    again = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table, notice=0))
     assert again.nothing_done and again.locations == 0
 
     after = dataclasses.replace(svc, layout=Layout())
@@ -246,7 +249,7 @@ def test_a_process_sees_the_migration_marker_within_its_ttl(svc: Services) -> No
     table = Context.create(svc, "t").table
     assert run_on(svc, layout.migrating(table)) is False
     marker = {**keys.location_migration().as_item(), items.TYPE: items.LAYOUT_TYPE}
-    migrate._put(svc.dynamo, svc.settings.table, marker)
+    awaited(migrate._put(svc.dynamo, svc.settings.table, marker))
     now[0] = 29.0
     assert run_on(svc, layout.migrating(table)) is False  # still trusted
     now[0] = 30.5
@@ -260,12 +263,12 @@ def test_check_names_an_entry_on_another_shard_and_migrate_puts_it_back(svc: Ser
     assert node is not None
     other = next(r.pk for r in keys.location_ranges(COUNTRY) if r.pk != node[keys.GSI1PK])
     unshard(svc, "s00", other)
-    findings = check_table(svc.dynamo, svc.settings.table)
+    findings = awaited(check_table(svc.dynamo, svc.settings.table))
     assert [(f.kind, f.message) for f in findings] == [
         ("bad-key", "GSI1PK disagree with the home's place")
     ]
     assert page(svc, s=place_of(0).state)[0] == ["s01"]  # its state's page misses it
-    report = migrate.migrate_table(svc.dynamo, svc.settings.table, notice=0)
+    report = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table, notice=0))
     assert report.locations == 1
     assert_clean(svc)
     assert page(svc, s=place_of(0).state)[0] == ["s01", "s00"]  # Ottawa < Toronto

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from old_layout import Pupil, School, new_items, old_items, random_school
-from support import make_settings
+from support import awaited, make_settings
 
 from graph_api import cli
 from graph_api.events.lease import Lease
@@ -37,20 +37,20 @@ class Table:
         return self.settings.table
 
     def seed(self, items: list[Item]) -> None:
-        admin.batch_write(self.dynamo, self.name, items)
+        awaited(admin.batch_write(self.dynamo, self.name, items))
 
     def items(self) -> list[Item]:
         found: list[Item] = []
         params: dict[str, Any] = {"TableName": self.name, "ConsistentRead": True}
         while True:
-            page = self.dynamo.call_sync("Scan", params, None)
+            page = awaited(self.dynamo.call("Scan", params, None, missing_table=False))
             found += [codec.decode(wire) for wire in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
                 return _sorted(found)
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def migrate(self, **options: Any) -> Report:
-        return migrate_table(self.dynamo, self.name, **options)
+        return awaited(migrate_table(self.dynamo, self.name, **options))
 
 
 def _sorted(items: list[Item]) -> list[Item]:
@@ -61,10 +61,9 @@ def _sorted(items: list[Item]) -> list[Item]:
 def fresh(endpoint: str) -> Iterator[Table]:
     settings = make_settings(endpoint)
     dynamo = Dynamo(settings)
-    admin.create(dynamo, settings.table)
+    awaited(admin.create(dynamo, settings.table))
     yield Table(dynamo, settings)
-    dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
-    dynamo.close()
+    awaited(dynamo.call("DeleteTable", {"TableName": settings.table}, None, missing_table=False))
 
 
 def small_school() -> School:
@@ -104,7 +103,7 @@ def big_school() -> School:
 
 def assert_migrated(fresh: Table, school: School) -> None:
     assert fresh.items() == _sorted(new_items(school))
-    assert check_table(fresh.dynamo, fresh.name) == []
+    assert awaited(check_table(fresh.dynamo, fresh.name)) == []
 
 
 @pytest.mark.parametrize("school", [small_school, big_school])
@@ -124,7 +123,7 @@ def test_migrate_leaves_exactly_the_new_layout(fresh: Table, school: Any) -> Non
 
 def test_old_table_is_reported_by_check_until_migrated(fresh: Table) -> None:
     fresh.seed(old_items(small_school()))
-    kinds = {f.kind for f in check_table(fresh.dynamo, fresh.name)}
+    kinds = {f.kind for f in awaited(check_table(fresh.dynamo, fresh.name))}
     assert "old-layout" in kinds
 
 
@@ -156,7 +155,7 @@ def test_the_stream_readers_lease_is_left_alone(fresh: Table) -> None:
     (lease,) = [i for i in fresh.items() if i["type"] == "lease"]
     assert fresh.migrate().complete
     assert [i for i in fresh.items() if i["type"] == "lease"] == [lease]
-    assert check_table(fresh.dynamo, fresh.name) == []
+    assert awaited(check_table(fresh.dynamo, fresh.name)) == []
 
 
 class Crash(BaseException):
@@ -191,14 +190,11 @@ def test_a_crash_halfway_is_finished_by_the_next_run(
     fresh.seed(old_items(built))
     dying = Dynamo(fresh.settings)
     CrashAfter(n, when).install(dying)
-    try:
-        with pytest.raises(Crash):
-            migrate_table(dying, fresh.name)
-    finally:
-        dying.close()
+    with pytest.raises(Crash):
+        awaited(migrate_table(dying, fresh.name))
     halfway = fresh.items()
     assert halfway != _sorted(new_items(built))  # the crash did leave work undone
-    findings = check_table(fresh.dynamo, fresh.name)
+    findings = awaited(check_table(fresh.dynamo, fresh.name))
     assert "old-layout" in {f.kind for f in findings}
     report = fresh.migrate()  # the resend
     assert report.complete and report.transactions > 0
@@ -218,15 +214,18 @@ def test_a_student_changed_during_the_run_is_planned_again(
         if not changed:  # a writer renames the first student after the first scan
             job = next(j for j in jobs if j.kind == "STUDENT")
             changed.append(job.id)
-            fresh.dynamo.call_sync(
-                "UpdateItem",
-                {
-                    "TableName": fresh.name,
-                    "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
-                    "UpdateExpression": "SET version = version + :one",
-                    "ExpressionAttributeValues": {":one": {"N": "1"}},
-                },
-                None,
+            awaited(
+                fresh.dynamo.call(
+                    "UpdateItem",
+                    {
+                        "TableName": fresh.name,
+                        "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
+                        "UpdateExpression": "SET version = version + :one",
+                        "ExpressionAttributeValues": {":one": {"N": "1"}},
+                    },
+                    None,
+                    missing_table=False,
+                )
             )
         return jobs, skipped
 
@@ -255,22 +254,25 @@ def test_a_changed_student_is_retried_within_one_run(
         if not bumped:
             job = next(j for j in jobs if j.kind == "STUDENT")
             bumped.append(job.id)
-            fresh.dynamo.call_sync(
-                "UpdateItem",
-                {
-                    "TableName": fresh.name,
-                    "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
-                    "UpdateExpression": "SET version = version + :one",
-                    "ExpressionAttributeValues": {":one": {"N": "1"}},
-                },
-                None,
+            awaited(
+                fresh.dynamo.call(
+                    "UpdateItem",
+                    {
+                        "TableName": fresh.name,
+                        "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
+                        "UpdateExpression": "SET version = version + :one",
+                        "ExpressionAttributeValues": {":one": {"N": "1"}},
+                    },
+                    None,
+                    missing_table=False,
+                )
             )
         return jobs, skipped
 
     monkeypatch.setattr(migrate, "plan", plan_then_write)
     report = fresh.migrate()
     assert report.complete and report.scans == 2
-    assert check_table(fresh.dynamo, fresh.name) == []
+    assert awaited(check_table(fresh.dynamo, fresh.name)) == []
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -349,7 +351,9 @@ def test_the_command_names_what_it_cannot_migrate_and_exits_1(
 
 
 def _stream(fresh: Table) -> dict[str, Any]:
-    described = fresh.dynamo.call_sync("DescribeTable", {"TableName": fresh.name}, None)
+    described = awaited(
+        fresh.dynamo.call("DescribeTable", {"TableName": fresh.name}, None, missing_table=False)
+    )
     spec: dict[str, Any] = described["Table"].get("StreamSpecification") or {}
     return spec
 
@@ -357,13 +361,13 @@ def _stream(fresh: Table) -> dict[str, Any]:
 def _recreate(fresh: Table, stream: dict[str, Any] | None) -> None:
     """The test's table again, made as a table of before the change stream (no stream), or
     with another stream."""
-    fresh.dynamo.call_sync("DeleteTable", {"TableName": fresh.name}, None)
+    awaited(fresh.dynamo.call("DeleteTable", {"TableName": fresh.name}, None, missing_table=False))
     definition = admin.definition(fresh.name)
     del definition["StreamSpecification"]
     if stream is not None:
         definition["StreamSpecification"] = stream
-    fresh.dynamo.call_sync("CreateTable", definition, None)
-    admin.wait_active(fresh.dynamo, fresh.name)
+    awaited(fresh.dynamo.call("CreateTable", definition, None, missing_table=False))
+    awaited(admin.wait_active(fresh.dynamo, fresh.name))
 
 
 def test_migrate_turns_on_the_stream_of_a_table_made_without_one(
@@ -403,18 +407,18 @@ def test_migrate_adds_the_search_index_and_writes_the_keys_check_asks_for(
     env: Table, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A table from before search: no GSI2, nodes without their search keys (one stale)."""
-    env.dynamo.call_sync("DeleteTable", {"TableName": env.name}, None)
+    awaited(env.dynamo.call("DeleteTable", {"TableName": env.name}, None, missing_table=False))
     definition = admin.definition(env.name)
     definition["GlobalSecondaryIndexes"] = [admin.index_definition(keys.GSI1)]
     definition["AttributeDefinitions"] = admin.attribute_definitions([keys.GSI1])
-    env.dynamo.call_sync("CreateTable", definition, None)
-    admin.wait_active(env.dynamo, env.name)
+    awaited(env.dynamo.call("CreateTable", definition, None, missing_table=False))
+    awaited(admin.wait_active(env.dynamo, env.name))
     school = small_school()
     before = [{k: v for k, v in i.items() if k not in items.SEARCH_KEYS} for i in new_items(school)]
     stale = next(i for i in before if i["type"] == "student")
     stale.update(keys.name_key(Kind.STUDENT, stale["id"], "Somebody Else").as_item())
     env.seed(before)
-    findings = check_table(env.dynamo, env.name)
+    findings = awaited(check_table(env.dynamo, env.name))
     searched = [i for i in before if i["type"] in ("student", "teacher", "class")]
     assert [f.kind for f in findings] == ["search-key"] * len(searched)
     assert sum("run `graph-api migrate`" in f.message for f in findings) == len(searched) - 1
@@ -425,21 +429,24 @@ def test_migrate_adds_the_search_index_and_writes_the_keys_check_asks_for(
     assert out[2].endswith(
         f"in {len(searched)} transaction(s); {len(searched)} search key(s) written"
     )
-    assert check_table(env.dynamo, env.name) == []
-    found = env.dynamo.call_sync(
-        "Query",
-        {
-            "TableName": env.name,
-            "IndexName": keys.GSI2,
-            "KeyConditionExpression": "GSI2PK = :pk AND begins_with(GSI2SK, :prefix)",
-            "ExpressionAttributeValues": codec.encode(
-                {
-                    ":pk": (rng := keys.name_prefix(Kind.STUDENT, stale["name"])).pk,
-                    ":prefix": rng.prefix,
-                }
-            ),
-        },
-        None,
+    assert awaited(check_table(env.dynamo, env.name)) == []
+    found = awaited(
+        env.dynamo.call(
+            "Query",
+            {
+                "TableName": env.name,
+                "IndexName": keys.GSI2,
+                "KeyConditionExpression": "GSI2PK = :pk AND begins_with(GSI2SK, :prefix)",
+                "ExpressionAttributeValues": codec.encode(
+                    {
+                        ":pk": (rng := keys.name_prefix(Kind.STUDENT, stale["name"])).pk,
+                        ":prefix": rng.prefix,
+                    }
+                ),
+            },
+            None,
+            missing_table=False,
+        )
     )
     assert stale["id"] in [codec.decode(i)["id"] for i in found["Items"]]
     assert cli.main(["migrate"]) == 0  # the index is there, the keys are right: nothing to do

@@ -21,6 +21,7 @@ from support import (
     GRJ,
     ROOT,
     ada_maths_sam,
+    awaited,
     bearer,
     fresh_services,
     hs256,
@@ -411,7 +412,7 @@ def test_the_readme_examples_run_by_id_in_trusted_mode(endpoint: str, tmp_path: 
     manifest = write_manifest(tmp_path, *BLOCKS)
     with fresh_services(endpoint, documents="trusted", documents_manifest=manifest) as services:
         school = demo.generate(students=60, seed=Settings().demo_seed)
-        admin.batch_write(services.dynamo, services.settings.table, school)
+        awaited(admin.batch_write(services.dynamo, services.settings.table, school))
         client = TestClient(create_app(services))
         for block in BLOCKS:
             body = client.post("/graphql", json={"documentId": f"sha256:{sha(block)}"}).json()

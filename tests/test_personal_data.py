@@ -20,6 +20,7 @@ from support import (
     GRJ,
     ISSUER,
     SECRET,
+    awaited,
     bearer,
     hs256,
     make_settings,
@@ -53,10 +54,14 @@ def school(endpoint: str) -> Iterator[tuple[str, list[Item]]]:
     settings = make_settings(endpoint)
     services = Services.create(settings)
     items = demo.generate(students=20, seed=5)
-    admin.create(services.dynamo, settings.table)
-    admin.batch_write(services.dynamo, settings.table, items)
+    awaited(admin.create(services.dynamo, settings.table))
+    awaited(admin.batch_write(services.dynamo, settings.table, items))
     yield settings.table, items
-    services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+    awaited(
+        services.dynamo.call(
+            "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+        )
+    )
     services.close()
 
 

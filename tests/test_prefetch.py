@@ -12,7 +12,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from support import ENROLL_MIN, create_class, create_student, create_teacher, ok, run, run_on
+from support import (
+    ENROLL_MIN,
+    awaited,
+    create_class,
+    create_student,
+    create_teacher,
+    ok,
+    run,
+    run_on,
+)
 
 from graph_api.graph.engine.context import Context, Services
 from graph_api.graph.schema import GraphSchema, build_schema
@@ -73,10 +82,13 @@ def test_the_students_of_all_classes_are_read_in_one_batch(school: Services) -> 
 
 def test_a_class_whose_item_is_missing_reads_its_roster_on_its_own(school: Services) -> None:
     node = keys.node(Kind.CLASS, "c2")
-    school.dynamo.call_sync(
-        "DeleteItem",
-        {"TableName": school.settings.table, "Key": codec.encode(dict(node.as_item()))},
-        None,
+    awaited(
+        school.dynamo.call(
+            "DeleteItem",
+            {"TableName": school.settings.table, "Key": codec.encode(dict(node.as_item()))},
+            None,
+            missing_table=False,
+        )
     )
     result = run(school, ROSTERS % "", {"id": "t1"})
     assert result.errors == []

@@ -12,6 +12,7 @@ from support import (
     USER_ERRORS,
     all_ok,
     assert_clean,
+    awaited,
     create_class,
     create_student,
     create_teacher,
@@ -74,7 +75,7 @@ def school_items(endpoint: str) -> list[Item]:
 
 @pytest.fixture
 def school(empty_services: Services, school_items: list[Item]) -> Services:
-    admin.batch_write(empty_services.dynamo, empty_services.settings.table, school_items)
+    awaited(admin.batch_write(empty_services.dynamo, empty_services.settings.table, school_items))
     # Two renames run inside one request below; moto takes ~2 s for a 100-action transaction.
     settings = dataclasses.replace(empty_services.settings, deadline_seconds=60.0)
     return dataclasses.replace(empty_services, settings=settings)

@@ -44,7 +44,7 @@ from graphql import (
     parse,
     visit,
 )
-from support import ROOT, assert_clean, fresh_services, npm_package, run, tool
+from support import ROOT, assert_clean, awaited, fresh_services, npm_package, run, tool
 from websockets.sync.client import connect
 
 from graph_api.graph.engine.context import Services
@@ -281,7 +281,7 @@ def small_school(endpoint: str) -> Iterator[Services]:
     """A demo school of its own, small (the README's ids exist from 55 students on)."""
     with fresh_services(endpoint, deadline_seconds=60.0) as services:
         school = demo.generate(students=60, seed=Settings().demo_seed)
-        admin.batch_write(services.dynamo, services.settings.table, school)
+        awaited(admin.batch_write(services.dynamo, services.settings.table, school))
         yield services
 
 

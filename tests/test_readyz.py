@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import fresh_services, make_settings, refusal, subscriber
+from support import awaited, fresh_services, make_settings, refusal, subscriber
 
 from graph_api.events.lease import Lease
 from graph_api.events.live import READER_DOWN, LiveEvents
@@ -119,7 +119,7 @@ def test_readyz_follows_dynamodb_local_down_and_back(backend: str, tmp_path: Pat
     try:
         settings = make_settings(running.endpoint, table="readyz")
         services = Services.create(settings)
-        admin.create(services.dynamo, settings.table)
+        awaited(admin.create(services.dynamo, settings.table))
         with TestClient(create_app(services)) as client:
             assert _status_becomes(client, 200) == {"status": "ready"}
             running.stop()

@@ -35,7 +35,7 @@ from math import ceil
 from typing import Any
 
 import pytest
-from support import Result, execute, make_settings
+from support import Result, awaited, execute, make_settings
 
 from graph_api.graph.engine.context import Services
 from graph_api.model import keys
@@ -981,10 +981,14 @@ def big_school(endpoint: str) -> Iterator[tuple[Services, list[Item]]]:
     items = demo.generate(students=260, seed=5)
     settings = make_settings(endpoint)
     services = Services.create(settings)
-    admin.create(services.dynamo, settings.table)
-    admin.batch_write(services.dynamo, settings.table, items)
+    awaited(admin.create(services.dynamo, settings.table))
+    awaited(admin.batch_write(services.dynamo, settings.table, items))
     yield services, items
-    services.dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+    awaited(
+        services.dynamo.call(
+            "DeleteTable", {"TableName": settings.table}, None, missing_table=False
+        )
+    )
     services.close()
 
 

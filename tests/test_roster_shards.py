@@ -13,6 +13,7 @@ from support import (
     ENROLL_MIN,
     all_ok,
     assert_clean,
+    awaited,
     class_students,
     create_class,
     create_sport,
@@ -179,7 +180,7 @@ def _to_layout_before(svc: Services, class_id: str) -> None:
     actions = [tx.delete(key) for key in shards]
     node = keys.node(Kind.CLASS, class_id)
     actions.append(tx.update(node, assign={"studentCount": count}))
-    migrate.transact(svc.dynamo, svc.settings.table, actions)
+    awaited(migrate.transact(svc.dynamo, svc.settings.table, actions))
 
 
 def _old_code_enrols(svc: Services, student_id: str, class_id: str) -> None:
@@ -198,7 +199,7 @@ def _old_code_enrols(svc: Services, student_id: str, class_id: str) -> None:
             add={relation.owner_count: 1},
         ),
     ]
-    migrate.transact(svc.dynamo, svc.settings.table, actions)
+    awaited(migrate.transact(svc.dynamo, svc.settings.table, actions))
 
 
 def test_migrate_moves_class_counts_into_shards_while_old_and_new_code_enrol(
@@ -212,7 +213,7 @@ def test_migrate_moves_class_counts_into_shards_while_old_and_new_code_enrol(
     create_class(svc, "c1", "t1")
     all_ok(execute_concurrently(svc, enrolments(svc, 10)[:4]))
     _to_layout_before(svc, "c1")
-    assert {f.kind for f in check_table(svc.dynamo, svc.settings.table)} == {"old-layout"}
+    assert {f.kind for f in awaited(check_table(svc.dynamo, svc.settings.table))} == {"old-layout"}
     assert ok(svc, COUNTS)["class"]["studentCount"] == 4
     all_ok(execute_concurrently(svc, [(ENROLL_MIN, {"s": "s04", "c": "c1"})]))  # new code
     assert unenroll(svc, "s00", "c1").problems == []
@@ -226,14 +227,14 @@ def test_migrate_moves_class_counts_into_shards_while_old_and_new_code_enrol(
 
     original, moves = migrate.transact, []
 
-    def transact(dynamo: Any, table: str, actions: list[tx.Action]) -> None:
+    async def transact(dynamo: Any, table: str, actions: list[tx.Action]) -> None:
         if len(actions) == 1 + keys.ROSTER_SHARDS and not moves:
             moves.append(True)  # an instance of the old code enrols before the first move
-            _old_code_enrols(svc, "s06", "c1")
-        original(dynamo, table, actions)
+            await asyncio.to_thread(_old_code_enrols, svc, "s06", "c1")
+        await original(dynamo, table, actions)
 
     monkeypatch.setattr(migrate, "transact", transact)
-    report = migrate.migrate_table(svc.dynamo, svc.settings.table)
+    report = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table))
     assert report.complete and report.rosters == 1 and report.scans == 2
     klass = get_item(svc, *keys.node(Kind.CLASS, "c1"))
     assert klass is not None and "studentCount" not in klass
@@ -241,7 +242,7 @@ def test_migrate_moves_class_counts_into_shards_while_old_and_new_code_enrol(
     all_ok(execute_concurrently(svc, [(ENROLL_MIN, {"s": f"s{n:02d}", "c": "c1"}) for n in (7, 8)]))
     assert unenroll(svc, "s05", "c1").problems == []
     assert_counted(svc, 7)
-    again = migrate.migrate_table(svc.dynamo, svc.settings.table)
+    again = awaited(migrate.migrate_table(svc.dynamo, svc.settings.table))
     assert again.complete and again.transactions == 0
 
 

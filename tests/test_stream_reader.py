@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from support import make_settings
+from support import awaited, make_settings
 
 from graph_api.errors import Unavailable
 from graph_api.events import reader as reader_module
@@ -46,7 +46,11 @@ class Stream:
         return self.settings.table
 
     def call(self, operation: str, **params: Any) -> Any:
-        return self.dynamo.call_sync(operation, {"TableName": self.name, **params}, None)
+        return awaited(
+            self.dynamo.call(
+                operation, {"TableName": self.name, **params}, None, missing_table=False
+            )
+        )
 
     async def put(self, *items: Item) -> None:
         """Plain PutItems, as any writer of the table makes them."""
@@ -56,7 +60,11 @@ class Stream:
     def transact(self, actions: list[dict[str, Any]]) -> Any:
         for action in actions:
             next(iter(action.values()))["TableName"] = self.name
-        return self.dynamo.call_sync("TransactWriteItems", {"TransactItems": actions}, None)
+        return awaited(
+            self.dynamo.call(
+                "TransactWriteItems", {"TransactItems": actions}, None, missing_table=False
+            )
+        )
 
     def lease_item(self) -> Item:
         key = codec.encode(keys.stream_lease().as_item())
@@ -68,11 +76,10 @@ class Stream:
 def stream(endpoint: str) -> Iterator[Stream]:
     settings = make_settings(endpoint, stream_poll_seconds=POLL, stream_lease_seconds=LEASE)
     dynamo, streams = Dynamo(settings), Streams(settings)
-    admin.create(dynamo, settings.table)
+    awaited(admin.create(dynamo, settings.table))
     yield Stream(settings, dynamo, streams)
-    dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
+    awaited(dynamo.call("DeleteTable", {"TableName": settings.table}, None, missing_table=False))
     streams.close()
-    dynamo.close()
 
 
 @dataclass
@@ -591,8 +598,7 @@ def test_requests_per_batch_of_changes(stream: Stream) -> None:
             before = reader.requests.copy()
             written = items("COUNT", 40)
             for chunk in (written[:25], written[25:]):
-                await asyncio.to_thread(
-                    stream.dynamo.call_sync,
+                await stream.dynamo.call(
                     "BatchWriteItem",
                     {
                         "RequestItems": {
@@ -600,6 +606,7 @@ def test_requests_per_batch_of_changes(stream: Stream) -> None:
                         }
                     },
                     None,
+                    missing_table=False,
                 )
             await eventually(lambda: len(published.changes()) >= 40, "every write published")
             spent = reader.requests - before

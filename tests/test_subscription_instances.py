@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import WAIT, RedisServer, fresh_services, running_redis, until
+from support import WAIT, RedisServer, awaited, fresh_services, running_redis, until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -120,14 +120,17 @@ def rename(server: Served, id_: str, name: str) -> None:
 
 def lease_holder(services: Services) -> int | None:
     """The pid of the process holding the stream's lease (None: nobody holds it now)."""
-    wire = services.dynamo.call_sync(
-        "GetItem",
-        {
-            "TableName": services.settings.table,
-            "Key": codec.encode(keys.stream_lease().as_item()),
-            "ConsistentRead": True,
-        },
-        None,
+    wire = awaited(
+        services.dynamo.call(
+            "GetItem",
+            {
+                "TableName": services.settings.table,
+                "Key": codec.encode(keys.stream_lease().as_item()),
+                "ConsistentRead": True,
+            },
+            None,
+            missing_table=False,
+        )
     ).get("Item")
     lease = codec.decode(wire) if wire else {}
     if "token" not in lease or lease["expires"] < time.time() * 1000:
@@ -140,7 +143,7 @@ def test_two_instances_deliver_once_and_a_takeover_loses_and_repeats_nothing(
 ) -> None:
     with fresh_services(endpoint) as services, contextlib.ExitStack() as stack:
         teachers = [items.teacher(id_, id_.title()) for id_ in OTHERS + SEQUENCE]
-        admin.batch_write(services.dynamo, services.settings.table, teachers)
+        awaited(admin.batch_write(services.dynamo, services.settings.table, teachers))
         env = {
             "GRAPH_API_BACKEND": "remote",
             "AWS_ENDPOINT_URL": endpoint,  # DynamoDB and its Streams

@@ -24,6 +24,7 @@ from support import (
     WAIT,
     WS,
     Subscriber,
+    awaited,
     boto_client,
     fresh_services,
     hs256,
@@ -333,7 +334,7 @@ def uvicorn_serving(services: Services, send_buffer: int) -> Iterator[int]:
 
 def test_a_websocket_that_stops_reading_is_closed_with_1013(endpoint: str) -> None:
     with fresh_services(endpoint, subscription_queue=QUEUE) as services:
-        admin.batch_write(services.dynamo, services.settings.table, big_class())
+        awaited(admin.batch_write(services.dynamo, services.settings.table, big_class()))
         hub = services.events.hub
         with uvicorn_serving(services, send_buffer=4096) as port:
             client_socket = socket.create_connection(("127.0.0.1", port))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import STUDENT_FIELDS, USER_ERRORS, fresh_services, make_settings, post, scan
+from support import STUDENT_FIELDS, USER_ERRORS, awaited, fresh_services, make_settings, post, scan
 
 from bench import queries as peer_queries
 from graph_api.graph.engine.context import Services
@@ -182,7 +182,7 @@ def test_serve_configured_as_for_aws_answers_a_query_and_a_mutation_over_tls(
     endpoint, the CA bundle, credentials; a query and a mutation over real HTTP."""
     with fresh_services(trusted.endpoint) as seeder:
         table = seeder.settings.table
-        admin.batch_write(seeder.dynamo, table, demo_items)
+        awaited(admin.batch_write(seeder.dynamo, table, demo_items))
         env = {
             "GRAPH_API_BACKEND": "remote",
             "AWS_ENDPOINT_URL_DYNAMODB": trusted.endpoint,

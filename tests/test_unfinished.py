@@ -18,6 +18,7 @@ from support import (
     USER_ERRORS,
     Faults,
     assert_clean,
+    awaited,
     claims,
     fresh_services,
     live_app,
@@ -84,7 +85,7 @@ def finish_now(services: Services) -> finisher.Finished:
 
 
 def kinds(services: Services) -> set[str]:
-    return {f.kind for f in check_table(services.dynamo, services.settings.table)}
+    return {f.kind for f in awaited(check_table(services.dynamo, services.settings.table))}
 
 
 STAFF = {"roles": ["admin"]}

@@ -28,7 +28,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
-from support import HTTPServer, boto_client, make_settings
+from support import HTTPServer, awaited, boto_client, make_settings
 
 from graph_api import __version__
 from graph_api.settings import Settings
@@ -225,10 +225,9 @@ def test_web_identity_credentials_rotate_when_botocore_refreshes_them(
 def table(endpoint: str) -> Iterator[tuple[Dynamo, Any, str]]:
     settings = make_settings(endpoint, table=f"wire-{uuid.uuid4().hex[:8]}")
     dynamo = Dynamo(settings)
-    admin.create(dynamo, settings.table)
+    awaited(admin.create(dynamo, settings.table))
     yield dynamo, boto_client(endpoint), settings.table
-    dynamo.call_sync("DeleteTable", {"TableName": settings.table}, None)
-    dynamo.close()
+    awaited(dynamo.call("DeleteTable", {"TableName": settings.table}, None, missing_table=False))
 
 
 def s(value: str) -> dict[str, str]:
@@ -259,7 +258,9 @@ def without_metadata(answer: dict[str, Any]) -> dict[str, Any]:
 def test_answers_are_what_a_stock_client_reads(table: tuple[Dynamo, Any, str]) -> None:
     dynamo, stock, name = table
     items = [{"PutRequest": {"Item": student(n)}} for n in range(6)]
-    dynamo.call_sync("BatchWriteItem", {"RequestItems": {name: items}}, None)
+    awaited(
+        dynamo.call("BatchWriteItem", {"RequestItems": {name: items}}, None, missing_table=False)
+    )
     reads = [
         ("GetItem", {"TableName": name, "Key": key(3)}),
         ("GetItem", {"TableName": name, "Key": key(99)}),
@@ -278,7 +279,7 @@ def test_answers_are_what_a_stock_client_reads(table: tuple[Dynamo, Any, str]) -
     ]
     for operation, params in reads:
         params = {**params, "ReturnConsumedCapacity": "TOTAL"}
-        ours = dynamo.call_sync(operation, params, None)
+        ours = awaited(dynamo.call(operation, params, None, missing_table=False))
         snake = re.sub(r"(?<!^)([A-Z])", r"_\1", operation).lower()
         theirs = getattr(stock, snake)(**params)
         if operation == "BatchGetItem":  # the order of a batch's items is DynamoDB's choice
@@ -294,7 +295,9 @@ def test_refusals_are_the_client_errors_a_stock_client_raises(
     """Code, message, modeled members (a cancelled transaction's reasons, the item a failed
     condition found) as botocore parses them from the same answer."""
     dynamo, stock, name = table
-    dynamo.call_sync("PutItem", {"TableName": name, "Item": student(1)}, None)
+    awaited(
+        dynamo.call("PutItem", {"TableName": name, "Item": student(1)}, None, missing_table=False)
+    )
     refused = [
         (
             "PutItem",
@@ -324,7 +327,7 @@ def test_refusals_are_the_client_errors_a_stock_client_raises(
     ]
     for operation, params in refused:
         with pytest.raises(ClientError) as ours:
-            dynamo.call_sync(operation, params, None)
+            awaited(dynamo.call(operation, params, None, missing_table=False))
         snake = re.sub(r"(?<!^)([A-Z])", r"_\1", operation).lower()
         with pytest.raises(ClientError) as theirs:
             getattr(stock, snake)(**params)
@@ -334,7 +337,7 @@ def test_refusals_are_the_client_errors_a_stock_client_raises(
             assert ours.value.response.get(member) == theirs.value.response.get(member)
         assert ours.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     with pytest.raises(ClientError) as cancelled:
-        dynamo.call_sync(*refused[1], None)
+        awaited(dynamo.call(*refused[1], None, missing_table=False))
     reasons = [r["Code"] for r in cancelled.value.response["CancellationReasons"]]
     assert reasons == ["None", "ConditionalCheckFailed"]
 
@@ -437,9 +440,13 @@ def test_requests_say_who_sends_them_and_ask_for_an_uncompressed_answer() -> Non
     server = HTTPServer(reply)
     dynamo = Dynamo(make_settings(f"http://127.0.0.1:{server.port}"))
     try:
-        assert dynamo.call_sync("GetItem", GET, None)["ConsumedCapacity"]["CapacityUnits"] == 0.5
+        assert (
+            awaited(dynamo.call("GetItem", GET, None, missing_table=False))["ConsumedCapacity"][
+                "CapacityUnits"
+            ]
+            == 0.5
+        )
     finally:
-        dynamo.close()
         server.close()
     (request,) = server.requests
     head = request.split(b"\r\n\r\n")[0].decode().lower().split("\r\n")
@@ -464,9 +471,8 @@ def test_a_request_to_an_endpoint_on_a_port_carries_a_signature_that_verifies() 
     endpoint = f"http://127.0.0.1:{server.port}"
     dynamo = Dynamo(make_settings(endpoint))
     try:
-        dynamo.call_sync("GetItem", GET, None)
+        awaited(dynamo.call("GetItem", GET, None, missing_table=False))
     finally:
-        dynamo.close()
         server.close()
     (request,) = server.requests
     head, sent = request.split(b"\r\n\r\n", 1)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from graphql import GraphQLObjectType, get_named_type
-from support import AUTH, USER_ERRORS, fresh_services, hs256, run_on, scan
+from support import AUTH, USER_ERRORS, awaited, fresh_services, hs256, run_on, scan
 
 from graph_api.graph.auth import policy
 from graph_api.graph.auth.tokens import AuthResult
@@ -153,8 +153,8 @@ class School:
 
     def restore(self) -> None:
         table = self.services.settings.table
-        admin.delete_items(self.services.dynamo, table)
-        admin.batch_write(self.services.dynamo, table, self.snapshot)
+        awaited(admin.delete_items(self.services.dynamo, table))
+        awaited(admin.batch_write(self.services.dynamo, table, self.snapshot))
 
 
 def execute_as(

@@ -247,7 +247,7 @@ def main() -> None:
     dynamo = Dynamo(settings)
     server = None
     try:
-        admin.create(dynamo, settings.table)
+        asyncio.run(admin.create(dynamo, settings.table))
         subprocess.run(
             [sys.executable, "-m", "graph_api.cli", "seed", "--students", str(STUDENTS)],
             env=env,
@@ -272,11 +272,10 @@ def main() -> None:
         renames = asyncio.run(churn_phase(url, args.renames, args.churners))
         server.terminate()
         server.wait(timeout=30)
-        findings = check_table(dynamo, settings.table)
+        findings = asyncio.run(check_table(dynamo, settings.table))
     finally:
         if server is not None and server.poll() is None:
             server.kill()
-        dynamo.close()
         ddb.stop()
 
     total = len(stats.latencies)

@@ -434,7 +434,7 @@ class _Checker:
                 self.report("email-guard", node, f"email {node.get('email')!r} has no guard item")
 
 
-def check_table(
+async def check_table(
     dynamo: Dynamo,
     table: str,
     progress: Callable[[int], None] | None = None,
@@ -442,6 +442,6 @@ def check_table(
     page_size: int | None = None,
 ) -> list[Finding]:
     checker = _Checker()
-    for item in scan(dynamo, table, progress, page_size=page_size):
+    async for item in scan(dynamo, table, progress, page_size=page_size):
         checker.add(item)
     return checker.run()

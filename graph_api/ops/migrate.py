@@ -62,7 +62,7 @@ renamed mid-run are not fenced (`graph-api check` reports them as stale).
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -215,12 +215,14 @@ class Skip(Exception):
     """A node migrate cannot rewrite: the message says why (one line, ids only)."""
 
 
-def read_counters(dynamo: Dynamo, table: str, page_size: int | None = None) -> dict[Key, Item]:
+async def read_counters(
+    dynamo: Dynamo, table: str, page_size: int | None = None
+) -> dict[Key, Item]:
     """Every counter item, by key: read before the scan whose walked counts the backfill
     puts (`plan_counters`)."""
     return {
         _key(item): item
-        for item in scan(dynamo, table, page_size=page_size)
+        async for item in scan(dynamo, table, page_size=page_size)
         if item.get(items.TYPE) == items.COUNTER_TYPE and keys.roster_counted(_key(item)) is None
     }  # a class's roster shards are the class job's (`plan_roster`)
 
@@ -283,7 +285,9 @@ def fold_actions(counter: Key, read: Item) -> list[tx.Action]:
     ]
 
 
-def fold_counters(dynamo: Dynamo, table: str, counters: dict[Key, Item], report: Report) -> None:
+async def fold_counters(
+    dynamo: Dynamo, table: str, counters: dict[Key, Item], report: Report
+) -> None:
     """Fold every single-item counter among `counters` (read by `read_counters`) into its
     shards, each in its own transaction, reading it again (strongly) while writers move it."""
     for counter in sorted(key for key in counters if keys.counter_of(key) == key):
@@ -292,9 +296,9 @@ def fold_counters(dynamo: Dynamo, table: str, counters: dict[Key, Item], report:
             if read is None:
                 break  # gone: another migrate folded it
             try:
-                transact(dynamo, table, fold_actions(counter, read))
+                await transact(dynamo, table, fold_actions(counter, read))
             except Refused:
-                read = _read(dynamo, table, counter)
+                read = await _read(dynamo, table, counter)
                 continue
             report.transactions += 1
             report.folded += 1
@@ -306,9 +310,9 @@ def fold_counters(dynamo: Dynamo, table: str, counters: dict[Key, Item], report:
             )
 
 
-def _read(dynamo: Dynamo, table: str, key: Key) -> Item | None:
+async def _read(dynamo: Dynamo, table: str, key: Key) -> Item | None:
     params = {"TableName": table, "Key": codec.encode(key.as_item()), "ConsistentRead": True}
-    found = admin.call(dynamo, "GetItem", params, Retries(dynamo.budget)).get("Item")
+    found = (await admin.call(dynamo, "GetItem", params, Retries(dynamo.budget))).get("Item")
     return None if found is None else codec.decode(found)
 
 
@@ -610,7 +614,7 @@ class Refused(Exception):
     """A transaction's condition failed: what the plan was made from changed."""
 
 
-def transact(dynamo: Dynamo, table: str, actions: Sequence[tx.Action]) -> None:
+async def transact(dynamo: Dynamo, table: str, actions: Sequence[tx.Action]) -> None:
     """One TransactWriteItems, a request of its own for the retry policy: conflicts and
     throttles are sent again with the same ClientRequestToken; Refused when a condition
     fails."""
@@ -619,7 +623,7 @@ def transact(dynamo: Dynamo, table: str, actions: Sequence[tx.Action]) -> None:
         "ClientRequestToken": tx.new_token(),
     }
     try:
-        admin.call(dynamo, "TransactWriteItems", params, Retries(dynamo.budget))
+        await admin.call(dynamo, "TransactWriteItems", params, Retries(dynamo.budget))
     except ClientError as error:
         cancelled = error_code(error) == "TransactionCanceledException"
         if cancelled and "ConditionalCheckFailed" in cancellation_reasons(error):
@@ -658,7 +662,7 @@ class Report:
 Progress = Callable[[str, int, int], None]
 
 
-def migrate_table(
+async def migrate_table(
     dynamo: Dynamo,
     table: str,
     progress: Progress | None = None,
@@ -675,14 +679,14 @@ def migrate_table(
     process reads the country's unsharded partition beside the shards (`store/layout.py`)
     while students move; it is deleted once a pass leaves none to move."""
     report = Report()
-    fold_counters(dynamo, table, read_counters(dynamo, table, page_size), report)
+    await fold_counters(dynamo, table, await read_counters(dynamo, table, page_size), report)
     folds_refused, report.changed = report.changed, []
     marked = False
     for _ in range(passes):
-        before = read_counters(dynamo, table, page_size)
+        before = await read_counters(dynamo, table, page_size)
         school = _School()
         scanned = None if progress is None else lambda n: progress("scan", n, 0)
-        for item in scan(dynamo, table, scanned, page_size=page_size):
+        async for item in scan(dynamo, table, scanned, page_size=page_size):
             school.add(item)
         report.scans += 1
         report.scanned = report.scanned or school.scanned
@@ -690,17 +694,17 @@ def migrate_table(
         report.changed = []
         moving = any(job.locations for job in jobs)
         if moving and not marked:
-            _put(
+            await _put(
                 dynamo,
                 table,
                 {**keys.location_migration().as_item(), items.TYPE: items.LAYOUT_TYPE},
             )
-            time.sleep(notice)
+            await asyncio.sleep(notice)
             marked = True
         for done, job in enumerate(jobs, 1):
             try:
                 for actions in job.transactions:
-                    transact(dynamo, table, actions)
+                    await transact(dynamo, table, actions)
                     report.transactions += 1
             except Refused:
                 report.changed.append(
@@ -721,12 +725,12 @@ def migrate_table(
             report.homes_moved += job.homes_moved
             report.teaching_deleted += job.teaching_deleted
         if not report.changed:
-            _backfill(dynamo, table, plan_counters(school, before), report)
+            await _backfill(dynamo, table, plan_counters(school, before), report)
         if not report.changed:
             break
     if not report.changed and not _student_skipped(report):
         # No student is left on its country's unsharded partition: readers stop reading it.
-        admin.call(dynamo, "DeleteItem", _keyed(table), Retries(dynamo.budget))
+        await admin.call(dynamo, "DeleteItem", _keyed(table), Retries(dynamo.budget))
     report.changed = folds_refused + report.changed
     return report
 
@@ -739,19 +743,19 @@ def _keyed(table: str) -> dict[str, Any]:
     return {"TableName": table, "Key": codec.encode(keys.location_migration().as_item())}
 
 
-def _put(dynamo: Dynamo, table: str, item: Item) -> None:
+async def _put(dynamo: Dynamo, table: str, item: Item) -> None:
     params = {"TableName": table, "Item": codec.encode(item)}
-    admin.call(dynamo, "PutItem", params, Retries(dynamo.budget))
+    await admin.call(dynamo, "PutItem", params, Retries(dynamo.budget))
 
 
-def _backfill(
+async def _backfill(
     dynamo: Dynamo, table: str, transactions: list[list[tx.Action]], report: Report
 ) -> None:
     """The counters, from the pass's scan: a layout migration moves homes, not counts."""
     for actions in transactions:
         counter = keys.counter_of(_action_key(actions[0]))
         try:
-            transact(dynamo, table, actions)
+            await transact(dynamo, table, actions)
         except Refused:
             report.changed.append(
                 f"counter {counter.pk} changed during the scan: run migrate again"

@@ -2,16 +2,17 @@
 stream on, writing items in bulk, and the one Scan (`graph-api check` and `migrate`; tests
 read their tables back with it).
 
-Synchronous: one caller, progress on a terminal. Each call is the API's own client
-(`Dynamo.call_sync` runs `Dynamo.call` on the command line's loop); the retry policy is the
-API requests' own (`store/retry.py`), slept on the caller's thread. Nothing on the request
-path imports this; a GraphQL request's reads and writes go through `store/table.py`.
+Coroutines, which each command runs under `asyncio.run` (cli.py): one caller, progress on a
+terminal. Each call is the API's own client (`Dynamo.call`) and the API requests' own retry
+policy (`store/retry.py`). Nothing on the request path imports this; a GraphQL request's
+reads and writes go through `store/table.py`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -79,17 +80,17 @@ def definition(name: str) -> dict[str, Any]:
 UNPROCESSED = "DynamoDB kept items unprocessed; seed again to finish"
 
 
-def call(dynamo: Dynamo, operation: str, params: dict[str, Any], retries: Retries) -> Any:
-    """One call for the command line's tools: `Table.call`'s loop (`retry.resend`) on the
-    command line's loop, no ledger. A missing table stays DynamoDB's refusal."""
+async def call(dynamo: Dynamo, operation: str, params: dict[str, Any], retries: Retries) -> Any:
+    """One call for the command line's tools: `Table.call`'s loop (`retry.resend`), no
+    ledger. A missing table stays DynamoDB's refusal."""
 
     def send() -> Awaitable[Any]:
         return dynamo.call(operation, params, None, missing_table=False)
 
-    return dynamo.run(resend(send, retries))
+    return await resend(send, retries)
 
 
-def batch_write(
+async def batch_write(
     dynamo: Dynamo,
     name: str,
     items: Sequence[Item],
@@ -98,10 +99,10 @@ def batch_write(
     """Put items 25 a BatchWriteItem, retrying `UnprocessedItems` with backoff: each chunk
     is a request of its own for the retry policy (no deadline: a terminal waits)."""
     requests = [{"PutRequest": {"Item": codec.encode(item)}} for item in items]
-    _batch_write(dynamo, name, requests, progress)
+    await _batch_write(dynamo, name, requests, progress)
 
 
-def _batch_write(
+async def _batch_write(
     dynamo: Dynamo, name: str, requests: Sequence[dict[str, Any]], progress: Progress | None
 ) -> None:
     done = 0
@@ -110,12 +111,12 @@ def _batch_write(
         request: dict[str, Any] = {name: list(chunk)}
         retries, cost = Retries(dynamo.budget), 0
         while True:
-            response = call(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
+            response = await call(dynamo, "BatchWriteItem", {"RequestItems": request}, retries)
             request = response.get("UnprocessedItems") or {}
             if not request:
                 retries.recovered(cost)
                 break
-            cost = retries.pause_sync(Failure.THROTTLED, UNPROCESSED)
+            cost = await retries.pause(Failure.THROTTLED, UNPROCESSED)
         done += len(chunk)
         if progress:
             progress(done, len(requests))
@@ -125,7 +126,7 @@ def _is_lease(key: dict[str, Any]) -> bool:
     return bool(codec.decode(key) == stream_lease().as_item())
 
 
-def holds_items(dynamo: Dynamo, name: str) -> bool:
+async def holds_items(dynamo: Dynamo, name: str) -> bool:
     """Whether the table holds an item other than the stream reader's lease (which a table
     any `serve` has read holds). Two items a page: at most one of them is the lease."""
     params = {
@@ -135,11 +136,13 @@ def holds_items(dynamo: Dynamo, name: str) -> bool:
         "ProjectionExpression": "#pk, #sk",
         "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
     }
-    page = call(dynamo, "Scan", params, Retries(dynamo.budget))
+    page = await call(dynamo, "Scan", params, Retries(dynamo.budget))
     return any(not _is_lease(key) for key in page.get("Items", []))
 
 
-def delete_items(dynamo: Dynamo, name: str, progress: Callable[[int], None] | None = None) -> int:
+async def delete_items(
+    dynamo: Dynamo, name: str, progress: Callable[[int], None] | None = None
+) -> int:
     """Delete every item but the stream reader's lease (its checkpoints stay right), 25 a
     BatchWriteItem; the number deleted. Keys are read first, then deleted, so the Scan never
     pages over what it deletes."""
@@ -151,52 +154,59 @@ def delete_items(dynamo: Dynamo, name: str, progress: Callable[[int], None] | No
     }
     found: list[dict[str, Any]] = []
     while True:  # each page a request of its own for the retry policy
-        page = call(dynamo, "Scan", params, Retries(dynamo.budget))
+        page = await call(dynamo, "Scan", params, Retries(dynamo.budget))
         found.extend(key for key in page.get("Items", []) if not _is_lease(key))
         if "LastEvaluatedKey" not in page:
             break
         params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     requests = [{"DeleteRequest": {"Key": key}} for key in found]
-    _batch_write(dynamo, name, requests, (lambda done, _: progress(done)) if progress else None)
+    await _batch_write(
+        dynamo, name, requests, (lambda done, _: progress(done)) if progress else None
+    )
     return len(found)
 
 
-def create(dynamo: Dynamo, name: str) -> bool:
+async def create(dynamo: Dynamo, name: str) -> bool:
     """Create the table and wait until it is active; False if it already exists. Each call
     is retried as a request's are: a DynamoDB Local just started may time out its first."""
     try:
-        call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
+        await call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
         return False
     except ClientError as error:
         if error_code(error) != "ResourceNotFoundException":
             raise
     try:
-        call(dynamo, "CreateTable", definition(name), Retries(dynamo.budget))
+        await call(dynamo, "CreateTable", definition(name), Retries(dynamo.budget))
     except ClientError as error:
         # In use: made by an attempt whose answer was lost (or by another creator): wait.
         if error_code(error) != "ResourceInUseException":
             raise
-    wait_active(dynamo, name)
+    await wait_active(dynamo, name)
     return True
+
+
+async def _describe(dynamo: Dynamo, name: str) -> Any:
+    """One DescribeTable, not retried (a wait polls again anyway); DynamoDB's refusal kept."""
+    return await dynamo.call("DescribeTable", {"TableName": name}, None, missing_table=False)
 
 
 class TableNotReady(Exception):
     """The table was not active within the wait."""
 
 
-def wait_active(dynamo: Dynamo, name: str, *, attempts: int = 60, poll: float = 1.0) -> None:
+async def wait_active(dynamo: Dynamo, name: str, *, attempts: int = 60, poll: float = 1.0) -> None:
     """Wait until the table exists and is active (botocore's `table_exists` waiter's
     figures: every second, 60 times)."""
     for _ in range(attempts):
         try:
-            described = dynamo.call_sync("DescribeTable", {"TableName": name}, None)["Table"]
+            described = (await _describe(dynamo, name))["Table"]
         except ClientError as error:
             if error_code(error) != "ResourceNotFoundException":
                 raise
         else:
             if described.get("TableStatus") == "ACTIVE":
                 return
-        time.sleep(poll)
+        await asyncio.sleep(poll)
     raise TableNotReady(f"table {name} is not active after {attempts * poll:.0f} s")
 
 
@@ -207,14 +217,14 @@ class IndexNotReady(Exception):
 INDEX_WAIT_SECONDS = 3600.0  # DynamoDB backfills a new index from the table: large ones take long
 
 
-def add_indexes(
+async def add_indexes(
     dynamo: Dynamo, name: str, *, wait: float = INDEX_WAIT_SECONDS, poll: float = 2.0
 ) -> list[str]:
     """Create the indexes `definition` has and the table lacks (a table made before them),
     one UpdateTable each (DynamoDB creates one index a call), each waited for until active;
     the names added. DynamoDB fills an index from the items' attributes: items without its
     keys are simply not in it (`graph-api migrate` writes them)."""
-    described = call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
+    described = await call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))
     present = {i["IndexName"] for i in described["Table"].get("GlobalSecondaryIndexes") or []}
     added = []
     for index in INDEXES:
@@ -225,18 +235,17 @@ def add_indexes(
             "AttributeDefinitions": attribute_definitions(),
             "GlobalSecondaryIndexUpdates": [{"Create": index_definition(index)}],
         }
-        call(dynamo, "UpdateTable", update, Retries(dynamo.budget))
-        _wait_for_index(dynamo, name, index, wait, poll)
+        await call(dynamo, "UpdateTable", update, Retries(dynamo.budget))
+        await _wait_for_index(dynamo, name, index, wait, poll)
         added.append(index)
     return added
 
 
-def _wait_for_index(dynamo: Dynamo, name: str, index: str, wait: float, poll: float) -> None:
+async def _wait_for_index(dynamo: Dynamo, name: str, index: str, wait: float, poll: float) -> None:
     deadline = time.monotonic() + wait
     while True:
-        described = call(dynamo, "DescribeTable", {"TableName": name}, Retries(dynamo.budget))[
-            "Table"
-        ]
+        asked = {"TableName": name}
+        described = (await call(dynamo, "DescribeTable", asked, Retries(dynamo.budget)))["Table"]
         status = {
             i["IndexName"]: i.get("IndexStatus")
             for i in described.get("GlobalSecondaryIndexes") or []
@@ -245,7 +254,7 @@ def _wait_for_index(dynamo: Dynamo, name: str, index: str, wait: float, poll: fl
             return
         if time.monotonic() > deadline:
             raise IndexNotReady(f"{index} of {name} is {status.get(index)} after {wait:.0f} s")
-        time.sleep(poll)
+        await asyncio.sleep(poll)
 
 
 class OtherStreamView(Exception):
@@ -256,20 +265,25 @@ class OtherStreamView(Exception):
         self.view = view
 
 
-def enable_stream(dynamo: Dynamo, name: str) -> bool:
+async def enable_stream(dynamo: Dynamo, name: str) -> bool:
     """Turn the table's change stream on if it is off (UpdateTable, then wait until the table
     is active again); False when it was on already. A stream that is on with other images
     raises `OtherStreamView` and is left alone: changing its view type means disabling it,
     which ends a stream that something else may be reading."""
-    described = dynamo.call_sync("DescribeTable", {"TableName": name}, None)["Table"]
+    described = (await _describe(dynamo, name))["Table"]
     spec = described.get("StreamSpecification") or {}
     if spec.get("StreamEnabled"):
         view = str(spec.get("StreamViewType", ""))
         if view != STREAM["StreamViewType"]:
             raise OtherStreamView(view)
         return False
-    dynamo.call_sync("UpdateTable", {"TableName": name, "StreamSpecification": dict(STREAM)}, None)
-    wait_active(dynamo, name)
+    await dynamo.call(
+        "UpdateTable",
+        {"TableName": name, "StreamSpecification": dict(STREAM)},
+        None,
+        missing_table=False,
+    )
+    await wait_active(dynamo, name)
     return True
 
 
@@ -286,20 +300,20 @@ class ScanGaveUp(Exception):
         self.attempts = attempts
 
 
-def _scan_page(dynamo: Dynamo, params: dict[str, Any], scanned: int, pages: int) -> Any:
+async def _scan_page(dynamo: Dynamo, params: dict[str, Any], scanned: int, pages: int) -> Any:
     """One Scan page, sent again (from the same ExclusiveStartKey, smaller) while it fails:
     a request of its own for the retry policy."""
     retries, cost = Retries(dynamo.budget, policy=OFFLINE), 0
     while True:
         try:
-            page = dynamo.call_sync("Scan", params, None)
+            page = await dynamo.call("Scan", params, None, missing_table=False)
         except (Unavailable, ClientError, BotoCoreError) as error:
             failure = failure_of(error)
             attempts = retries.count + 1
             if failure is None:
                 raise ScanGaveUp(scanned, pages, attempts) from error
             try:
-                cost = retries.pause_sync(failure, str(error))
+                cost = await retries.pause(failure, str(error))
             except Unavailable:
                 raise ScanGaveUp(scanned, pages, attempts) from error
             limit = params.get("Limit")
@@ -309,13 +323,13 @@ def _scan_page(dynamo: Dynamo, params: dict[str, Any], scanned: int, pages: int)
         return page
 
 
-def scan(
+async def scan(
     dynamo: Dynamo,
     table: str,
     progress: Callable[[int], None] | None = None,
     *,
     page_size: int | None = None,
-) -> Iterator[Item]:
+) -> AsyncIterator[Item]:
     """Every item of the table, page by page (`page_size` items a page, or DynamoDB's 1 MB).
 
     A page that times out is retried and the scan pages on; ScanGaveUp when it cannot.
@@ -325,7 +339,7 @@ def scan(
         params["Limit"] = page_size
     seen = pages = 0
     while True:
-        page = _scan_page(dynamo, params, seen, pages)
+        page = await _scan_page(dynamo, params, seen, pages)
         for wire in page.get("Items", []):
             yield codec.decode(wire)
         seen += page.get("Count", 0)

@@ -7,8 +7,8 @@ strict answers, `AWS_CA_BUNDLE`), with the key botocore's credential chain resol
 (store/credentials.py), to the endpoint botocore resolves (`endpoint_of`). aiodynamo's own
 retries are off (one attempt): our one retry policy (store/retry.py) sends again. What
 aiodynamo and aiohttp raise is mapped once (store/wire_errors.py), then into `Unavailable`
-here (`accounted`). The command line runs the same client on an event loop of its own, on a
-thread of its own (`run`, `call_sync`).
+here (`accounted`). The command line runs the same client under `asyncio.run`, one loop a
+command (cli.py).
 
 An aiohttp session belongs to the event loop it was made on, so `Dynamo` makes one session
 and client per running loop, when the loop first calls, and closes it:
@@ -30,11 +30,10 @@ import dataclasses
 import functools
 import logging
 import os
-import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import aiohttp
 import botocore.loaders
@@ -82,7 +81,6 @@ from graph_api.store.wire_errors import mapping
 __all__ = ["LOCAL_CREDENTIALS", "Dynamo", "configured_endpoint", "endpoint_of"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Operations that read or write items, and so can report consumed capacity.
 _DATA_OPERATIONS = frozenset(
@@ -285,39 +283,8 @@ class _Open:
             await self.session.close()
 
 
-class _LoopThread:
-    """An event loop running on a daemon thread, for synchronous callers."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="graph-api dynamodb", daemon=True
-        )
-        self._thread.start()
-
-    def run(self, work: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
-
-    def close(self) -> None:
-        """Cancel what is left on the loop (the sessions' keepers close them), then stop."""
-        if self.loop.is_closed():
-            return
-        self.run(_cancel_all())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
-
-
-async def _cancel_all() -> None:
-    current = asyncio.current_task()
-    left = [task for task in asyncio.all_tasks() if task is not current]
-    for task in left:
-        task.cancel()
-    await asyncio.gather(*left, return_exceptions=True)
-
-
 class Dynamo:
-    """The DynamoDB client of a process: `call` on the event loop, `call_sync` elsewhere."""
+    """The DynamoDB client of a process: `call`, on whichever event loop awaits it."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -332,8 +299,6 @@ class Dynamo:
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Open] = (
             weakref.WeakKeyDictionary()
         )
-        self._runner: _LoopThread | None = None
-        self._unclosed: Any = None
         # Shared by every request on this client, as botocore's retry quota is.
         self.budget = RetryBudget()
         # One transaction in flight per item among this process's writers (transactions.py).
@@ -408,14 +373,6 @@ class Dynamo:
         if isinstance(self.credentials, BotocoreCredentials):
             self.credentials.reset()
 
-    def close(self) -> None:
-        """Close the command line's loop (and its client). Other loops' clients close with
-        their loop (module docstring)."""
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            self._unclosed.detach()
-            runner.close()
-
     async def call(
         self,
         operation: str,
@@ -465,20 +422,6 @@ class Dynamo:
                 )
             check_answer(operation, params, answer[0])
         return answer[0]
-
-    def call_sync(self, operation: str, params: dict[str, Any], ledger: Ledger | None) -> Any:
-        """`call` for the command line: the same client, on a loop of this `Dynamo`'s own."""
-        return self.run(self.call(operation, params, ledger, missing_table=False))
-
-    def run(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run `work` to its end on the command line's loop, waiting here: one loop per
-        `Dynamo`, on a thread of its own (so a caller on another loop may wait too), kept
-        until `close` so that its connections are reused from call to call."""
-        if self._runner is None:
-            runner = self._runner = _LoopThread()
-            # Closed with this `Dynamo` if `close` is never called: its session with it.
-            self._unclosed = weakref.finalize(self, runner.close)
-        return self._runner.run(work)
 
 
 def _asked(operation: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -61,15 +61,14 @@ seconds), and an `Unavailable` of our own making (a deadline passed, retries giv
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 import random
 import threading
 import time
+from asyncio import sleep  # by name: a test records the command line's sleeps instead
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from time import sleep  # by name: a test records the command line's sleeps instead
 from typing import TypeVar
 
 from aiohttp import ClientConnectorCertificateError
@@ -221,7 +220,7 @@ def failure_of(error: BaseException) -> Failure | None:
 
 class RetryBudget:
     """Tokens that retries spend and successes refill, shared by every request of a client
-    (botocore's `RetryQuota`). Thread-safe: the command line's tools spend it off the loop."""
+    (botocore's `RetryQuota`). Thread-safe, as botocore's is."""
 
     def __init__(self, capacity: int = CAPACITY) -> None:
         self.capacity = capacity
@@ -304,20 +303,14 @@ class Retries:
         """Sleep before a retry and return what it cost; Unavailable when the policy says
         stop (`why` then says why the request was being retried)."""
         cost, delay = self._take(failure, why, 0.0)
-        await asyncio.sleep(delay)
-        return cost
-
-    def pause_sync(self, failure: Failure, why: str) -> int:
-        """`pause`, sleeping on this thread (the command line's tools)."""
-        cost, delay = self._take(failure, why, 0.0)
-        sleep(delay)
+        await sleep(delay)
         return cost
 
     async def again(self, error: Exception, *, at_least: float = 0.0) -> int:
         """After a failed call: sleep (`at_least` seconds, if a service asks for spacing)
         before sending it again unchanged, and return the retry's cost; or raise."""
         cost, delay = self._after(error, at_least)
-        await asyncio.sleep(delay)
+        await sleep(delay)
         return cost
 
     def progressed(self) -> None:

@@ -61,7 +61,8 @@ class Services:
         )
 
     def close(self) -> None:
-        self.dynamo.close()
+        """Close what is not a loop's: each loop's DynamoDB client closes with its loop
+        (store/client.py), or with `await dynamo.aclose()`."""
         self.auth.close()
 
     def event_scope(self, event: Hashable) -> tuple[Ledger, Table, Loaders]:
