@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # imported when used: only the embedded backend needs moto
     from pathlib import Path
 
     from graph_api.embedded import EmbeddedDynamoDB
+    from graph_api.store.admin import ScanGaveUp
 
 log = logging.getLogger("graph_api")
 T = TypeVar("T")
@@ -348,6 +349,21 @@ def explain(error: BaseException, dynamo: Dynamo, table_name: str) -> str:
     return f"DynamoDB at {endpoint}: {error}"
 
 
+def scan_gave_up(
+    error: ScanGaveUp, dynamo: Dynamo, table_name: str, stopped: str, after: str = ""
+) -> str:
+    """One line for a table command whose Scan gave up: what failed, and how far it got when
+    it got anywhere (`stopped after N items scanned`, then `after`)."""
+    assert error.__cause__ is not None
+    reason = explain(error.__cause__, dynamo, table_name)
+    if error.scanned or error.attempts > 1:
+        reason = (
+            f"{stopped} after {error.scanned} items scanned: the next Scan page"
+            f" failed {error.attempts} time(s): {reason}{after}"
+        )
+    return reason
+
+
 @contextmanager
 def _dynamodb(settings: Settings) -> Iterator[tuple[Settings, Dynamo]]:
     """A client for a table command, whose work `run` runs; DynamoDB's failures become
@@ -410,14 +426,9 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
                 dynamo, check_table(dynamo, settings.table, progress, page_size=args.page_size)
             )
         except ScanGaveUp as error:
-            assert error.__cause__ is not None
-            reason = explain(error.__cause__, dynamo, settings.table)
-            if error.scanned or error.attempts > 1:
-                reason = (
-                    f"check gave up after {error.scanned} items scanned: the next Scan page"
-                    f" failed {error.attempts} time(s): {reason}"
-                )
-            raise CommandError(reason) from error
+            raise CommandError(
+                scan_gave_up(error, dynamo, settings.table, "check gave up")
+            ) from error
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s)" if findings else "clean: every invariant holds")
@@ -478,14 +489,13 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
         try:
             report, stream_ok = run(dynamo, migrated())
         except ScanGaveUp as error:
-            assert error.__cause__ is not None
-            reason = explain(error.__cause__, dynamo, settings.table)
-            if error.scanned or error.attempts > 1:
-                reason = (
-                    f"migrate stopped after {error.scanned} items scanned: the next Scan page"
-                    f" failed {error.attempts} time(s): {reason}; what was migrated stays,"
-                    " run `graph-api migrate` again to go on"
-                )
+            reason = scan_gave_up(
+                error,
+                dynamo,
+                settings.table,
+                "migrate stopped",
+                "; what was migrated stays, run `graph-api migrate` again to go on",
+            )
             raise CommandError(reason) from error
     for problem in report.changed + report.skipped:
         print(problem)

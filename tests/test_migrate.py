@@ -201,6 +201,24 @@ def test_a_crash_halfway_is_finished_by_the_next_run(
     assert_migrated(fresh, built)
 
 
+def bump_version(table: Table, student_id: str) -> None:
+    """Another writer's change to a student: its version one up, as any write of it does."""
+    key = {"PK": f"STUDENT#{student_id}", "SK": f"STUDENT#{student_id}"}
+    awaited(
+        table.dynamo.call(
+            "UpdateItem",
+            {
+                "TableName": table.name,
+                "Key": codec.encode(key),
+                "UpdateExpression": "SET version = version + :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            },
+            None,
+            missing_table=False,
+        )
+    )
+
+
 def test_a_student_changed_during_the_run_is_planned_again(
     fresh: Table, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,19 +232,7 @@ def test_a_student_changed_during_the_run_is_planned_again(
         if not changed:  # a writer renames the first student after the first scan
             job = next(j for j in jobs if j.kind == "STUDENT")
             changed.append(job.id)
-            awaited(
-                fresh.dynamo.call(
-                    "UpdateItem",
-                    {
-                        "TableName": fresh.name,
-                        "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
-                        "UpdateExpression": "SET version = version + :one",
-                        "ExpressionAttributeValues": {":one": {"N": "1"}},
-                    },
-                    None,
-                    missing_table=False,
-                )
-            )
+            bump_version(fresh, job.id)
         return jobs, skipped
 
     monkeypatch.setattr(migrate, "plan", plan_then_write)
@@ -254,19 +260,7 @@ def test_a_changed_student_is_retried_within_one_run(
         if not bumped:
             job = next(j for j in jobs if j.kind == "STUDENT")
             bumped.append(job.id)
-            awaited(
-                fresh.dynamo.call(
-                    "UpdateItem",
-                    {
-                        "TableName": fresh.name,
-                        "Key": codec.encode({"PK": f"STUDENT#{job.id}", "SK": f"STUDENT#{job.id}"}),
-                        "UpdateExpression": "SET version = version + :one",
-                        "ExpressionAttributeValues": {":one": {"N": "1"}},
-                    },
-                    None,
-                    missing_table=False,
-                )
-            )
+            bump_version(fresh, job.id)
         return jobs, skipped
 
     monkeypatch.setattr(migrate, "plan", plan_then_write)
