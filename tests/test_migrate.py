@@ -184,8 +184,12 @@ class CrashAfter:
     ("school", "n"), [(small_school, 1), (small_school, 9), (big_school, 3), (big_school, 6)]
 )
 def test_a_crash_halfway_is_finished_by_the_next_run(
-    fresh: Table, endpoint: str, school: Any, n: int, when: str
+    fresh: Table, endpoint: str, backend: str, school: Any, n: int, when: str
 ) -> None:
+    if backend != "moto" and school is big_school:
+        # Minutes each on DynamoDB Local, where the small school's crashes and the big
+        # school's whole run still go; resuming is the same code on every backend.
+        pytest.skip("the big school's crashes run on the embedded backend")
     built: School = school()
     fresh.seed(old_items(built))
     dying = Dynamo(fresh.settings)
