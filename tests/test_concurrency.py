@@ -1,7 +1,7 @@
 """Writes that race: many at once on one node, and two interleavings forced step by step.
 
 Concurrent operations run on one event loop, each with its own request context (as two HTTP
-requests would), through the shared DynamoDB client and its thread pool.
+requests would), through the shared DynamoDB client.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ from support import (
 
 from graph_api.graph.engine.context import Services
 from graph_api.writes import classes, memberships, propagation, students
+
+# Up to 21 writes at once on a busy machine's DynamoDB Local: what is tested is that every
+# copy ends current, not how fast the race is run.
+pytestmark = pytest.mark.settings(deadline_seconds=60.0)
 
 STUDENTS = 25
 FAILURES_EXPECTED = {"ALREADY_EXISTS", "NOT_FOUND"}

@@ -166,7 +166,7 @@ class Query:
             ascending=ordering.ascending(order_by),
             read=paged(info),
         )
-        return found.catalog(count)
+        return CatalogConnection.of(found, count)
 
     @strawberry.field(
         description="Every class, ordered by id (either way: `orderBy`): one Query of GSI1 a"
@@ -193,7 +193,7 @@ class Query:
             ascending=ordering.ascending(order_by),
             read=paged(info),
         )
-        return found.catalog(count)
+        return CatalogConnection.of(found, count)
 
     @strawberry.field(
         description="Every sport, ordered by id (either way: `orderBy`): one Query of GSI1 a"
@@ -220,7 +220,7 @@ class Query:
             ascending=ordering.ascending(order_by),
             read=paged(info),
         )
-        return found.catalog(count)
+        return CatalogConnection.of(found, count)
 
     @strawberry.field(
         description="Students whose home is in a country, a state of it, or a city, whole"
@@ -260,17 +260,17 @@ class Query:
         read = paged(info)
         # While `graph-api migrate` moves students into shards, their old partition too.
         migrating = read and await info.context.services.layout.migrating(info.context.table)
-        found = await paging.from_partitions(
+        found = await paging.from_range(
             info,
             "Query.studentsByLocation",
             rng,
-            keys.location_ranges(*place, unsharded=migrating),
             page,
             Student.from_item,  # whole students: their classes and sports come along
+            partitions=keys.location_ranges(*place, unsharded=migrating),
             ascending=ordering.ascending(order_by),
             read=read,
         )
-        return found.location(count)
+        return LocationConnection.of(found, count)
 
     @strawberry.field(
         description="Students whose name starts with `prefix`, whole (their classes and"
@@ -426,4 +426,4 @@ async def _search(
     rng = keys.name_prefix(kind, validation.name_prefix(prefix))
     ascending = ordering.ascending(order_by)
     found = await paging.from_range(info, field, rng, page, to_node, ascending=ascending)
-    return found.search()
+    return SearchConnection.of(found)

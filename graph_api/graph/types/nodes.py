@@ -197,8 +197,8 @@ class NodeBase:
             page,
             lambda edge, loaders: to_node(relation.owner_view(edge), loaders),
         )
-        await _give_items(info, found.edges)
-        return found.counted(lambda: self.roster_count(relation))
+        await _give_items(info, found[0])
+        return paging.Connection.of(found, lambda: self.roster_count(relation))
 
     def roster_count(self, relation: Relation) -> Any:
         """How many `relation`s point at this node (a class's `studentCount`): on its item,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Self, TypeVar
 
 import strawberry
 
@@ -61,8 +61,10 @@ Before = Annotated[
 
 @dataclass(frozen=True, slots=True)
 class CursorOf:
-    """What the cursors of one page are bound to: the field and the range it walks. An
-    edge's position in the range is worked out only when its cursor is selected."""
+    """What the cursors of one page are bound to: the field and the list (`rng`) it walks.
+    An edge's position is worked out only when its cursor is selected: its item's key with
+    the list's partition key in place of its partition's, so that one cursor resumes every
+    partition of a list kept in several (a country's location shards) at the same sort key."""
 
     cursors: Cursors
     field: str
@@ -73,17 +75,6 @@ class CursorOf:
 
     def key(self, position: Any) -> Mapping[str, str]:
         """A range's edge: its item, whose key (the range index's names) is its position."""
-        return {name: position[name] for name in key_names(self.rng.index)}
-
-
-class MergedCursorOf(CursorOf):
-    """The cursors of a list kept in several partitions (a country's location shards): an
-    edge's position is its item's key with the list's partition key (`rng.pk`) in place of
-    its shard's, so one cursor resumes every partition at the same sort key."""
-
-    __slots__ = ()
-
-    def key(self, position: Any) -> Mapping[str, str]:
         key = {name: position[name] for name in key_names(self.rng.index)}
         key[self.rng.pk_name] = self.rng.pk
         return key
@@ -177,28 +168,45 @@ class PageInfo:
 
 
 EDGES = "The page's items with their cursors, in the list's order (also when paging backward)."
+TOTAL = "How many items the whole list holds (all pages), from the list's counter."
+COUNTED = (
+    " totalCount sums the list's counter, kept in 16 shard items by the transactions that"
+    " change the list: their keys batched with the other items read beside them (eventually"
+    " consistent in a query, strongly in a mutation's answer); none read when not selected."
+    " Selected alone (with __typename), it sends no Query for the page."
+)
+UNCOUNTED = (
+    " No totalCount: the table keeps no counter for it, and counting would read every item"
+    " of the list (a Scan of it); walk the pages to count."
+)
+
+
+@strawberry.type
+class Listing(Generic[T]):
+    """The fields every connection has; each GraphQL connection type below is one of these
+    with its own description (and totalCount where the table counts the list)."""
+
+    edges: list[Edge[T]] = strawberry.field(description=EDGES)
+    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+    # The list's size (an int, or an awaitable of one), asked only when totalCount is selected.
+    count: strawberry.Private[Callable[[], Any]]
+
+    @classmethod
+    def of(cls, page: Page[T], count: Callable[[], Any] = int) -> Self:
+        """The connection of a page read, its attributes set without the keyword-only
+        `__init__` Strawberry writes, as `PageInfo.of` builds its info."""
+        connection = _new(cls)
+        connection.edges = page[0]
+        connection.page_info = page[1]
+        connection.count = count
+        return connection
 
 
 @strawberry.type(
     description="A page of a list whose size the table keeps on the parent item (a roster's"
     " studentCount, the size of a student's or a teacher's map): totalCount costs no request."
 )
-class Connection(Generic[T]):
-    edges: list[Edge[T]] = strawberry.field(description=EDGES)
-    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
-    count: strawberry.Private[Callable[[], Any]]
-
-    @classmethod
-    def of(
-        cls, edges: list[Edge[T]], page_info: PageInfo, count: Callable[[], Any]
-    ) -> Connection[T]:
-        """A connection built as `PageInfo.of` builds its info."""
-        connection = _new(cls)
-        connection.edges = edges
-        connection.page_info = page_info
-        connection.count = count
-        return connection
-
+class Connection(Listing[T]):
     @strawberry.field(
         description="How many items the whole list holds (all pages), from the counter the"
         " table keeps with the list: no request when the parent is already read."
@@ -207,27 +215,10 @@ class Connection(Generic[T]):
         return self.count()  # type: ignore[no-any-return]  # an int, or an awaitable of one
 
 
-COUNTED = (
-    " totalCount sums the list's counter, kept in 16 shard items by the transactions that"
-    " change the list: their keys batched with the other items read beside them (eventually"
-    " consistent in a query, strongly in a mutation's answer); none read when not selected."
-    " Selected alone (with __typename), it sends no Query for the page."
-)
-TOTAL = "How many items the whole list holds (all pages), from the list's counter."
-UNCOUNTED = (
-    " No totalCount: the table keeps no counter for it, and counting would read every item"
-    " of the list (a Scan of it); walk the pages to count."
-)
-
-
 @strawberry.type(
     description="A page of a catalog (all teachers, classes or sports), ordered by id." + COUNTED
 )
-class CatalogConnection(Generic[T]):
-    edges: list[Edge[T]] = strawberry.field(description=EDGES)
-    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
-    count: strawberry.Private[Callable[[], Any]]
-
+class CatalogConnection(Listing[T]):
     @strawberry.field(description=TOTAL)
     def total_count(self) -> int:
         return self.count()  # type: ignore[no-any-return]  # an awaitable of an int
@@ -237,11 +228,7 @@ class CatalogConnection(Generic[T]):
     description="A page of the students whose home is in a place, ordered by state, city and"
     " id." + COUNTED
 )
-class LocationConnection(Generic[T]):
-    edges: list[Edge[T]] = strawberry.field(description=EDGES)
-    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
-    count: strawberry.Private[Callable[[], Any]]
-
+class LocationConnection(Listing[T]):
     @strawberry.field(description=TOTAL)
     def total_count(self) -> int:
         return self.count()  # type: ignore[no-any-return]  # an awaitable of an int
@@ -251,9 +238,8 @@ class LocationConnection(Generic[T]):
     description="A page of the nodes whose name (a class: subject) starts with a prefix,"
     " ordered by that name with case and accents ignored, then by id." + UNCOUNTED
 )
-class SearchConnection(Generic[T]):
-    edges: list[Edge[T]] = strawberry.field(description=EDGES)
-    page_info: PageInfo = strawberry.field(description="Where this page lies in the list.")
+class SearchConnection(Listing[T]):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,24 +301,8 @@ def _start(context: Context, field: str, rng: Range, page: Window) -> dict[str, 
     return context.cursors.decode(page.cursor, field, rng, argument)
 
 
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    """A page read, before it becomes the field's connection type."""
-
-    edges: list[Edge[T]]
-    page_info: PageInfo
-
-    def counted(self, count: Callable[[], Any]) -> Connection[T]:
-        return Connection.of(self.edges, self.page_info, count)
-
-    def catalog(self, count: Callable[[], Any]) -> CatalogConnection[T]:
-        return CatalogConnection(edges=self.edges, page_info=self.page_info, count=count)
-
-    def location(self, count: Callable[[], Any]) -> LocationConnection[T]:
-        return LocationConnection(edges=self.edges, page_info=self.page_info, count=count)
-
-    def search(self) -> SearchConnection[T]:
-        return SearchConnection(edges=self.edges, page_info=self.page_info)
+# A page read, before it becomes its field's connection (`Listing.of`).
+Page = tuple[list[Edge[T]], PageInfo]
 
 
 def from_map(
@@ -370,7 +340,7 @@ def from_map(
         edges.append(edge)
     total = len(entries)
     more = len(ids) > count
-    return Connection.of(edges, PageInfo.of(edges, page.forward, more), lambda: total)
+    return Connection.of((edges, PageInfo.of(edges, page.forward, more)), lambda: total)
 
 
 async def from_range(
@@ -380,78 +350,49 @@ async def from_range(
     page: Window,
     to_node: Callable[[Item, Loaders], T],
     *,
+    partitions: list[Range] | None = None,
     ascending: bool = True,
     read: bool = True,
 ) -> Page[T]:
-    """A page of a range (unbounded: a class's students, a catalog, a city): one Query. A
-    list in descending order (`ascending` false) is its range read from the other end.
-    `read` false (only the list's totalCount is selected): no Query, an empty page that
-    nothing shows; a cursor is checked all the same."""
+    """A page of a range `rng` (unbounded: a class's students, a catalog, a city): one Query
+    with `Limit = n + 1`. A list in descending order (`ascending` false) is its range read
+    from the other end. `read` false (only the list's totalCount is selected): no Query, an
+    empty page that nothing shows; a cursor is checked all the same.
+
+    A list kept in several `partitions` of an index with one sort key order (a country's
+    location shards: `keys.location_ranges`): each partition's Query after the cursor's
+    position, `Limit = n + 1`, all in one wave, merged by sort key. Each partition returns
+    its first n + 1 items past the position, so the merged first n + 1 are the list's: the
+    page and its flag are exact, in both directions. A cursor is a position in the list
+    (`CursorOf`) and starts every partition there: its sort key lies under the list's prefix
+    (`Cursors.decode` checks it), so each partition's ExclusiveStartKey meets that
+    partition's key condition, as DynamoDB requires. An item found in two partitions at once
+    (a student whose entry moves between shards, seen through the index's lag) is shown once.
+    """
     start = _start(info.context, field, rng, page)
     if not read:
-        return _page([], page.forward, False)
+        return [], PageInfo.of([], page.forward, False)
     count = page.count
     # One item more than asked tells whether another page exists, without an empty page.
-    # The Query reads in the list's order paging forward, against it paging backward.
-    request = PageRequest(rng, count + 1, start_key(start), page.forward == ascending)
-    loaders = info.context.loaders
-    items = await loaders.page.load(request)
-    # Backward, the Query reads from the end: its first `count` items, in the list's order.
-    chosen = items[:count] if page.forward else items[:count][::-1]
-    cursor_of = CursorOf(info.context.cursors, field, rng)
-    edges = [Edge.of(to_node(item, loaders), cursor_of, item) for item in chosen]
-    return _page(edges, page.forward, len(items) > count)
-
-
-async def from_partitions(
-    info: Info,
-    field: str,
-    rng: Range,
-    partitions: list[Range],
-    page: Window,
-    to_node: Callable[[Item, Loaders], T],
-    *,
-    ascending: bool = True,
-    read: bool = True,
-) -> Page[T]:
-    """A page of a list `rng` whose items lie in several partitions of an index with one
-    sort key order (a country's location shards: `keys.location_ranges`): each partition's
-    Query after the cursor's position, `Limit = n + 1`, all in one wave, merged by sort key.
-    Each partition returns its first n + 1 items past the position, so the merged first n + 1
-    are the list's: the page and its flag are exact, in both directions. A cursor is a
-    position in the list (`MergedCursorOf`) and starts every partition there: its sort key
-    lies under the list's prefix (`Cursors.decode` checks it), so each partition's
-    ExclusiveStartKey meets that partition's key condition, as DynamoDB requires. One partition
-    is one Query, as `from_range`. An item found in two partitions at once (a student whose
-    entry moves between shards, seen through the index's lag) is shown once."""
-    start = _start(info.context, field, rng, page)
-    if not read:
-        return _page([], page.forward, False)
-    count = page.count
-    reading = page.forward == ascending  # the Queries' direction (`ScanIndexForward`)
-    pk_name, sk_name = rng.pk_name, rng.sk_name
+    # The Queries read in the list's order paging forward, against it paging backward.
+    reading = page.forward == ascending  # `ScanIndexForward`
     requests = [
         PageRequest(
-            part,
-            count + 1,
-            start_key({**start, pk_name: part.pk}) if start else None,
-            reading,
+            part, count + 1, start_key({**start, rng.pk_name: part.pk} if start else None), reading
         )
-        for part in partitions
+        for part in partitions or [rng]
     ]
     loaders = info.context.loaders
     found = await loaders.page.load_many(requests)
     if len(found) == 1:
         items = found[0]
     else:
+        sk_name = rng.sk_name
         by_position = {item[sk_name]: item for part in found for item in part}
         ordered = sorted(by_position, reverse=not reading)
         items = [by_position[position] for position in ordered[: count + 1]]
+    # Backward, the Queries read from the end: their first `count` items, in the list's order.
     chosen = items[:count] if page.forward else items[:count][::-1]
-    cursor_of = MergedCursorOf(info.context.cursors, field, rng)
+    cursor_of = CursorOf(info.context.cursors, field, rng)
     edges = [Edge.of(to_node(item, loaders), cursor_of, item) for item in chosen]
-    return _page(edges, page.forward, len(items) > count)
-
-
-def _page(edges: list[Edge[T]], forward: bool, more: bool) -> Page[T]:
-    return Page(edges, PageInfo.of(edges, forward, more))
+    return edges, PageInfo.of(edges, page.forward, len(items) > count)
