@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
+from embedded_client import Client
 from support import (
-    Client,
     assert_clean,
     boto_client,
     create_class,

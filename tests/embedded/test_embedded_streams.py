@@ -20,7 +20,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from support import Client, wire_key
+from embedded_client import Client
+from support import wire_key
 
 from graph_api.embedded import EmbeddedDynamoDB
 from graph_api.store import admin

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import uvicorn
 from starlette.testclient import TestClient
+from subscription_writes import SSE
 from support import (
     AUTH,
-    SSE,
     WAIT,
     WS,
     Subscriber,

@@ -9,17 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import (
-    AUTH,
-    SSE,
-    bearer,
-    hs256,
-    live,
-    mutate,
-    refusal,
-    subscriber,
-    until,
-)
+from subscription_writes import SSE
+from support import AUTH, bearer, hs256, live, mutate, refusal, subscriber, until
 
 from graph_api.graph.auth.tokens import LEEWAY
 from graph_api.http.websocket import EXPIRED_CLOSE

@@ -10,17 +10,14 @@ order between them: a marker is per subscription.
 from __future__ import annotations
 
 import pytest
+from subscription_writes import ENROLL, UPDATE_CLASS, put, refused
 from support import (
-    ENROLL,
     ERRORS,
     RENAME_TEACHER,
-    UPDATE_CLASS,
     ada_maths_sam,
     boto_client,
     live,
     mutate,
-    put,
-    refused,
     school,
     subscriber,
     teacher,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from support import (
+from subscription_writes import (
     CREATE_SPORT,
     DELETE_CLASS,
     DELETE_SPORT,
@@ -24,19 +24,21 @@ from support import (
     LEAVE,
     RENAME_SPORT,
     RENAME_STUDENT,
-    RENAME_TEACHER,
     SSE,
     UNENROLL,
     UPDATE_CLASS,
+    put,
+    school_class,
+    student,
+)
+from support import (
+    RENAME_TEACHER,
     ada_maths_sam,
     boto_client,
     fresh_services,
     live,
     live_app,
     mutate,
-    put,
-    school_class,
-    student,
     subscriber,
     teacher,
     until,

@@ -3,7 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import Gql, ids_of, of_type, walk
+from mutation_steps import ids_of
+from support import Gql, of_type, walk
 
 from graph_api.store.codec import Item
 

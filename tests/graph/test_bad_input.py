@@ -8,7 +8,9 @@ import json
 from typing import Any
 
 import pytest
-from support import Hostile, assert_coded, assert_no_traceback, assert_unchanged, awaited, b64, scan
+from connection_pages import b64
+from hostile_checks import assert_coded, assert_no_traceback, assert_unchanged
+from support import Hostile, awaited, scan
 
 from graph_api.errors import BadUserInput
 from graph_api.model import validation

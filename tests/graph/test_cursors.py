@@ -14,17 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import (
-    CONNECTIONS,
-    Gql,
-    Hostile,
-    Result,
-    assert_coded,
-    assert_unchanged,
-    b64,
-    cursor_of,
-    page_any,
-)
+from connection_pages import CONNECTIONS, b64, cursor_of, page_any
+from hostile_checks import assert_coded, assert_unchanged
+from support import Gql, Hostile, Result
 
 from graph_api.errors import BadUserInput
 from graph_api.model import keys

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 from graphql import GraphQLNonNull, GraphQLObjectType
+from mutation_steps import by_location, catalog, ids_of, leave
 from support import (
     STUDENT_FIELDS,
     USER_ERRORS,
     all_pages,
     assert_clean,
-    by_location,
-    catalog,
     class_students,
     create_class,
     create_sport,
@@ -26,9 +25,7 @@ from support import (
     enroll,
     fresh_services,
     get_item,
-    ids_of,
     join,
-    leave,
     of_type,
     ok,
     payload,

@@ -5,16 +5,8 @@ import random
 from typing import Any
 
 import pytest
-from support import (
-    ALL,
-    CONNECTIONS,
-    PAGE,
-    Conn,
-    Gql,
-    expected_ids,
-    node_ids,
-    page_any,
-)
+from connection_pages import ALL, CONNECTIONS, PAGE, Conn, expected_ids, node_ids, page_any
+from support import Gql
 
 from graph_api.store.codec import Item
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from support import CONNECTIONS, Gql, calls, expected_ids, node_ids, roster_size
+from connection_pages import CONNECTIONS, expected_ids, node_ids
+from support import Gql, calls, roster_size
 
 from graph_api.store.codec import Item
 

@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from support import (
     AUTH,
     GRJ,
+    README_BLOCKS,
     ROOT,
     ada_maths_sam,
     awaited,
@@ -29,7 +30,6 @@ from support import (
     subscriber,
     until,
 )
-from test_readme import BLOCKS
 
 from graph_api import cli
 from graph_api.graph.engine.context import Services
@@ -409,12 +409,12 @@ def test_trusted_mode_needs_a_manifest_that_holds_its_ids(tmp_path: Path) -> Non
 
 
 def test_the_readme_examples_run_by_id_in_trusted_mode(endpoint: str, tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path, *BLOCKS)
+    manifest = write_manifest(tmp_path, *README_BLOCKS)
     with fresh_services(endpoint, documents="trusted", documents_manifest=manifest) as services:
         school = demo.generate(students=60, seed=Settings().demo_seed)
         awaited(admin.batch_write(services.dynamo, services.settings.table, school))
         client = TestClient(create_app(services))
-        for block in BLOCKS:
+        for block in README_BLOCKS:
             body = client.post("/graphql", json={"documentId": f"sha256:{sha(block)}"}).json()
             assert "errors" not in body and body["data"], (block, body)
 

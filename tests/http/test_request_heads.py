@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 from starlette.testclient import TestClient
-from support import WAIT, WS, fresh_services, make_settings, until, uvicorn_in_thread
+from support import WAIT, WS, fresh_services, make_settings, until
+from uvicorn_thread import uvicorn_in_thread
 from websockets.sync.client import ClientConnection, connect
 
 from graph_api.graph.engine.context import Services

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import WAIT, WS, make_settings, until, uvicorn_in_thread
+from support import WAIT, WS, make_settings, until
+from uvicorn_thread import uvicorn_in_thread
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 

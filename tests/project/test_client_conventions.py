@@ -23,8 +23,7 @@ from typing import Any
 
 import pytest
 from graphql import OperationDefinitionNode, parse
-from support import ROOT, npm_package, tool
-from test_readme import BLOCKS
+from support import README_BLOCKS, ROOT, npm_package, tool
 
 RELAY = ROOT / "tests" / "relay"
 SCHEMA_FILE = ROOT / "schema" / "schema.graphql"
@@ -169,7 +168,7 @@ def test_graphql_code_generator_types_the_readme_operations(tmp_path: Path) -> N
     documents = tmp_path / "documents"
     documents.mkdir()
     operations = []
-    for n, block in enumerate(BLOCKS, 1):
+    for n, block in enumerate(README_BLOCKS, 1):
         (documents / f"readme-{n}.graphql").write_text(block, encoding="utf-8")
         operations += [
             (d.name.value if d.name else "", d.operation.value.capitalize())
@@ -180,7 +179,7 @@ def test_graphql_code_generator_types_the_readme_operations(tmp_path: Path) -> N
     files = sorted(str(f) for f in documents.iterdir())
     node_run(str(RELAY / "codegen.js"), str(SCHEMA_FILE), str(output), *files)
     typed = output.read_text(encoding="utf-8")
-    assert len(operations) == len(BLOCKS)
+    assert len(operations) == len(README_BLOCKS)
     for name, kind in operations:
         assert f"export type {name}{kind} = " in typed, (name, kind)
         assert f"export type {name}{kind}Variables = " in typed, (name, kind)

@@ -44,7 +44,16 @@ from graphql import (
     parse,
     visit,
 )
-from support import ROOT, assert_clean, awaited, fresh_services, npm_package, run, tool
+from support import (
+    README_BLOCKS,
+    ROOT,
+    assert_clean,
+    awaited,
+    fresh_services,
+    npm_package,
+    run,
+    tool,
+)
 from websockets.sync.client import connect
 
 from graph_api.graph.engine.context import Services
@@ -55,7 +64,6 @@ from tools.processes import free_port
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SCHEMA_FILE = README.parent / "schema" / "schema.graphql"
-BLOCKS = re.findall(r"```graphql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 CLIENTS = ROOT / "tests" / "clients"  # the pinned npm packages the README's JS imports
 JSON_BLOCKS = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
@@ -137,8 +145,8 @@ def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeRun]:
 
 
 def test_the_readme_has_examples() -> None:
-    assert len(BLOCKS) >= 4
-    assert any(block.lstrip().startswith("mutation") for block in BLOCKS)
+    assert len(README_BLOCKS) >= 4
+    assert any(block.lstrip().startswith("mutation") for block in README_BLOCKS)
 
 
 def test_every_readme_example_is_named_and_selects_id_wherever_a_type_has_one() -> None:
@@ -147,7 +155,7 @@ def test_every_readme_example_is_named_and_selects_id_wherever_a_type_has_one() 
     `__typename` and `id` (without it, the same student read twice is two cache entries)."""
     schema = build_schema(SCHEMA_FILE.read_text(encoding="utf-8"))
     names = []
-    for block in BLOCKS:
+    for block in README_BLOCKS:
         document = parse(block)
         operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
         assert operations and all(op.name for op in operations), block
@@ -191,7 +199,7 @@ def test_every_readme_example_answers_with_data(make_run: MakeRun) -> None:
     """Each ```graphql block sent as the README says to send it: to `make run`, as admin
     (the token `graph-api token --role admin` prints)."""
     assert "`.venv/bin/graph-api token --role admin` prints" in README.read_text(encoding="utf-8")
-    for n, block in enumerate(BLOCKS, 1):
+    for n, block in enumerate(README_BLOCKS, 1):
         body = make_run.post(block, make_run.admin)
         assert body.get("errors") is None, (n, block, body.get("errors"))
         assert body["data"] and not any(_empty(v) for v in body["data"].values()), (n, body)
@@ -290,7 +298,7 @@ def test_the_mutation_example_sent_again_answers_what_the_readme_shows(
 ) -> None:
     """The README shows the answer to its three-mutation example sent a second time: each
     mutation refused on its own, beside the others, in `data` and without `errors`."""
-    (example,) = [b for b in BLOCKS if b.lstrip().startswith("mutation")]
+    (example,) = [b for b in README_BLOCKS if b.lstrip().startswith("mutation")]
     assert example.count("userErrors") == 3
     first = run(small_school, example)
     assert first.problems == []

@@ -9,7 +9,6 @@ botocore treat it as a dropped connection; an `after-call` handler edits a parse
 from __future__ import annotations
 
 import dataclasses
-import json
 import socket
 import time
 import zlib
@@ -25,15 +24,19 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from support import (
+    AMZ_JSON,
+    Body,
     Faults,
     HTTPServer,
     Reply,
     Result,
     awaited,
     class_count,
+    error_response,
     execute,
     make_settings,
     scan,
+    throttle,
 )
 
 from graph_api.errors import Unavailable
@@ -46,27 +49,6 @@ from graph_api.store.transactions import Stale
 from graph_api.store.wire import MAX_BODY
 from graph_api.writes import memberships
 from graph_api.writes.attempts import KEPT_CHANGING
-
-JSON = "application/x-amz-json-1.0"
-
-
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self.data
-
-
-def error_response(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
-    body = json.dumps(
-        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
-    )
-    return AWSResponse("http://injected", 400, {"Content-Type": JSON}, _Body(body.encode()))
-
-
-def throttle() -> AWSResponse:
-    return error_response("ProvisionedThroughputExceededException", "Rate exceeded")
 
 
 def conflict() -> AWSResponse:
@@ -510,7 +492,7 @@ def test_what_is_sent_again(error: Exception, failure: str | None) -> None:
 
 
 def answer(status: int, body: bytes, **headers: str) -> AWSResponse:
-    return AWSResponse("http://injected", status, {"Content-Type": JSON, **headers}, _Body(body))
+    return AWSResponse("http://injected", status, {"Content-Type": AMZ_JSON, **headers}, Body(body))
 
 
 HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"

@@ -28,7 +28,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
-from support import HTTPServer, awaited, boto_client, make_settings
+from support import Body, HTTPServer, awaited, boto_client, make_settings
 
 from graph_api import __version__
 from graph_api.settings import Settings
@@ -42,18 +42,10 @@ from graph_api.store.wire import json_object, proxy_for
 GET = {"TableName": "t", "Key": {"PK": {"S": "a"}, "SK": {"S": "a"}}}
 
 
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self.data
-
-
 def _found(request: Any, **_: Any) -> AWSResponse:
     """DynamoDB's answer to a GetItem of a missing item, for the network."""
     body = json.dumps({"ConsumedCapacity": {"TableName": "t", "CapacityUnits": 0.5}})
-    return AWSResponse("http://fake", 200, {}, _Body(body.encode()))
+    return AWSResponse("http://fake", 200, {}, Body(body.encode()))
 
 
 class Session:

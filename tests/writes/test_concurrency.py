@@ -10,19 +10,15 @@ import random
 from typing import Any
 
 import pytest
+from racing import CHANGE_SUBJECT, CREATE_STUDENT_MIN, all_ok, execute_concurrently, interleave
 from support import (
-    CHANGE_SUBJECT,
-    CREATE_STUDENT_MIN,
     ENROLL_MIN,
     USER_ERRORS,
-    all_ok,
     assert_clean,
     class_students,
     create_class,
     create_student,
     create_teacher,
-    execute_concurrently,
-    interleave,
     of_type,
     ok,
     run,

@@ -15,12 +15,11 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from racing import CREATE_STUDENT_MIN, all_ok
 from support import (
-    CREATE_STUDENT_MIN,
     ENROLL_MIN,
     Faults,
     Result,
-    all_ok,
     assert_clean,
     awaited,
     class_students,

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from racing import held_count, interleave
 from support import (
     USER_ERRORS,
     assert_clean,
@@ -20,8 +21,6 @@ from support import (
     create_student,
     create_teacher,
     get_item,
-    held_count,
-    interleave,
     ok,
     run,
 )

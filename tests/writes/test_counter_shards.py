@@ -8,17 +8,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from support import (
-    USER_ERRORS,
-    all_ok,
-    assert_clean,
-    awaited,
-    execute_concurrently,
-    get_item,
-    held_count,
-    ok,
-    scan,
-)
+from racing import all_ok, execute_concurrently, held_count
+from support import USER_ERRORS, assert_clean, awaited, get_item, ok, scan
 
 from graph_api.graph.engine.context import Services
 from graph_api.model import items, keys

@@ -7,23 +7,20 @@ import dataclasses
 from typing import Any
 
 import pytest
+from racing import CREATE_STUDENT_MIN, all_ok, execute_concurrently, sport_count
 from support import (
-    CREATE_STUDENT_MIN,
     USER_ERRORS,
-    all_ok,
     assert_clean,
     awaited,
     create_class,
     create_student,
     create_teacher,
     execute_async,
-    execute_concurrently,
     fresh_services,
     of_type,
     ok,
     run,
     scan,
-    sport_count,
 )
 
 from graph_api.errors import Unavailable

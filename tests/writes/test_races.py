@@ -9,12 +9,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+from racing import CHANGE_SUBJECT, interleave
 from support import (
-    CHANGE_SUBJECT,
     USER_ERRORS,
     assert_clean,
     execute_async,
-    interleave,
     of_type,
     ok,
     run,

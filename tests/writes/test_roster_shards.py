@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 import pytest
+from racing import all_ok, execute_concurrently
 from support import (
     ENROLL_MIN,
-    all_ok,
     assert_clean,
     awaited,
     class_students,
@@ -19,7 +19,6 @@ from support import (
     create_sport,
     create_student,
     create_teacher,
-    execute_concurrently,
     get_item,
     ok,
     run,

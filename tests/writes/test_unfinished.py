@@ -25,9 +25,9 @@ from support import (
     run_on,
     scan,
     seed,
+    throttle,
     until,
 )
-from test_faults import throttle
 
 from graph_api import cli
 from graph_api.graph.auth.tokens import AuthResult, Principal

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from racing import before_next_transaction
 from support import (
     AUTH,
     USER_ERRORS,
     assert_clean,
-    before_next_transaction,
     claims,
     class_count,
     fresh_services,

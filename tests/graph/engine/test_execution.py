@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 import strawberry
-from support import ours_and_reference, seed
+from reference_executor import ours_and_reference
+from support import seed
 from test_request_counts import Shapes, render, targets
 
 from bench import queries as peer_queries

@@ -44,7 +44,8 @@ from graphql import (
     visit,
 )
 from graphql.language import DocumentNode, Visitor
-from support import ROOT, ours_and_reference
+from reference_executor import ours_and_reference
+from support import ROOT
 from test_request_counts import targets
 
 from bench import queries as bench_queries

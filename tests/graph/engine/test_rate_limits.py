@@ -20,7 +20,6 @@ import pytest
 from starlette.testclient import TestClient
 from support import (
     AUTH,
-    accepting_worker,
     bearer,
     hs256,
     live,
@@ -29,6 +28,7 @@ from support import (
     serving_two_workers,
     subscriber,
 )
+from worker_sockets import accepting_worker
 
 from graph_api.graph.auth.policy import BUDGETS, Budget, Role
 from graph_api.graph.engine.budgets import Limiter, LocalBuckets
