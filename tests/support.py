@@ -58,6 +58,10 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
 README = ROOT / "README.md"
+# A sample front end's operations (`make schema-check` checks them too), and Relay's compiler
+# and runtime, pinned, over them and the README's conventions.
+OPERATIONS = ROOT / "tests" / "ops" / "operations"
+RELAY = ROOT / "tests" / "project" / "relay"
 # The README's ```graphql examples: run by its own tests, and as clients and manifests take them.
 README_BLOCKS = re.findall(r"```graphql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
@@ -111,7 +115,7 @@ def make_settings(endpoint: str, **overrides: Any) -> Settings:
         cursor_secret_configured=True,
         # The embedded demo as it was before it enforced its policy with dev tokens: personal
         # data public, writes open without a token. The tests of those defaults are
-        # tests/test_personal_data.py and tests/test_authz_reads.py.
+        # tests/graph/auth/test_personal_data.py and tests/graph/auth/test_authz_reads.py.
         public_personal_data=True,
         open_writes=True,
     )
@@ -710,7 +714,7 @@ class Subscriber:
     """One graphql-transport-ws connection of the TestClient, and its messages.
 
     The TestClient buffers what the server sends without bound, so this client never slows
-    the server down (tests/test_subscription_limits.py has a real slow one)."""
+    the server down (tests/events/test_subscription_limits.py has a real slow one)."""
 
     def __init__(self, ws: WebSocketTestSession, services: Services, payload: Any = None) -> None:
         self.ws, self.services = ws, services

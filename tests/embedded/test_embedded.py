@@ -909,7 +909,7 @@ def test_a_read_of_an_index_the_table_lacks_is_refused_as_dynamodb_refuses_it(
 ) -> None:
     """moto answers ResourceNotFoundException (DynamoDB's word for a missing table); the
     embedded backend answers DynamoDB's ValidationException, which the API maps to
-    UNAVAILABLE (tests/test_search.py)."""
+    UNAVAILABLE (tests/graph/test_search.py)."""
     client, name = boto_client(empty_services.settings.endpoint_url), empty_services.settings.table
     drop_index(empty_services.dynamo, name, "GSI2")
     with pytest.raises(ClientError) as refused:

@@ -1,6 +1,6 @@
 """What a change to the table means to a subscriber (graph_api.events.derive), and how this
 instance hands events to its subscriptions (graph_api.events.hub). No DynamoDB here: the
-changes are the stream records a write produces; tests/test_subscriptions.py runs the
+changes are the stream records a write produces; tests/events/test_subscriptions.py runs the
 whole pipeline."""
 
 from __future__ import annotations

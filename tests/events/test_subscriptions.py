@@ -5,8 +5,8 @@ backends: DynamoDB Local's Streams, and the embedded backend's.
 What fires when (README, "Live data"): every subscription field for each kind of change,
 each subscriber with its own selection. Absence is shown by order, never by a wait: a later
 write's event is the next message. Other writers, refused writes and chunked renames:
-tests/test_subscription_writers.py; limits, auth, idle and slow clients:
-tests/test_subscription_limits.py; two instances: tests/test_subscription_instances.py.
+test_subscription_writers.py; limits, auth, idle and slow clients:
+test_subscription_limits.py; two instances: test_subscription_instances.py.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ OPERATIONS: dict[str, tuple[str, dict[str, Any] | None, bool, str]] = {
         "BAD_USER_INPUT",
     ),
     # Over plain HTTP a subscription is refused before it is validated: it runs over a
-    # websocket or SSE only (tests/test_subscriptions.py).
+    # websocket or SSE only (tests/events/test_subscriptions.py).
     "subscription": ("subscription { students }", None, False, "BAD_REQUEST"),
     "over 5000 tokens": ("{ " + "__typename " * 6000 + "}", None, False, "BAD_USER_INPUT"),
     "costly": (

@@ -3,10 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 from graph_api import cli
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "schema.graphql"
+SCHEMA_FILE = ROOT / "schema" / "schema.graphql"
 
 
 def test_committed_schema_matches_export_schema(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """GraphiQL is served from the API itself: a page naming no other host, its assets under
 /static/graphiql/, a plain message when they are missing, nothing when it is turned off.
-(tests/test_graphiql_e2e.py runs it in a browser.)"""
+(tests/http/test_graphiql_e2e.py runs it in a browser.)"""
 
 from __future__ import annotations
 

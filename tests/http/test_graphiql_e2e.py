@@ -21,7 +21,7 @@ from graph_api.http import graphiql
 from graph_api.model.items import Item
 from graph_api.ops import demo
 
-SCRIPT = ROOT / "tests" / "e2e" / "graphiql.mjs"
+SCRIPT = ROOT / "tests" / "http" / "e2e" / "graphiql.mjs"
 SCREENSHOT = ROOT / "test-output" / "graphiql.png"
 SUBSCRIPTION_SCREENSHOT = ROOT / "test-output" / "graphiql-subscription.png"
 STUDENTS, SEED = 20, 7  # the school `demo_api` serves (conftest.py)
@@ -82,7 +82,7 @@ def enrolment_to_make() -> Enrolment:
 
 
 def browse(node: str, chromium: str, script: Path, api: str, plan: dict[str, Any]) -> None:
-    """Run a page script of tests/e2e in headless Chromium against `api`; it must pass."""
+    """Run a page script of tests/http/e2e in headless Chromium against `api`; it must pass."""
     result = subprocess.run(
         [node, str(script), f"{api}/graphql", json.dumps(plan)],
         env={**os.environ, "CHROMIUM": chromium},
@@ -120,7 +120,7 @@ def test_graphiql_runs_a_query_and_a_subscription_in_headless_chromium(demo_api:
         print(f"screenshot: {screenshot}")
 
 
-CORS_SCRIPT = ROOT / "tests" / "e2e" / "cors.mjs"
+CORS_SCRIPT = ROOT / "tests" / "http" / "e2e" / "cors.mjs"
 
 
 def test_a_front_end_on_another_origin_queries_and_mutates_through_cors(demo_api: str) -> None:

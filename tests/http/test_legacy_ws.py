@@ -48,11 +48,11 @@ def test_a_client_offering_both_speaks_graphql_transport_ws(
         assert answer["payload"]["data"] == {"__typename": "Query"}
 
 
-LEGACY_CLIENT = ROOT / "tests" / "legacy_client"
+LEGACY_CLIENT = ROOT / "tests" / "http" / "legacy_client"
 
 
 def test_subscriptions_transport_ws_hears_the_refusal_and_gets_no_data(demo_api: str) -> None:
-    """Apollo's older client at its defaults (tests/legacy_client/legacy.mjs): the protocol
+    """Apollo's older client at its defaults (tests/http/legacy_client/legacy.mjs): the protocol
     it asked for, the reason in its connectionCallback and in the close, and no event."""
     done = node_script(LEGACY_CLIENT, "legacy.mjs", f"{demo_api}/graphql", timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr

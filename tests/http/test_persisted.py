@@ -2,7 +2,7 @@
 APQ (miss, then register), a manifest `graph-api persist` writes, GRAPH_API_DOCUMENTS=trusted
 refusing anything else before a single DynamoDB request, CDN-minded `Cache-Control` on GET,
 and subscriptions by id over graphql-transport-ws and SSE. Apollo Client's own
-persisted-queries link against the server: tests/test_clients.py."""
+persisted-queries link against the server: tests/project/test_clients.py."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 from support import (
     AUTH,
     GRJ,
+    OPERATIONS,
     README_BLOCKS,
-    ROOT,
     ada_maths_sam,
     awaited,
     bearer,
@@ -122,7 +122,7 @@ def teacher_ids(response: Any) -> list[str]:
 
 def test_persist_writes_apollos_manifest_of_the_operations(tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "manifest.json"
-    assert cli.main(["persist", str(ROOT / "tests" / "operations"), "-o", str(out)]) == 0
+    assert cli.main(["persist", str(OPERATIONS), "-o", str(out)]) == 0
     manifest = json.loads(out.read_text(encoding="utf-8"))
     assert manifest["format"] == "apollo-persisted-query-manifest" and manifest["version"] == 1
     by_name = {op["name"]: op for op in manifest["operations"]}

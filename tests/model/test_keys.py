@@ -88,7 +88,7 @@ def test_location_city_without_state_is_bad_user_input() -> None:
     assert raised.value.extensions == {"field": "state"}
 
 
-# -- ids read back from keys (what a valid id is: tests/test_ids.py) ------------------------
+# -- ids read back from keys (what a valid id is: tests/model/test_ids.py) ------------------------
 
 
 @pytest.mark.parametrize("kind", list(Kind))

@@ -342,7 +342,7 @@ def test_cli_exit_status_says_clean_or_not(
 
 class ScanTimeouts:
     """A before-send hook on Scan: records each request and makes chosen ones time out, as
-    botocore does when a page is not read within read_timeout (see tests/test_faults.py)."""
+    botocore does when a page is not read within read_timeout (see tests/store/test_faults.py)."""
 
     def __init__(self, failing: Callable[[int], bool]) -> None:
         self.failing = failing  # by the request's number, from 1

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from support import awaited, clean_environ, make_settings, ok, serve_process
+from support import ROOT, awaited, clean_environ, make_settings, ok, serve_process
 
 from graph_api import cli
 from graph_api.ops import demo, embedded_file
@@ -476,7 +476,7 @@ def test_make_run_serves_the_embedded_demo_whatever_aws_settings_the_shell_holds
     still the demo: never AWS's DynamoDB with open writes."""
     import shlex
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     shell = {**os.environ, "AWS_PROFILE": "dev", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE"}
     shell.pop("GRAPH_API_BACKEND", None)
     dry = subprocess.run(
@@ -762,7 +762,7 @@ def test_a_mistyped_flag_prints_its_commands_usage(argv: list[str]) -> None:
 def test_make_help_lists_every_target_the_readme_names() -> None:
     import re
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     named = set(
         re.findall(r"(?:^|`)make ([a-z][a-z0-9-]*)\b(?!=)", (root / "README.md").read_text(), re.M)
     )
@@ -777,7 +777,7 @@ def test_make_help_lists_every_target_the_readme_names() -> None:
 def test_make_help_lists_every_phony_target_with_what_it_does() -> None:
     import re
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     makefile = (root / "Makefile").read_text()
     phony = {t for line in re.findall(r"^\.PHONY:(.*)$", makefile, re.M) for t in line.split()}
     assert {"e2e", "run", "test", "clean"} <= phony

@@ -1,10 +1,10 @@
 """`graph-api schema-check --operations DIR`: a front end's operations against the schema.
 
-tests/operations is a sample front end's operations, Relay-style (a student page, a class
+tests/ops/operations is a sample front end's operations, Relay-style (a student page, a class
 roster paged by first/after, students by location, two mutations with their userErrors;
 fragments shared across files). They must validate against the code's schema, fail on a
 breaking change to a field they use, pass on an additive one, and compile with Relay's own
-compiler (relay-compiler, pinned in tests/relay).
+compiler (relay-compiler, pinned in tests/project/relay).
 """
 
 from __future__ import annotations
@@ -28,15 +28,13 @@ from graphql import (
     find_breaking_changes,
     parse,
 )
-from support import ROOT, npm_package, tool
+from support import OPERATIONS, RELAY, ROOT, npm_package, tool
 
 from graph_api import cli
 from graph_api.graph.schema import schema
 from graph_api.ops import operations_check
 
-OPERATIONS = ROOT / "tests" / "operations"
 SCHEMA_FILE = ROOT / "schema" / "schema.graphql"
-RELAY = ROOT / "tests" / "relay"
 CURRENT = schema.as_str()
 
 
@@ -214,7 +212,7 @@ def test_what_stops_the_check_is_one_line_and_exit_2(
 
 
 def relay_sources(src: Path) -> list[str]:
-    """tests/operations as a Relay project keeps them: one JavaScript module per file, named
+    """tests/ops/operations as a Relay project keeps them: one JavaScript module per file, named
     as the file, with a graphql tag per definition. The definitions' names."""
     names = []
     for path in sorted(OPERATIONS.rglob("*.graphql")):

@@ -1,5 +1,5 @@
 """Clients' own conventions (README, "Relay: node ids, backward pages, totals"), run with the
-clients' own tools, pinned in tests/relay (npm ci from its lock):
+clients' own tools, pinned in tests/project/relay (npm ci from its lock):
 
 - Relay's runtime (relay-runtime) with the README's compiler `schemaConfig` and the
   Environment's `getDataID`, against `graph-api serve`: a roster's second page loaded through
@@ -23,9 +23,8 @@ from typing import Any
 
 import pytest
 from graphql import OperationDefinitionNode, parse
-from support import README_BLOCKS, ROOT, npm_package, tool
+from support import README_BLOCKS, RELAY, ROOT, npm_package, tool
 
-RELAY = ROOT / "tests" / "relay"
 SCHEMA_FILE = ROOT / "schema" / "schema.graphql"
 README_TEXT = (ROOT / "README.md").read_text(encoding="utf-8")
 GET_DATA_ID = "getDataID: (o) => o.nodeId"
@@ -63,7 +62,7 @@ def post(api: str, query: str, variables: dict[str, Any] | None = None) -> Any:
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/relay/runtime's documents compiled with the README's schemaConfig."""
+    """tests/project/relay/runtime's documents compiled with the README's schemaConfig."""
     tool("node", "apt-get install nodejs npm")
     npm_package(RELAY)
     folder = tmp_path_factory.mktemp("relay")

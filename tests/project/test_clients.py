@@ -1,19 +1,19 @@
-"""The field's GraphQL clients, pinned in tests/clients/ and at their default settings,
+"""The field's GraphQL clients, pinned in tests/project/clients/ and at their default settings,
 against `graph-api serve`: urql (@urql/core), Apollo Client, graphql-ws and graphql-sse each
 run a query, a mutation and a subscription that hears a mutation made elsewhere; Apollo
-Client's persisted-queries link (tests/clients/persisted.mjs) runs APQ's miss-then-register
+Client's persisted-queries link (tests/project/clients/persisted.mjs) runs APQ's miss-then-register
 flow, and a trusted server's manifest ids."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from support import ROOT, node_script
+from support import OPERATIONS, ROOT, node_script
 
 from graph_api import cli
 from tools.api_server import serving
 
-CLIENTS = ROOT / "tests" / "clients"
+CLIENTS = ROOT / "tests" / "project" / "clients"
 # The script bounds its own waits (a subscription's event: 120 s); this is a backstop.
 NODE_SECONDS = 600
 
@@ -45,12 +45,12 @@ def test_apollos_persisted_queries_link_runs_manifest_ids_on_a_trusted_server(
     tmp_path: Path,
 ) -> None:
     manifest = tmp_path / "manifest.json"
-    operations = str(ROOT / "tests" / "operations")
+    operations = str(OPERATIONS)
     assert cli.main(["persist", operations, "--add-typename", "-o", str(manifest)]) == 0
     settings = {
         "GRAPH_API_DOCUMENTS": "trusted",
         "GRAPH_API_DOCUMENTS_MANIFEST": str(manifest),
-        # The manifest's operations read emails without a token (tests/operations).
+        # The manifest's operations read emails without a token (tests/ops/operations).
         "GRAPH_API_PUBLIC_PERSONAL_DATA": "true",
     }
     with serving(students=20, **settings) as url:

@@ -4,17 +4,17 @@ the settings, and IAM limited to this table and its index."""
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support import ROOT
 
 from graph_api.model.keys import GSI1, GSI2
 from graph_api.settings import Settings
 from graph_api.store.admin import definition
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "template.yaml"
+TEMPLATE = ROOT / "deploy" / "template.yaml"
 
 
 class CloudFormationLoader(yaml.SafeLoader):

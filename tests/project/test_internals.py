@@ -683,7 +683,7 @@ def test_header_fields_are_what_the_response_sends() -> None:
 
 # -- nowhere else ----------------------------------------------------------------------------
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "graph_api"
+PACKAGE = pathlib.Path(internals.__file__).resolve().parent.parent  # graph_api/
 # Modules whose names the libraries' docs do not promise (reached through internals/ only).
 NON_PUBLIC_MODULES = (
     "graphql.execution.executor",

@@ -5,7 +5,7 @@ sent as admin must answer without errors (nor user errors, for its mutations) an
 every ```sh block's commands run (curl and `graph-api` against that server), answering with
 no errors but those the README names; every ```js block runs under Node. A README that
 drifts from the API fails here. Each GraphQL example is a named operation that selects `id`
-wherever it can, as clients' own tools want (tests/test_client_conventions.py runs GraphQL
+wherever it can, as clients' own tools want (tests/project/test_client_conventions.py runs GraphQL
 Code Generator over them).
 """
 
@@ -45,7 +45,10 @@ from graphql import (
     visit,
 )
 from support import (
+    OPERATIONS,
+    README,
     README_BLOCKS,
+    RELAY,
     ROOT,
     assert_clean,
     awaited,
@@ -62,9 +65,8 @@ from graph_api.settings import Settings
 from graph_api.store import admin
 from tools.processes import free_port
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 SCHEMA_FILE = README.parent / "schema" / "schema.graphql"
-CLIENTS = ROOT / "tests" / "clients"  # the pinned npm packages the README's JS imports
+CLIENTS = ROOT / "tests" / "project" / "clients"  # the pinned npm packages the README's JS imports
 JSON_BLOCKS = re.findall(r"```json\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 
@@ -599,7 +601,7 @@ def _until_shown(command: Command, stream: subprocess.Popen[str], lines: list[st
 
 
 def test_the_readme_javascript_runs_under_node(make_run: MakeRun, tmp_path: Path) -> None:
-    """Each ```js block as a Node module (the npm packages of tests/clients, pinned: they
+    """Each ```js block as a Node module (the npm packages of tests/project/clients, pinned: they
     include the README's graphql-ws and ws), on `make run`: its subscription hears a student
     join the class it names, made by an admin once the server holds the subscription."""
     node = tool("node", "apt-get install nodejs npm")
@@ -640,7 +642,6 @@ def test_the_readme_javascript_runs_under_node(make_run: MakeRun, tmp_path: Path
 
 # -- a front end's CI, as the README writes it ------------------------------------------------
 
-RELAY = ROOT / "tests" / "relay"  # relay-compiler, pinned, and a Relay front end's documents
 # A CI step that cannot run here, and why: each skipped step must match one of these.
 CI_CANNOT_RUN = {
     r"^pip install .*git\+https://github\.com/OWNER/": (
@@ -665,10 +666,10 @@ def _front_end(folder: Path, operations: Path) -> dict[str, str]:
 
 def test_the_readme_ci_steps_check_a_front_ends_operations(tmp_path: Path) -> None:
     """The ```yaml block's `run:` steps, as GitHub Actions runs each (bash), in a front end's
-    checkout whose `src/` holds tests/operations: they pass; with an operation the schema
+    checkout whose `src/` holds tests/ops/operations: they pass; with an operation the schema
     does not serve added, the check step fails the job naming it."""
     steps = [step["run"] for step in yaml.safe_load(_block("yaml")) if "run" in step]
-    env = _front_end(tmp_path, ROOT / "tests" / "operations")
+    env = _front_end(tmp_path, OPERATIONS)
     skipped = [s for s in steps if any(re.search(p, s) for p in CI_CANNOT_RUN)]
     checks = [s for s in steps if s not in skipped]
     assert skipped and checks, steps
@@ -699,7 +700,7 @@ def test_the_readme_relay_check_validates_a_relay_front_end(tmp_path: Path) -> N
     """The ```make block as a Relay front end's Makefile, `make relay-check` run as written
     (its schema.graphql target fetches the API's schema from your fork on GitHub: here it is
     this checkout's, `make -o schema.graphql` keeps it), in a checkout whose `src/` holds
-    tests/relay's documents with their compiled artifacts: it passes; with a document the
+    tests/project/relay's documents with their compiled artifacts: it passes; with a document the
     schema does not serve, it fails."""
     tool("node", "apt-get install nodejs npm")
     npm = tool("npx", "apt-get install nodejs npm")

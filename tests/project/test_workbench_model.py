@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT
 
 from graph_api import cli
 from graph_api.model.keys import GSI1PK, GSI1SK, GSI2PK, GSI2SK
 from graph_api.ops import workbench
 from graph_api.store.admin import definition
 
-MODEL_FILE = Path(__file__).resolve().parent.parent / "schema" / "workbench-model.json"
+MODEL_FILE = ROOT / "schema" / "workbench-model.json"
 
 
 def test_committed_model_matches_export_model(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from support import awaited
+from support import ROOT, awaited
 
 from graph_api.store import admin
 from graph_api.store.client import Dynamo
@@ -115,7 +115,7 @@ def test_serve_stops_its_java_child_on_sigterm_and_sighup(
     port = free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "tools.dynamodb_local", "serve", "--port", str(port)],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from support import ROOT
 
 from graph_api import logs
 from graph_api.settings import Settings, SettingsError
@@ -300,11 +301,10 @@ def test_the_images_uvicorn_supervisor_logs_in_the_workers_format(
     """`deploy/uvicorn-logging.json` (the image's --log-config) gives uvicorn's own lines the
     format the workers log in; settings a worker will refuse leave the image's JSON."""
     import logging.config
-    from pathlib import Path
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    config = Path(__file__).resolve().parent.parent / "deploy" / "uvicorn-logging.json"
+    config = ROOT / "deploy" / "uvicorn-logging.json"
     with buffered(lambda: logging.config.dictConfig(json.loads(config.read_text()))) as buffer:
         logging.getLogger("uvicorn.error").info("Started parent process [1]")
     line = buffer.getvalue().strip()

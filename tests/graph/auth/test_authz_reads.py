@@ -17,7 +17,6 @@ import re
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jwt
@@ -25,6 +24,7 @@ import pytest
 from starlette.testclient import TestClient
 from support import (
     AUTH,
+    README,
     Result,
     awaited,
     bearer,
@@ -50,9 +50,6 @@ from graph_api.ops import demo
 from graph_api.settings import Settings
 from graph_api.store import admin
 from graph_api.store.codec import Item
-
-README = Path(__file__).resolve().parent.parent / "README.md"
-
 
 # -- the school and who is calling ------------------------------------------------------------
 

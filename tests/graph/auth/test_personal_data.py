@@ -200,7 +200,7 @@ def test_without_auth_configured_personal_data_is_forbidden_to_everyone(
     endpoint: str, school: tuple[str, list[Item]]
 ) -> None:
     student, _ = with_street(school[1])
-    # A remote table's: the embedded backend checks tokens of its own (tests/test_authz_reads.py).
+    # A remote table's: the embedded backend checks tokens of its own (test_authz_reads.py).
     with app(endpoint, school[0], public_personal_data=False, backend="remote") as client:
         for headers in ({}, bearer(hs256())):  # no token can help: nothing checks it
             body = post(client, STUDENT, {"id": student["id"]}, headers, status=200)

@@ -43,7 +43,7 @@ def requests_sent(body: Any) -> int:
 
 
 def cost_of(body: Any) -> dict[str, Any]:
-    """`extensions.cost` without the rate limit's bucket (tests/test_rate_limits.py)."""
+    """`extensions.cost` without the rate limit's bucket (test_rate_limits.py)."""
     return {k: v for k, v in body["extensions"]["cost"].items() if k != "throttleStatus"}
 
 

@@ -10,7 +10,7 @@ request's ledger) must be the same. Each random document runs with two or three 
 variables (`@include`/`@skip` flipped, another `first`, another number of ids), all of
 them in a shuffled order, so that a plan kept for one set and wrongly reused for another
 shows. The documents:
-`tests/operations/`'s queries, `bench/queries.py`'s, the README's, and random shapes drawn
+`tests/ops/operations/`'s queries, `bench/queries.py`'s, the README's, and random shapes drawn
 from the schema with a seeded RNG: fragments (named, inline, with and without a type
 condition), aliases, `__typename`, `@include`/`@skip` read from variables or written as
 literals, nested connections with `first`/`last` as literals or variables, node interfaces,
@@ -45,7 +45,7 @@ from graphql import (
 )
 from graphql.language import DocumentNode, Visitor
 from reference_executor import ours_and_reference
-from support import ROOT
+from support import OPERATIONS, ROOT
 from test_request_counts import targets
 
 from bench import queries as bench_queries
@@ -59,7 +59,6 @@ from graph_api.store.codec import Item
 SEED = 55
 RANDOM_SHAPES = 500
 AT_ONCE = 8  # documents in flight
-OPERATIONS = ROOT / "tests" / "operations"
 README = ROOT / "README.md"
 
 Document = tuple[str, str, dict[str, Any]]  # (name, text, variables)

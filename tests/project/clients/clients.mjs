@@ -1,5 +1,5 @@
 // The field's GraphQL clients, each at its default settings, against the running API
-// (tests/test_clients.py serves it): urql (@urql/core), Apollo Client, graphql-ws and
+// (tests/project/test_clients.py serves it): urql (@urql/core), Apollo Client, graphql-ws and
 // graphql-sse each run a query, a mutation and a subscription, whose event comes from a
 // mutation made on another connection (a plain fetch from this process).
 //

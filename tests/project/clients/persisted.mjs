@@ -1,5 +1,5 @@
 // Apollo Client's persisted-queries link (@apollo/client/link/persisted-queries), with
-// SHA-256 from Node's crypto, against the running API (tests/test_clients.py serves it).
+// SHA-256 from Node's crypto, against the running API (tests/project/test_clients.py serves it).
 //
 // Usage: node persisted.mjs URL            the API runs any document: APQ's miss, then
 //                                          register, then by hash alone (POST, then GET)

@@ -1,5 +1,5 @@
 // Relay's runtime (relay-runtime, no React) against the running API, over the documents of
-// runtime/documents.js compiled by relay-compiler (tests/test_client_conventions.py): a roster's
+// runtime/documents.js compiled by relay-compiler (tests/project/test_client_conventions.py): a roster's
 // first page, its second page loaded as usePaginationFragment's loadNext does (the
 // fragment's @refetchable query, `node(id:)` with the fragment's global id), a student
 // refetched through `node(id:)`, and a student and a teacher that share an id.

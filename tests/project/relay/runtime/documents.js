@@ -1,5 +1,5 @@
-// The documents tests/relay/runtime.js runs, compiled by relay-compiler with the README's
-// schemaConfig (tests/test_client_conventions.py); never executed: runtime.js loads the
+// The documents tests/project/relay/runtime.js runs, compiled by relay-compiler with the README's
+// schemaConfig (tests/project/test_client_conventions.py); never executed: runtime.js loads the
 // compiled artifacts.
 import {graphql} from 'relay-runtime';
 
