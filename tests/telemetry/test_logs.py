@@ -36,10 +36,18 @@ def buffered(configure: Callable[[], object]) -> Iterator[io.StringIO]:
     root = logging.getLogger()
     saved_root = (root.handlers[:], root.level)
     saved_uvicorn = {
-        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
+        name: (
+            logging.getLogger(name).handlers[:],
+            logging.getLogger(name).propagate,
+            logging.getLogger(name).level,
+        )
         for name in UVICORN
     }
     try:
+        # uvicorn's loggers at the level a fresh process has: a server another test ran in
+        # this process (uvicorn.Config(log_level=...)) leaves its own level on them.
+        for name in UVICORN:
+            logging.getLogger(name).setLevel(logging.NOTSET)
         configure()
         (handler,) = root.handlers
         assert isinstance(handler, logging.StreamHandler)
@@ -49,9 +57,10 @@ def buffered(configure: Callable[[], object]) -> Iterator[io.StringIO]:
     finally:
         root.handlers, _ = saved_root
         root.setLevel(saved_root[1])
-        for name, (handlers, propagate) in saved_uvicorn.items():
+        for name, (handlers, propagate, level) in saved_uvicorn.items():
             logging.getLogger(name).handlers = handlers
             logging.getLogger(name).propagate = propagate
+            logging.getLogger(name).setLevel(level)
 
 
 def json_lines(buffer: io.StringIO) -> list[dict[str, Any]]:
