@@ -69,8 +69,8 @@ test-dynamodb-local: $(STAMP)  ## the suite's tests that reach DynamoDB, against
 # against AWS_CA_BUNDLE (DynamoDB Local behind Debian's stunnel4, with a generated CA). The
 # tests of what a request costs, of faults, of races, and of the TLS path itself;
 # `make test-dynamodb-local-tls TLS_TESTS=tests` runs the whole suite so.
-TLS_TESTS ?= tests/test_request_counts.py tests/test_faults.py tests/test_races.py \
-	tests/test_tls_path.py
+TLS_TESTS ?= tests/graph/engine/test_request_counts.py tests/store/test_faults.py \
+	tests/writes/test_races.py tests/store/test_tls_path.py
 test-dynamodb-local-tls: $(STAMP)  ## request counts, faults, races and the TLS path, over HTTPS (stunnel4)
 	$(BIN)/python -m tools.dynamodb_local install
 	$(COMPILE)
@@ -78,11 +78,11 @@ test-dynamodb-local-tls: $(STAMP)  ## request counts, faults, races and the TLS 
 
 # CI runs each DynamoDB Local test once: TLS_TESTS over HTTPS (above), the rest so, in two
 # sessions, each with a DynamoDB Local of its own: one emulator for the whole rest slowed as
-# the session's tables and stream records piled up, until late tests' calls timed out.
-REST_TESTS = $(filter-out $(TLS_TESTS),$(wildcard tests/test_*.py))
-REST_FIRST = $(filter tests/test_a% tests/test_b% tests/test_c% tests/test_d% tests/test_e% \
-	tests/test_f% tests/test_g% tests/test_h% tests/test_i% tests/test_j% tests/test_k% \
-	tests/test_l% tests/test_m% tests/test_n% tests/test_o%,$(REST_TESTS))
+# the session's tables and stream records piled up, until late tests' calls timed out. The
+# halves are folders of about 600 DynamoDB tests each: graph's own files, model and embedded;
+# then the rest (graph/auth, graph/engine, http, events, writes, ops, store, ...).
+REST_TESTS = $(filter-out $(TLS_TESTS),$(wildcard tests/*/test_*.py tests/*/*/test_*.py))
+REST_FIRST = $(filter tests/graph/test_% tests/model/test_% tests/embedded/test_%,$(REST_TESTS))
 test-dynamodb-local-rest: $(STAMP)  ## test-dynamodb-local without TLS_TESTS (CI runs those over HTTPS)
 	$(BIN)/python -m tools.dynamodb_local install
 	$(COMPILE)
@@ -162,7 +162,7 @@ schema: $(STAMP)  ## re-export schema/schema.graphql from the code
 
 schema-check: $(STAMP)  ## fail on breaking changes since schema/released.graphql, or broken sample operations
 	$(BIN)/graph-api schema-check
-	$(BIN)/graph-api schema-check --operations tests/operations
+	$(BIN)/graph-api schema-check --operations tests/ops/operations
 
 model: $(STAMP)  ## re-export the NoSQL Workbench model schema/workbench-model.json
 	$(BIN)/graph-api export-model -o schema/workbench-model.json
@@ -193,8 +193,8 @@ http-audit: $(STAMP)  ## graphql-http's GraphQL-over-HTTP audit of a served API:
 	$(BIN)/python -m tools.http_audit
 
 e2e: $(STAMP)  ## GraphiQL in headless Chromium (Debian's chromium); screenshot in test-output/
-	$(BIN)/pytest tests/test_graphiql_e2e.py
+	$(BIN)/pytest tests/http/test_graphiql_e2e.py
 
 clean:  ## delete the venv, caches, built GraphiQL assets and test output
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info .cache
-	rm -rf graph_api/http/static/graphiql test-output web/graphiql/node_modules tests/*/node_modules
+	rm -rf graph_api/http/static/graphiql test-output web/graphiql/node_modules tests/*/*/node_modules

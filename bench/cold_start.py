@@ -25,7 +25,7 @@ from typing import Any
 
 TABLE = "cold-start"
 # Packages a Lambda function has no use for: the command line's client, the embedded
-# backend, the events pipeline, telemetry's exporters (tests/test_lambda_handler.py's list).
+# backend, the events pipeline, telemetry's exporters (tests/http/test_lambda_handler.py's list).
 HEAVY = (
     *("boto3", "moto", "flask", "redis", "graph_api.events.reader", "graph_api.embedded"),
     *("prometheus_client", "opentelemetry.sdk"),

@@ -106,7 +106,7 @@ def plain_endpoint(backend: str) -> Iterator[str]:
 def tls(plain_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Terminator]:
     """HTTPS in front of the session's DynamoDB (stunnel4, tools/tls_terminator.py): its
     `endpoint` verifies against `ca_bundle` only. The TLS backend's endpoint, and on the
-    others what tests/test_tls_path.py compares with plain HTTP."""
+    others what tests/store/test_tls_path.py compares with plain HTTP."""
     from tools import tls_terminator
 
     tool("stunnel4", "apt-get install stunnel4")

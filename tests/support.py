@@ -1,7 +1,7 @@
-"""What the tests share, each helper once (fixtures are in conftest.py): running GraphQL
-through the schema, building a table and reading it back, the graph built through mutations,
-operations at once and interleavings forced step by step, subscribers of the live app, and
-the tools some tests drive (node and npm, redis-server).
+"""What several of the suite's folders share, each helper once (fixtures are in conftest.py;
+a helper only one folder uses sits in that folder): running GraphQL through the schema,
+building a table and reading it back, the graph built through mutations, subscribers of the
+live app, injected faults, and the tools some tests drive (node and npm, redis-server).
 
 The API's upper layers (the schema, the app) and the libraries only some tests need are
 imported by the helpers that use them: conftest.py imports this module, and tests of the
@@ -11,13 +11,13 @@ store and the CLI (check, migrate) run without the schema.
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import contextlib
 import dataclasses
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,7 +28,7 @@ import time
 import uuid
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 import boto3
 import jwt
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from graph_api.model import items, keys
 from graph_api.model.items import TEACHING, email_guard
@@ -44,7 +45,7 @@ from graph_api.ops.check import check_table
 from graph_api.settings import Settings
 from graph_api.store import admin, codec
 from graph_api.store.client import LOCAL_CREDENTIALS, Dynamo
-from graph_api.store.codec import Item, encode
+from graph_api.store.codec import Item
 from tools.contention import as_sent
 from tools.node import npm_ci
 from tools.processes import free_port
@@ -53,10 +54,16 @@ if TYPE_CHECKING:
     from starlette.testclient import TestClient, WebSocketTestSession
 
     from graph_api.graph.engine.context import Context, Services
-    from graph_api.graph.schema import GraphSchema
 
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout
+README = ROOT / "README.md"
+# A sample front end's operations (`make schema-check` checks them too), and Relay's compiler
+# and runtime, pinned, over them and the README's conventions.
+OPERATIONS = ROOT / "tests" / "ops" / "operations"
+RELAY = ROOT / "tests" / "project" / "relay"
+# The README's ```graphql examples: run by its own tests, and as clients and manifests take them.
+README_BLOCKS = re.findall(r"```graphql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 STUDENT_FIELDS = "id name email version home { country state city street }"
 # Every mutation document of the tests selects them: `ok` and `all_ok` check they are empty.
@@ -108,7 +115,7 @@ def make_settings(endpoint: str, **overrides: Any) -> Settings:
         cursor_secret_configured=True,
         # The embedded demo as it was before it enforced its policy with dev tokens: personal
         # data public, writes open without a token. The tests of those defaults are
-        # tests/test_personal_data.py and tests/test_authz_reads.py.
+        # tests/graph/auth/test_personal_data.py and tests/graph/auth/test_authz_reads.py.
         public_personal_data=True,
         open_writes=True,
     )
@@ -182,25 +189,6 @@ def execute(services: Services, query: str, variables: dict[str, Any] | None = N
     return result
 
 
-def ours_and_reference(services: Services) -> tuple[GraphSchema, GraphSchema]:
-    """The API's schema (its own executor), and the same types and extensions on
-    graphql-core's executor alone: what the executor's answers are compared with."""
-    from graph_api.graph.engine import execution
-    from graph_api.graph.schema import GraphSchema, build_schema
-
-    ours = build_schema(services.settings)
-    assert ours.execution_context_class is execution.ExecutionContext
-    reference = GraphSchema(
-        query=ours.query,
-        mutation=ours.mutation,
-        subscription=ours.subscription,
-        extensions=ours.extensions,
-    )
-    reference.settings = ours.settings
-    assert reference.execution_context_class is not execution.ExecutionContext
-    return ours, reference
-
-
 Gql = Callable[..., Result]  # the `gql` fixture: (query, variables=None) -> Result
 
 
@@ -261,10 +249,6 @@ def dynamodb_requests(result: Result) -> int:
 def calls(result: Result) -> list[str]:
     """The DynamoDB operations the request sent, in order."""
     return [call.operation for call in result.context.ledger.calls]
-
-
-def ids_of(nodes: list[dict[str, Any]]) -> list[str]:
-    return [n["id"] for n in nodes]
 
 
 class Tabled(Protocol):
@@ -353,14 +337,6 @@ def drop_index(dynamo: Dynamo, table: str, index: str) -> None:
     raise AssertionError(f"{index} was never deleted")
 
 
-def held_count(services: Services, counter: keys.Key) -> int | None:
-    """What a counter holds, read strongly: the sum of its shards and of its single item of
-    the layout before shards; None when none of them exists."""
-    found = [get_item(services, *key) for key in [counter, *keys.counter_shards(counter)]]
-    held = [int(item["count"]) for item in found if item is not None]
-    return sum(held) if held else None
-
-
 def roster_size(items: Sequence[Mapping[str, Any]], node: Mapping[str, Any]) -> int:
     """A class's (sport's) students in a list of items (a seed, the demo): its edges, which
     its roster shards count (its item holds no count)."""
@@ -374,10 +350,6 @@ def class_count(services: Services, class_id: str, kind: keys.Kind = keys.Kind.C
     node = get_item(services, *keys.node(kind, class_id)) or {}
     shards = [get_item(services, *key) for key in keys.roster_shards(kind, class_id)]
     return int(node.get("studentCount", 0)) + sum(int(s["count"]) for s in shards if s)
-
-
-def sport_count(services: Services, sport_id: str) -> int:
-    return class_count(services, sport_id, keys.Kind.SPORT)
 
 
 def get_item(services: Services, pk: str, sk: str) -> Item | None:
@@ -472,13 +444,6 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-# -- hostile input against the running app (the `hostile` and `h` fixtures) ------------------
-
-# BAD_REQUEST: refused at the HTTP level, before it became an operation (graphql_http).
-CODES = {"BAD_USER_INPUT", "QUERY_TOO_COSTLY", "UNAUTHENTICATED", "NOT_FOUND", "BAD_REQUEST"}
-WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
-
-
 @dataclass
 class Hostile:
     client: TestClient
@@ -486,41 +451,6 @@ class Hostile:
     token: dict[str, str]
     items: list[Item]
     sent: list[str]  # every DynamoDB operation the app called, in order
-
-
-def assert_unchanged(h: Hostile, *, attempts_allowed: bool = False) -> None:
-    """Nothing was written: no write was even sent, or (where a write's condition is what
-    refuses it) the table still holds exactly what was seeded."""
-    attempts = WRITES & set(h.sent)
-    if attempts_allowed and attempts:
-        assert scan(h.services) == h.items
-    else:
-        assert not attempts, h.sent
-
-
-def assert_no_traceback(response: Any) -> None:
-    assert response.status_code < 500, response.text[:500]
-    for leak in ("Traceback", 'File "', "Error:"):
-        assert leak not in response.text.replace("Syntax Error:", ""), response.text[:500]
-    if response.headers.get("content-type", "").startswith("application/"):
-        assert_no_key_in_messages(response.json().get("errors") or [])
-
-
-def assert_coded(response: Any, expected: str) -> dict[str, Any]:
-    assert_no_traceback(response)
-    body: dict[str, Any] = response.json()
-    codes = [e.get("extensions", {}).get("code") for e in body.get("errors", [])]
-    # A mutation's client errors are user errors in its payload (no path: its root field).
-    payloads = (body.get("data") or {}).values()
-    codes += [e["code"] for p in payloads if isinstance(p, dict) for e in p.get("userErrors", [])]
-    assert codes, body
-    assert set(codes) <= CODES, body
-    assert expected in codes, body
-    # Refused before DynamoDB, unless a parent had to be read first or NOT_FOUND had to look.
-    root_only = all(len(e.get("path") or []) <= 1 for e in body.get("errors", []))
-    if expected != "NOT_FOUND" and root_only:
-        assert body.get("extensions", {}).get("dynamodb", {}).get("requests", 0) == 0, body
-    return body
 
 
 # -- building the graph through mutations ---------------------------------------------------
@@ -584,7 +514,7 @@ def create_sport(
     return data["createSport"]["sport"]  # type: ignore[no-any-return]
 
 
-def _edge_mutation(
+def edge_mutation(
     services: Services, field: str, target: str, student_id: str, target_id: str
 ) -> Result:
     """Link or unlink; the payload answers its target (`class` or `sport`) as
@@ -596,19 +526,15 @@ def _edge_mutation(
 
 
 def enroll(services: Services, student_id: str, class_id: str) -> Result:
-    return _edge_mutation(services, "enrollStudent", "classId", student_id, class_id)
+    return edge_mutation(services, "enrollStudent", "classId", student_id, class_id)
 
 
 def unenroll(services: Services, student_id: str, class_id: str) -> Result:
-    return _edge_mutation(services, "unenrollStudent", "classId", student_id, class_id)
+    return edge_mutation(services, "unenrollStudent", "classId", student_id, class_id)
 
 
 def join(services: Services, student_id: str, sport_id: str) -> Result:
-    return _edge_mutation(services, "joinSport", "sportId", student_id, sport_id)
-
-
-def leave(services: Services, student_id: str, sport_id: str) -> Result:
-    return _edge_mutation(services, "leaveSport", "sportId", student_id, sport_id)
+    return edge_mutation(services, "joinSport", "sportId", student_id, sport_id)
 
 
 # -- reading it back --------------------------------------------------------------------------
@@ -686,199 +612,6 @@ def teacher_classes(services: Services, teacher_id: str) -> list[dict[str, Any]]
     return first_100(services, "teacher", teacher_id, "classes", "id subject teacher { id name }")
 
 
-def catalog(services: Services, field: str) -> list[str]:
-    data = ok(services, f"{{ {field}(first: 100) {{ edges {{ node {{ id }} }} }} }}")
-    return [e["node"]["id"] for e in data[field]["edges"]]
-
-
-def by_location(
-    services: Services, country: str, state: str | None = None, city: str | None = None
-) -> list[dict[str, Any]]:
-    data = ok(
-        services,
-        """query($c: String!, $s: String, $t: String) {
-          studentsByLocation(country: $c, state: $s, city: $t, first: 100) {
-            edges { node { id name } } } }""",
-        {"c": country, "s": state, "t": city},
-    )
-    return [e["node"] for e in data["studentsByLocation"]["edges"]]
-
-
-# -- the connections, page by page --------------------------------------------------------
-
-
-PAGE = "edges { cursor node { id } } pageInfo { hasNextPage endCursor }"
-
-
-@dataclass(frozen=True)
-class Conn:
-    """A connection field: how to ask for one page, where it sits, what it must hold."""
-
-    query: str
-    path: tuple[str, ...]
-    variables: dict[str, Any]
-    expected: Callable[[list[Item]], list[str]]
-
-    def page(self, gql: Gql, first: int | None, after: str | None = None) -> Result:
-        return gql(self.query, {**self.variables, "first": first, "after": after})
-
-    def connection(self, result: Result) -> dict[str, Any]:
-        data = result.data
-        for name in self.path:
-            data = data[name]
-        return data  # type: ignore[no-any-return]
-
-    def walk(self, gql: Gql, first: int) -> list[dict[str, Any]]:
-        """Every page, `first` a page, following endCursor to the end."""
-        pages: list[dict[str, Any]] = []
-        after: str | None = None
-        while len(pages) < 200:
-            result = self.page(gql, first, after)
-            assert result.errors == []
-            page = self.connection(result)
-            pages.append(page)
-            if not page["pageInfo"]["hasNextPage"]:
-                return pages
-            after = page["pageInfo"]["endCursor"]
-        raise AssertionError("the connection never ended")
-
-
-def _ids(type_: str, key: str = "id", **where: str) -> Callable[[list[Item]], list[str]]:
-    def expected(demo_items: list[Item]) -> list[str]:
-        return sorted(
-            i[key]
-            for i in demo_items
-            if i["type"] == type_ and all(i.get(k) == v for k, v in where.items())
-        )
-
-    return expected
-
-
-def _root(field: str, **args: str) -> str:
-    params = "".join(f", ${name}: {type_}" for name, type_ in args.items())
-    passed = "".join(f", {name}: ${name}" for name in args)
-    return (
-        f"query($first: Int, $after: String{params}) {{"
-        f" {field}(first: $first, after: $after{passed}) {{ {PAGE} }} }}"
-    )
-
-
-def _nested(parent: str, field: str) -> str:
-    return (
-        f"query($id: ID!, $first: Int, $after: String) {{ {parent}(id: $id) {{"
-        f" {field}(first: $first, after: $after) {{ {PAGE} }} }} }}"
-    )
-
-
-def _homes(**where: str) -> Callable[[list[Item]], list[str]]:
-    """The students whose home (the student item's `home` map) matches `where`."""
-
-    def expected(demo_items: list[Item]) -> list[str]:
-        return sorted(
-            i["id"]
-            for i in demo_items
-            if i["type"] == "student"
-            and i.get("home")
-            and all(i["home"].get(k) == v for k, v in where.items())
-        )
-
-    return expected
-
-
-CONNECTIONS = {
-    "teachers": Conn(_root("teachers"), ("teachers",), {}, _ids("teacher")),
-    "classes": Conn(_root("classes"), ("classes",), {}, _ids("class")),
-    "sports": Conn(_root("sports"), ("sports",), {}, _ids("sport")),
-    "Class.students": Conn(
-        _nested("class", "students"),
-        ("class", "students"),
-        {"id": "cls-001"},
-        _ids("enrolment", "studentId", classId="cls-001"),
-    ),
-    "Sport.students": Conn(
-        _nested("sport", "students"),
-        ("sport", "students"),
-        {"id": "spt-07"},
-        _ids("membership", "studentId", sportId="spt-07"),
-    ),
-    "Student.classes": Conn(
-        _nested("student", "classes"),
-        ("student", "classes"),
-        {"id": "stu-0001"},
-        _ids("enrolment", "classId", studentId="stu-0001"),
-    ),
-    "Teacher.classes": Conn(
-        _nested("teacher", "classes"),
-        ("teacher", "classes"),
-        {"id": "tch-001"},
-        _ids("class", teacherId="tch-001"),  # a class's teacher is its `teacherId`
-    ),
-    "studentsByLocation": Conn(
-        _root("studentsByLocation", country="String!"),
-        ("studentsByLocation",),
-        {"country": "Brazil"},
-        _homes(country="Brazil"),
-    ),
-    "studentsByLocation(state)": Conn(
-        _root("studentsByLocation", country="String!", state="String"),
-        ("studentsByLocation",),
-        {"country": "United States", "state": "New York"},
-        _homes(country="United States", state="New York"),
-    ),
-}
-
-
-ALL = sorted(CONNECTIONS)
-
-
-def expected_ids(name: str, demo_items: list[Item]) -> list[str]:
-    """The connection's node ids in the order the API must list them."""
-    ids = CONNECTIONS[name].expected(demo_items)
-    if name.startswith("studentsByLocation"):  # ordered by state, city, then student
-        homes = {i["id"]: i["home"] for i in demo_items if i["type"] == "student" and i.get("home")}
-        place = keys.normalize_place
-        ids.sort(key=lambda s: (place(homes[s]["state"]), place(homes[s]["city"]), s))
-    return ids
-
-
-def node_ids(pages: list[dict[str, Any]]) -> list[str]:
-    return [edge["node"]["id"] for page in pages for edge in page["edges"]]
-
-
-def cursor_of(conn: Conn, gql: Gql, index: int = 0, **variables: Any) -> str:
-    result = gql(conn.query, {**conn.variables, **variables, "first": index + 1, "after": None})
-    return conn.connection(result)["edges"][index]["cursor"]  # type: ignore[no-any-return]
-
-
-FULL_PAGE = (
-    "edges { cursor node { id } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor }"
-)
-
-
-def page_any(
-    conn: Conn,
-    gql: Gql,
-    *,
-    first: int | None = None,
-    after: str | None = None,
-    last: int | None = None,
-    before: str | None = None,
-) -> Result:
-    """One page in either direction, with the whole PageInfo."""
-    query = (
-        conn.query.replace("$after: String", "$after: String, $last: Int, $before: String")
-        .replace("after: $after", "after: $after, last: $last, before: $before")
-        .replace(PAGE, FULL_PAGE)
-    )
-    variables = {"first": first, "after": after, "last": last, "before": before}
-    return gql(query, {**conn.variables, **variables})
-
-
-def b64(data: bytes) -> str:
-    """Base64url without padding, as cursors write their parts."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
 # -- many operations at once --------------------------------------------------------------
 
 
@@ -895,82 +628,9 @@ async def execute_async(
     return Result(result.data, errors, result.extensions or {}, context)
 
 
-def execute_concurrently(
-    services: Services,
-    operations: Sequence[tuple[str, dict[str, Any] | None]],
-    *,
-    in_flight: int = 16,
-) -> list[Result]:
-    """Run the (query, variables) operations at once on one event loop, at most `in_flight`
-    at a time (so that none waits past its request deadline); results in the same order."""
-
-    async def run_all() -> list[Result]:
-        slots = asyncio.Semaphore(in_flight)
-
-        async def one(query: str, variables: dict[str, Any] | None) -> Result:
-            async with slots:
-                return await execute_async(services, query, variables)
-
-        return list(await asyncio.gather(*(one(q, v) for q, v in operations)))
-
-    return asyncio.run(run_all())
-
-
-def all_ok(results: Sequence[Result]) -> None:
-    """No errors and no user errors in any of `results`."""
-    problems = [e for r in results for e in r.problems]
-    assert problems == [], problems[:3]
-
-
-CREATE_STUDENT_MIN = f"""mutation($i: CreateStudentInput!) {{
-  createStudent(input: $i) {{ student {{ id }} {USER_ERRORS} }} }}"""
 ENROLL_MIN = f"""mutation($s: ID!, $c: ID!) {{
   enrollStudent(studentId: $s, classId: $c) {{ class {{ id }} {USER_ERRORS} }} }}"""
-
-
-CHANGE_SUBJECT = f"""mutation {{ updateClass(id: "c1", input: {{subject: "Physics"}}) {{
-  class {{ subject }} {USER_ERRORS} }} }}"""
-
-
-# -- interleavings forced step by step ------------------------------------------------------
-#
-# A writer reads, then writes one transaction. `interleave` runs another mutation to
-# completion between the two steps, by wrapping the module's `transact` so that the first
-# transaction of the mutation under test waits for the intruding mutation first.
-
-Transact = Callable[..., Awaitable[None]]
 T = TypeVar("T")
-
-
-def before_next_transaction(
-    monkeypatch: pytest.MonkeyPatch, module: Any, intrude: Callable[[], Awaitable[T]]
-) -> list[T]:
-    """Before `module`'s next transaction, await `intrude()` (once); returns what it gave."""
-    original: Transact = module.transact
-    intruders: list[T] = []
-    started: list[bool] = []  # set first: the intruder's own transactions pass straight on
-
-    async def transact_after_intruder(*args: Any, **kwargs: Any) -> None:
-        if not started:
-            started.append(True)
-            intruders.append(await intrude())
-        await original(*args, **kwargs)
-
-    monkeypatch.setattr(module, "transact", transact_after_intruder)
-    return intruders
-
-
-def interleave(
-    monkeypatch: pytest.MonkeyPatch,
-    module: Any,
-    services: Services,
-    query: str,
-    variables: dict[str, Any] | None = None,
-) -> list[Result]:
-    """Before `module`'s next transaction, run `query` (once); returns its results."""
-    return before_next_transaction(
-        monkeypatch, module, lambda: execute_async(services, query, variables)
-    )
 
 
 # -- subscribers of the live app -----------------------------------------------------------
@@ -1001,43 +661,6 @@ def live_app(services: Services) -> Iterator[TestClient]:
         events = services.events
         until(lambda: events.reader is not None and events.reader.reading.is_set(), "the reader")
         yield client
-
-
-@contextlib.contextmanager
-def uvicorn_in_thread(
-    services: Services, environ: Mapping[str, str] | None = None, pipeline: bool = False
-) -> Iterator[int]:
-    """The app on uvicorn on a loopback port with `serve`'s options, in a thread; its port.
-    `environ` stands for the process's environment (FORWARDED_ALLOW_IPS); with `pipeline`,
-    the app's lifespan runs its event pipeline (subscriptions), and the port is yielded once
-    its reader reads. uvicorn's own pings are off: no test here waits 20 s for one."""
-    import uvicorn
-
-    from graph_api.http.app import create_app
-    from graph_api.http.hosting import uvicorn_limits
-
-    config = uvicorn.Config(
-        create_app(services),
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="on" if pipeline else "off",
-        ws_ping_interval=None,
-        **uvicorn_limits(services.settings, environ or {}),
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run)
-    thread.start()
-    try:
-        until(lambda: server.started or not thread.is_alive(), "uvicorn")
-        assert server.started
-        if pipeline:
-            events = services.events
-            until(lambda: events.reader is not None and events.reader.reading.is_set(), "reader")
-        yield server.servers[0].sockets[0].getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(WAIT)
 
 
 @contextlib.contextmanager
@@ -1072,13 +695,6 @@ def mutate(
     return body["data"]  # type: ignore[no-any-return]
 
 
-def refused(client: TestClient, query: str) -> list[str]:
-    """A mutation refused with user errors: their codes (nothing was written)."""
-    body = client.post("/graphql", json={"query": query}).json()
-    assert "errors" not in body, body
-    return [e["code"] for p in body["data"].values() for e in (p or {}).get("userErrors", [])]
-
-
 class Closed(Exception):
     """The server closed the websocket."""
 
@@ -1098,7 +714,7 @@ class Subscriber:
     """One graphql-transport-ws connection of the TestClient, and its messages.
 
     The TestClient buffers what the server sends without bound, so this client never slows
-    the server down (tests/test_subscription_limits.py has a real slow one)."""
+    the server down (tests/events/test_subscription_limits.py has a real slow one)."""
 
     def __init__(self, ws: WebSocketTestSession, services: Services, payload: Any = None) -> None:
         self.ws, self.services = ws, services
@@ -1163,40 +779,6 @@ def subscriber(client: TestClient, services: Services, payload: Any = None) -> I
         yield Subscriber(ws, services, payload)
 
 
-class SSE:
-    """One GraphQL-over-SSE subscription read on a thread: its lines, as they come."""
-
-    def __init__(
-        self, client: TestClient, query: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.lines: list[str] = []
-        self.status = 0
-        self._thread = threading.Thread(target=self._listen, args=(client, query, headers or {}))
-        self._thread.start()
-
-    def _listen(self, client: TestClient, query: str, headers: dict[str, str]) -> None:
-        with client.stream(
-            "POST",
-            "/graphql",
-            json={"query": query},
-            headers={"accept": "text/event-stream", **headers},
-        ) as response:
-            self.status = response.status_code
-            for line in response.iter_lines():
-                self.lines.append(line)
-                if line.startswith("event: complete"):
-                    return
-
-    @property
-    def data(self) -> list[dict[str, Any]]:
-        """Every `next` event's payload so far."""
-        return [json.loads(line[6:]) for line in self.lines if line.startswith("data: {")]
-
-    def join(self) -> None:
-        self._thread.join(WAIT)
-        assert not self._thread.is_alive(), "the SSE stream did not end"
-
-
 def refusal(sub: Subscriber, id_: str) -> tuple[str, dict[str, Any]]:
     """How the server refused operation `id_`: the message type (`error` before execution,
     `next` with errors then `complete` once it started) and the one error."""
@@ -1214,9 +796,6 @@ def refusal(sub: Subscriber, id_: str) -> tuple[str, dict[str, Any]]:
 # -- plain boto3, as another service writes the table -----------------------------------------
 
 
-Client = Any  # a boto3 client (botocore makes its class at run time)
-
-
 def wire_key(pk: str, sk: str = "A") -> dict[str, Any]:
     """A key as DynamoDB's wire format writes it."""
     return {"PK": {"S": pk}, "SK": {"S": sk}}
@@ -1227,10 +806,6 @@ def boto_client(endpoint: str | None) -> Any:
     return boto3.client(
         "dynamodb", endpoint_url=endpoint, region_name="us-east-1", **LOCAL_CREDENTIALS
     )
-
-
-def put(boto: Any, services: Services, item: Item) -> None:
-    boto.put_item(TableName=services.settings.table, Item=encode(item))
 
 
 def school(*links: tuple[items.Relation, Item, Item], nodes: Sequence[Item] = ()) -> list[Item]:
@@ -1257,46 +832,10 @@ CREATE_TEACHER = f"""mutation($id: ID!, $name: String!) {{
   createTeacher(input: {{id: $id, name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""
 RENAME_TEACHER = f"""mutation($id: ID!, $name: String!) {{
   updateTeacher(id: $id, input: {{name: $name}}) {{ teacher {{ id }} {ERRORS} }} }}"""
-DELETE_TEACHER = f"mutation($id: ID!) {{ deleteTeacher(id: $id) {{ {ERRORS} }} }}"
-CREATE_CLASS = f"""mutation($id: ID!, $subject: String!, $teacher: ID!) {{
-  createClass(input: {{id: $id, subject: $subject, teacherId: $teacher}})
-  {{ class {{ id }} {ERRORS} }} }}"""
-UPDATE_CLASS = f"""mutation($id: ID!, $subject: String!, $version: Int) {{
-  updateClass(id: $id, input: {{subject: $subject}}, expectedVersion: $version)
-  {{ class {{ id }} {ERRORS} }} }}"""
-DELETE_CLASS = f"mutation($id: ID!) {{ deleteClass(id: $id) {{ {ERRORS} }} }}"
-CREATE_STUDENT = f"""mutation($id: ID!, $name: String!) {{
-  createStudent(input: {{id: $id, name: $name, email: "{{}}@example.org",
-    home: {{country: "France", state: "IDF", city: "Paris"}}}})
-  {{ student {{ id }} {ERRORS} }} }}"""
-RENAME_STUDENT = f"""mutation($id: ID!, $name: String!) {{
-  updateStudent(id: $id, input: {{name: $name}}) {{ student {{ id }} {ERRORS} }} }}"""
-DELETE_STUDENT = f"mutation($id: ID!) {{ deleteStudent(id: $id) {{ {ERRORS} }} }}"
-ENROLL = f"""mutation($s: ID!, $c: ID!) {{
-  enrollStudent(studentId: $s, classId: $c) {{ student {{ id }} {ERRORS} }} }}"""
-UNENROLL = f"""mutation($s: ID!, $c: ID!) {{
-  unenrollStudent(studentId: $s, classId: $c) {{ student {{ id }} {ERRORS} }} }}"""
-CREATE_SPORT = f"""mutation($id: ID!, $name: String!) {{
-  createSport(input: {{id: $id, name: $name}}) {{ sport {{ id }} {ERRORS} }} }}"""
-RENAME_SPORT = f"""mutation($id: ID!, $name: String!) {{
-  updateSport(id: $id, input: {{name: $name}}) {{ sport {{ id }} {ERRORS} }} }}"""
-DELETE_SPORT = f"mutation($id: ID!) {{ deleteSport(id: $id) {{ {ERRORS} }} }}"
-JOIN = f"""mutation($s: ID!, $p: ID!) {{
-  joinSport(studentId: $s, sportId: $p) {{ student {{ id }} {ERRORS} }} }}"""
-LEAVE = f"""mutation($s: ID!, $p: ID!) {{
-  leaveSport(studentId: $s, sportId: $p) {{ student {{ id }} {ERRORS} }} }}"""
 
 
 def teacher(client: TestClient, id_: str, name: str) -> None:
     mutate(client, CREATE_TEACHER, {"id": id_, "name": name})
-
-
-def school_class(client: TestClient, id_: str, subject: str, teacher_id: str) -> None:
-    mutate(client, CREATE_CLASS, {"id": id_, "subject": subject, "teacher": teacher_id})
-
-
-def student(client: TestClient, id_: str, name: str) -> None:
-    mutate(client, CREATE_STUDENT.replace("{}", id_), {"id": id_, "name": name})
 
 
 def ada_maths_sam() -> list[Item]:
@@ -1495,6 +1034,31 @@ class Faults:
         self._handlers.clear()
 
 
+# The answers a fault replaces DynamoDB's with: botocore parses them as DynamoDB's own.
+AMZ_JSON = "application/x-amz-json-1.0"
+
+
+class Body:
+    """An HTTP body botocore streams, as urllib3 hands it over."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.data
+
+
+def error_response(code: str, message: str = "injected", **extra: Any) -> AWSResponse:
+    body = json.dumps(
+        {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message, **extra}
+    )
+    return AWSResponse("http://injected", 400, {"Content-Type": AMZ_JSON}, Body(body.encode()))
+
+
+def throttle() -> AWSResponse:
+    return error_response("ProvisionedThroughputExceededException", "Rate exceeded")
+
+
 # -- an HTTP server that misbehaves as a test asks --------------------------------------------
 
 
@@ -1671,22 +1235,3 @@ def serving_two_workers(folder: Path, **environ: str) -> Iterator[tuple[int, lis
         workers = [pid for pid in descendants(process.pid) if is_worker(pid)]
         assert len(workers) == 2, log.read_text()[-4000:]
         yield port, workers, log
-
-
-def accepting_worker(client: socket.socket, workers: Sequence[int]) -> int | None:
-    """Which of `workers` holds the server's end of a connected loopback TCP `client`
-    (Linux's /proc): the process that accepted it; None while none has yet."""
-    here, there = client.getsockname()[1], client.getpeername()[1]
-    inodes = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote = int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)
-        if local == there and remote == here:
-            inodes.add(f"socket:[{fields[9]}]")
-    for pid in workers:
-        with contextlib.suppress(OSError):  # a descriptor closed while listed
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                with contextlib.suppress(OSError):
-                    if os.readlink(fd) in inodes:
-                        return pid
-    return None

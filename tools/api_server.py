@@ -64,7 +64,7 @@ def served(students: int = 20, workers: int | None = None, **env: str) -> Iterat
         "GRAPH_API_DEMO_STUDENTS": str(students),
         "GRAPH_API_LOG_LEVEL": "WARNING",
         # Its clients (tests' browsers and Node clients) write without a token; the demo's
-        # default, dev tokens for writes, is tests/test_graphiql_e2e.py's role picker's.
+        # default, dev tokens for writes, is tests/http/test_graphiql_e2e.py's role picker's.
         "GRAPH_API_OPEN_WRITES": "true",
         **env,
     }

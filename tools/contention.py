@@ -2,7 +2,7 @@
 
 DynamoDB Local and the embedded backend commit a transaction at once and never conflict,
 so a suite on them cannot see what sixteen writers of one item meet on AWS. This front sits
-in a client's botocore events, as tests/test_faults.py's faults do (a `before-send` handler
+in a client's botocore events, as tests/store/test_faults.py's faults do (a `before-send` handler
 that returns a response answers for DynamoDB; one that returns None lets the request go to
 the backend unchanged). Every `Dynamo` attached to one front shares its state, as instances
 of the API share one table.

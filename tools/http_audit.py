@@ -1,4 +1,4 @@
-"""`make http-audit`: graphql-http's GraphQL-over-HTTP audit (tests/http-audit/, pinned)
+"""`make http-audit`: graphql-http's GraphQL-over-HTTP audit (tests/http/http-audit/, pinned)
 against `graph-api serve` on a loopback port. Exits non-zero on any error or warning."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from tools.api_server import serving
 from tools.node import ROOT, npm_ci
 
-AUDIT = ROOT / "tests" / "http-audit"
+AUDIT = ROOT / "tests" / "http" / "http-audit"
 
 
 def run() -> subprocess.CompletedProcess[str]:

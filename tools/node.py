@@ -1,5 +1,5 @@
-"""npm packages the project pins (web/graphiql, tests/http-audit, tests/e2e): installed with
-`npm ci` from their package-lock.json, again only when the lock changed."""
+"""npm packages the project pins (web/graphiql, tests/http/http-audit, tests/http/e2e):
+installed with `npm ci` from their package-lock.json, again only when the lock changed."""
 
 from __future__ import annotations
 

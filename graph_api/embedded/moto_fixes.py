@@ -1,7 +1,7 @@
 """Fixes to moto's DynamoDB backend (moto 5.2.x) that make it serve like a database.
 
 Each restores DynamoDB's behaviour where moto's costs grow with the whole table, and each is
-pinned by `tests/test_embedded.py`; each goes away when moto does the same:
+pinned by `tests/embedded/test_embedded.py`; each goes away when moto does the same:
 
 - `partitions`: a Query reads one partition (of the table or a GSI), not the whole table,
   and one of an index the table lacks is refused as DynamoDB refuses it;

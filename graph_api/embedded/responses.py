@@ -3,7 +3,7 @@
 moto 5.2 serializes every response by walking botocore's shape model over every attribute
 value: two thirds of a Query's time. Items are already in DynamoDB's wire form, so
 `GetItem`, `BatchGetItem`, `Query` and `Scan` answers are dumped as they are (pinned against
-moto's own serializer by tests/test_embedded.py).
+moto's own serializer by tests/embedded/test_embedded.py).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ SHA256 = "sha256:"
 # it again).
 STORE_BYTES = 10_000_000
 # What an entry costs beyond its two strings: the OrderedDict's slot, index and list node as
-# tracemalloc counts them (tests/test_persisted.py holds the store to its cap that way),
+# tracemalloc counts them (tests/http/test_persisted.py holds the store to its cap that way),
 # doubled for the slots that deletions leave until the table is rebuilt.
 ENTRY_OVERHEAD = 184
 _HEX = re.compile(r"[0-9a-f]{64}")

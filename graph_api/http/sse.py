@@ -3,7 +3,7 @@
 The SSE format allows CRLF, LF or CR line ends, and Strawberry writes CRLF; urql's fetch
 exchange (`@urql/core` 6) finds events by splitting on "\\n\\n" and so never saw one of
 ours. LF alone is what every client reads (graphql-sse and browsers' EventSource too).
-tests/test_clients.py runs urql's subscription against the server.
+tests/project/test_clients.py runs urql's subscription against the server.
 """
 
 from __future__ import annotations

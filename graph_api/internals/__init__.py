@@ -4,7 +4,7 @@ A touch is a leading-underscore attribute or module of a library, or a name its 
 promise (graphql-core's `Executor` methods, which it says are "not part of the public API";
 Strawberry's view and websocket handler beyond the hooks its integration docs list). Each
 lives behind an accessor, or for a method a subclass overrides, in a hook table, in the
-module of its library; `tests/test_internals.py` pins each one (`test_<pin>` below, one
+module of its library; `tests/project/test_internals.py` pins each one (`test_<pin>` below, one
 case per name in a table): an upgrade that renames, removes or changes one fails there, not
 in a request. 69 touches: graphql-core 15, Strawberry 52, Starlette 2. None of uvicorn's
 (its options are all documented settings; the head and header caps are ours, in

@@ -3,7 +3,7 @@
 graphql-core documents `Executor` as the class to subclass (`execution_context_class`), but
 "the methods used internally for executing and completing fields are not part of the public
 API". graph/engine/execution.py overrides one of them and calls nine: `EXECUTOR_METHODS` names each
-with the parameters it is called with, for tests/test_internals.py to pin (their signatures,
+with the parameters it is called with, for tests/project/test_internals.py to pin (their signatures,
 and one behaviour each). The rest are names graphql-core does not export.
 """
 

@@ -4,7 +4,7 @@ Strawberry documents its types, fields, `Info`, extensions and the ASGI view's h
 (`get_context`, `get_root_value`, `process_result`, `decode_json`, `encode_json`,
 `render_graphql_ide`, `on_ws_connect`). The rest below is not documented: accessors for what
 graph_api reads, and tables of the methods its subclasses override or call (`VIEW_HOOKS`,
-`WS_HOOKS`, `SCHEMA_HOOKS`), each pinned by tests/test_internals.py.
+`WS_HOOKS`, `SCHEMA_HOOKS`), each pinned by tests/project/test_internals.py.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ _DATA_OPERATIONS = frozenset(
 # is TOTAL (as `call` asks for every data operation): an answer without it is not DynamoDB's
 # (a proxy's `{}`), and taking it as an empty page or a done write would be a lie. GetItem
 # of a missing item is `{"ConsumedCapacity": ...}` alone. Checked on DynamoDB Local and
-# moto (tests/test_faults.py pins each).
+# moto (tests/store/test_faults.py pins each).
 REQUIRED = {
     "GetItem": ("ConsumedCapacity",),
     "BatchGetItem": ("Responses", "UnprocessedKeys", "ConsumedCapacity"),

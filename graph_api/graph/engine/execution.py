@@ -34,8 +34,8 @@ No plan runs when an extension wraps resolvers (a `resolve` hook) or for increme
 delivery: graphql-core's own `execute_fields` does. Errors go through graphql-core's
 `handle_field_error`, so paths and null propagation are its own. It plugs in through
 graphql-core's `execution_context_class` (Strawberry's `Schema(execution_context_class=)`);
-no code is generated. `tests/test_execution.py` runs documents through it and through the
-library's executor alone and compares.
+no code is generated. `tests/graph/engine/test_execution.py` runs documents through it and
+through the library's executor alone and compares.
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ class ExecutionContext(StrawberryExecutor):
         self._arguments: dict[Step, dict[str, Any]] = {}
         # graphql-core's helpers are this context's bound methods, and it holds them: a
         # reference cycle, so every object of the request (its context, loaders and items)
-        # waited for the garbage collector (`tests/test_request_garbage.py`).
+        # waited for the garbage collector (`tests/graph/engine/test_request_garbage.py`).
         # `gather_async_work` needs no context; `track` holds it weakly.
         self.async_helpers = GraphQLResolveInfoHelpers(
             gather=_gather_values, track=_Track(weakref.ref(self))

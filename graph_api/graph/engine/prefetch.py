@@ -16,8 +16,8 @@ fields read next (their students' items) leaves in one BatchGetItem, not one a c
 A roster page's students' items are not read as soon as the partition answers, ahead of
 the level's other fields: that BatchGetItem would leave without what a sibling field (a
 class's `teacher { version }`) asks in the same level, a second request where the formula
-allows one (`tests/test_request_counts.py`); where it is safe, it saved too little to keep
-(bench/README.md).
+allows one (`tests/graph/engine/test_request_counts.py`); where it is safe, it saved too
+little to keep (bench/README.md).
 
 Which roster page rides with which read, which fields a page's nodes will resolve
 (`nodes.with_items`) and which attributes the reads of each node type's items ask for

@@ -120,7 +120,7 @@ class NodeBase:
     # GraphQL field -> every item attribute it may read once selected, lazily too (a
     # roster's `totalCount`, an email behind its access check): what reads of the type's
     # items ask for (`parts_of`). Every field of the type is named
-    # (`tests/test_item_parts.py`); a field left out would make the type read whole items.
+    # (`tests/store/test_item_parts.py`); a field left out would make the type read whole items.
     field_attributes: ClassVar[FieldAttributes] = {}
     id: strawberry.ID
     known: dict[str, Any]
