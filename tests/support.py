@@ -38,6 +38,7 @@ import boto3
 import jwt
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 
 from graph_api.model import items, keys
 from graph_api.model.items import TEACHING, email_guard
@@ -801,10 +802,16 @@ def wire_key(pk: str, sk: str = "A") -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": sk}}
 
 
-def boto_client(endpoint: str | None) -> Any:
-    """A boto3 DynamoDB client of its own: not the API's, which only shares the table."""
+def boto_client(endpoint: str | None, *, retries: bool = True) -> Any:
+    """A boto3 DynamoDB client of its own: not the API's, which only shares the table.
+    `retries` false: one attempt a call (botocore's retries off)."""
+    config = None if retries else Config(retries={"total_max_attempts": 1})
     return boto3.client(
-        "dynamodb", endpoint_url=endpoint, region_name="us-east-1", **LOCAL_CREDENTIALS
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        config=config,
+        **LOCAL_CREDENTIALS,
     )
 
 
