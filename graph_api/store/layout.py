@@ -34,7 +34,8 @@ class Layout:
 
     async def migrating(self, table: Table) -> bool:
         """Whether students may still be on their country's unsharded location key."""
-        if self._clock() < self._until:
+        started = self._clock()
+        if started < self._until:
             return self._migrating
         params = {
             "TableName": table.name,
@@ -45,5 +46,7 @@ class Layout:
         # On the request's slots, retries and deadline, but not in its ledger: see the module.
         found = await table.call("GetItem", params, recorded=False)
         self._migrating = "Item" in found
-        self._until = self._clock() + self.ttl
+        # Trusted from when the read began, not when its answer came: an answer that took
+        # retries to come is as old as the read, and migrate's notice counts from its put.
+        self._until = started + self.ttl
         return self._migrating

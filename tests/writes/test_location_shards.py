@@ -257,6 +257,29 @@ def test_a_process_sees_the_migration_marker_within_its_ttl(svc: Services) -> No
     assert table.ledger is None or not table.ledger.calls  # no request's count
 
 
+def test_a_slow_read_of_the_marker_is_trusted_from_when_it_began(svc: Services) -> None:
+    """A read that took 10 s (retries) saw the table as it was when it began: trusting it
+    for `ttl` from its answer would outlast migrate's notice, which counts from its put."""
+    from graph_api.graph.engine.context import Context
+
+    now = [0.0]
+    layout = Layout(ttl=30.0, clock=lambda: now[0])
+    table = Context.create(svc, "t").table
+    call = table.call
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        answer = await call(*args, **kwargs)
+        now[0] += 10.0  # the answer comes 10 s after the read began
+        return answer
+
+    table.call = slow  # type: ignore[method-assign]
+    assert run_on(svc, layout.migrating(table)) is False  # read at 0, answered at 10
+    marker = {**keys.location_migration().as_item(), items.TYPE: items.LAYOUT_TYPE}
+    awaited(migrate._put(svc.dynamo, svc.settings.table, marker))
+    now[0] = 30.5  # migrate's notice (35 s from a put at 0.5) has not run out yet
+    assert run_on(svc, layout.migrating(table)) is True
+
+
 def test_check_names_an_entry_on_another_shard_and_migrate_puts_it_back(svc: Services) -> None:
     seeded(svc, 3)
     node = get_item(svc, *keys.node(keys.Kind.STUDENT, "s00"))
