@@ -197,7 +197,7 @@ class NodeBase:
             page,
             lambda edge, loaders: to_node(relation.owner_view(edge), loaders),
         )
-        await _give_items(info, found[0])
+        await _give_items(info, found.edges)
         return paging.Connection.of(found, lambda: self.roster_count(relation))
 
     def roster_count(self, relation: Relation) -> Any:

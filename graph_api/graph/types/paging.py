@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, Self, TypeVar
+from typing import Annotated, Any, Generic, NamedTuple, Self, TypeVar
 
 import strawberry
 
@@ -192,21 +192,30 @@ class Listing(Generic[T]):
     count: strawberry.Private[Callable[[], Any]]
 
     @classmethod
-    def of(cls, page: Page[T], count: Callable[[], Any] = int) -> Self:
+    def of(cls, page: PageRead[T], count: Callable[[], Any] = int) -> Self:
         """The connection of a page read, its attributes set without the keyword-only
-        `__init__` Strawberry writes, as `PageInfo.of` builds its info."""
+        `__init__` Strawberry writes, as `PageInfo.of` builds its info. `count` is called
+        only for a selected totalCount (a type without one never calls it)."""
         connection = _new(cls)
-        connection.edges = page[0]
-        connection.page_info = page[1]
+        connection.edges, connection.page_info = page
         connection.count = count
         return connection
+
+
+@strawberry.type
+class Counted(Listing[T]):
+    """A connection whose list the table counts: totalCount calls the page's `count`."""
+
+    @strawberry.field(description=TOTAL)
+    def total_count(self) -> int:
+        return self.count()  # type: ignore[no-any-return]  # an int, or an awaitable of one
 
 
 @strawberry.type(
     description="A page of a list whose size the table keeps on the parent item (a roster's"
     " studentCount, the size of a student's or a teacher's map): totalCount costs no request."
 )
-class Connection(Listing[T]):
+class Connection(Counted[T]):
     @strawberry.field(
         description="How many items the whole list holds (all pages), from the counter the"
         " table keeps with the list: no request when the parent is already read."
@@ -218,20 +227,16 @@ class Connection(Listing[T]):
 @strawberry.type(
     description="A page of a catalog (all teachers, classes or sports), ordered by id." + COUNTED
 )
-class CatalogConnection(Listing[T]):
-    @strawberry.field(description=TOTAL)
-    def total_count(self) -> int:
-        return self.count()  # type: ignore[no-any-return]  # an awaitable of an int
+class CatalogConnection(Counted[T]):
+    pass
 
 
 @strawberry.type(
     description="A page of the students whose home is in a place, ordered by state, city and"
     " id." + COUNTED
 )
-class LocationConnection(Listing[T]):
-    @strawberry.field(description=TOTAL)
-    def total_count(self) -> int:
-        return self.count()  # type: ignore[no-any-return]  # an awaitable of an int
+class LocationConnection(Counted[T]):
+    pass
 
 
 @strawberry.type(
@@ -301,8 +306,11 @@ def _start(context: Context, field: str, rng: Range, page: Window) -> dict[str, 
     return context.cursors.decode(page.cursor, field, rng, argument)
 
 
-# A page read, before it becomes its field's connection (`Listing.of`).
-Page = tuple[list[Edge[T]], PageInfo]
+class PageRead(NamedTuple, Generic[T]):
+    """A page read, before it becomes its field's connection (`Listing.of`)."""
+
+    edges: list[Edge[T]]
+    page_info: PageInfo
 
 
 def from_map(
@@ -340,7 +348,7 @@ def from_map(
         edges.append(edge)
     total = len(entries)
     more = len(ids) > count
-    return Connection.of((edges, PageInfo.of(edges, page.forward, more)), lambda: total)
+    return Connection.of(PageRead(edges, PageInfo.of(edges, page.forward, more)), lambda: total)
 
 
 async def from_range(
@@ -353,7 +361,7 @@ async def from_range(
     partitions: list[Range] | None = None,
     ascending: bool = True,
     read: bool = True,
-) -> Page[T]:
+) -> PageRead[T]:
     """A page of a range `rng` (unbounded: a class's students, a catalog, a city): one Query
     with `Limit = n + 1`. A list in descending order (`ascending` false) is its range read
     from the other end. `read` false (only the list's totalCount is selected): no Query, an
@@ -371,7 +379,7 @@ async def from_range(
     """
     start = _start(info.context, field, rng, page)
     if not read:
-        return [], PageInfo.of([], page.forward, False)
+        return PageRead([], PageInfo.of([], page.forward, False))
     count = page.count
     # One item more than asked tells whether another page exists, without an empty page.
     # The Queries read in the list's order paging forward, against it paging backward.
@@ -395,4 +403,4 @@ async def from_range(
     chosen = items[:count] if page.forward else items[:count][::-1]
     cursor_of = CursorOf(info.context.cursors, field, rng)
     edges = [Edge.of(to_node(item, loaders), cursor_of, item) for item in chosen]
-    return edges, PageInfo.of(edges, page.forward, len(items) > count)
+    return PageRead(edges, PageInfo.of(edges, page.forward, len(items) > count))
