@@ -219,6 +219,52 @@ def test_sixteen_writers_creating_students_in_one_city_all_succeed(
     assert_located(svc, len(operations))
 
 
+# -- sixteen writers of one partition past its write budget --------------------------------
+#
+# Each partition key takes `partition_wcu` write units a second (an item of a transaction
+# costs 2); past it, ProvisionedThroughputExceededException, which the API retries on the
+# throttles' policy (`retry.REQUEST` and the process's retry budget). The budgets are set so
+# that the writers' first waves overrun a partition on any machine, and the queue behind it
+# drains in a second or two. Not longer: throttles that last seconds spend one process's
+# retry budget (5 a throttle, 500 in all), and its writes then fail UNAVAILABLE (48 creates
+# in one city at 2 units a second a shard, one instance: 12-15 of them failed).
+
+# 30 units a second on CLASS#c1, where an enrolment costs 4 (its edge and its roster shard):
+# 7.5 enrolments a second, where 16 writers send 8 at once (one a roster shard, in one
+# process) or 16 (an instance each): 32-64 units.
+CLASS_SCALE = 0.03
+# 3 units a second on each counter shard, where a create costs 2 on its country's, its
+# state's and its city's shard n: s00-s15 spend 2 on each of the 16, and s16-s31 land on 12
+# of them again at once.
+CITY_SCALE = 0.003
+
+
+def test_sixteen_writers_enrolling_into_one_class_past_its_partition_budget_all_succeed(
+    svc: Services, front: ContentionFront, instances: list[Services]
+) -> None:
+    operations = enrolments(svc, WRITERS)
+    front.partition_wcu = ContentionFront.scaled(CLASS_SCALE).partition_wcu
+    for instance in instances:
+        front.attach(instance.dynamo)
+    all_ok(at_once(instances, operations))
+    assert front.counts.throttled > 0  # the budget was reached, and its refusals retried
+    assert front.counts.transactions >= len(operations)
+    assert_enrolled(svc, len(operations))  # each counted once, however often it was refused
+
+
+def test_sixteen_writers_creating_students_in_one_city_past_its_partition_budget_all_succeed(
+    svc: Services, front: ContentionFront, instances: list[Services]
+) -> None:
+    front.partition_wcu = ContentionFront.scaled(CITY_SCALE).partition_wcu
+    for instance in instances:
+        front.attach(instance.dynamo)
+    operations = creations(2 * WRITERS)
+    all_ok(at_once(instances, operations))
+    assert front.counts.throttled > 0
+    assert front.counts.transactions >= len(operations)
+    assert_located(svc, len(operations))
+
+
 # -- the front answers as AWS does --------------------------------------------------------
 
 
