@@ -158,10 +158,19 @@ def table_rows(output: str) -> tuple[list[Row], str]:
     return rows, check.removeprefix("graph-api check:").strip()
 
 
+SCRIPT = "bench/scale.py"  # what a base runs: its own copy of this file
+
+
 def run_base(ref: str, seconds: float, hold: float) -> str:
     """REF's own `make bench-scale` table: its `bench/scale.py` in its checkout and venv."""
     from bench import servers  # git worktrees and venvs: only with --base
 
+    if not servers.holds(ref, SCRIPT):  # before its checkout and venv are made for nothing
+        since = servers.added(SCRIPT)
+        raise SystemExit(
+            f"make bench-scale: BASE={ref} has no {SCRIPT}; BASE must be a commit that has it"
+            + (f" (it came in {since})" if since else "")
+        )
     checkout = servers.base(ref)
     print(f"base {checkout.commit}: its bench/scale.py, {seconds:.0f} s a case", flush=True)
     python = checkout.root / ".venv" / "bin" / "python"

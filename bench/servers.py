@@ -51,6 +51,21 @@ def head() -> Checkout:
     return Checkout("head", ROOT, commit + dirty)
 
 
+def holds(ref: str, path: str) -> bool:
+    """Whether commit `ref` has the file `path` (asked of git: no checkout made)."""
+    sha = _git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    found = subprocess.run(
+        ["git", "cat-file", "-e", f"{sha}:{path}"], cwd=ROOT, capture_output=True, check=False
+    )
+    return found.returncode == 0
+
+
+def added(path: str) -> str:
+    """The commit that first added `path` (abbreviated), or "" if git knows none."""
+    found = _git("log", "--diff-filter=A", "--format=%h", "--", path).splitlines()
+    return found[-1] if found else ""
+
+
 def base(ref: str) -> Checkout:
     """A worktree of `ref` (made once per commit) with its venv installed by its own Makefile."""
     sha = _git("rev-parse", "--verify", f"{ref}^{{commit}}")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from bench import proc, report
 
 
@@ -147,3 +149,31 @@ def test_bench_scale_with_a_base_prints_each_case_of_head_beside_the_base_s() ->
         "| enrollStudent, all into one class | 140.0 /s | 33.3 /s | 0 | 0 | 0 | 0 | 0.93x | 0.22x |"
     )
     assert table[5] == "graph-api check: head clean, base 2 findings"
+
+
+def test_bench_scale_stops_in_one_line_when_the_base_has_no_bench_scale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A base from before bench/scale.py (df474a8, `make bench`'s base) cannot run it: said
+    so, naming the ref, before its checkout and venv are made."""
+    from bench import scale, servers
+
+    def no_checkout(ref: str) -> Any:
+        raise AssertionError(f"a checkout of {ref} was made")
+
+    monkeypatch.setattr(servers, "holds", lambda ref, path: path != scale.SCRIPT)
+    monkeypatch.setattr(servers, "added", lambda path: "7142a2b")
+    monkeypatch.setattr(servers, "base", no_checkout)
+    with pytest.raises(SystemExit) as stopped:
+        scale.run_base("df474a8", 1.0, 0.015)
+    assert stopped.value.code == (
+        "make bench-scale: BASE=df474a8 has no bench/scale.py; BASE must be a commit that has"
+        " it (it came in 7142a2b)"
+    )
+
+
+def test_a_ref_holds_the_files_of_its_tree_only() -> None:
+    from bench import servers
+
+    assert servers.holds("HEAD", "bench/scale.py")
+    assert not servers.holds("HEAD", "bench/no-such-file.py")

@@ -1,8 +1,9 @@
 """Writes that meet on one item, behind a front that contends as AWS does (tools/contention.py):
 every item of a transaction held 15 ms, another transaction touching it cancelled for
-`TransactionConflict`. Sixteen writers into one class or one city all succeed, and every
-count is exact afterwards: in one process they take turns (`store/item_locks.py`); separate
-instances meet at DynamoDB and their conflicts are retried (`store/retry.py`)."""
+`TransactionConflict`. Sixteen writers into one class, one sport or one city all succeed,
+and every count is exact afterwards: in one process they take turns
+(`store/item_locks.py`); separate instances meet at DynamoDB and their conflicts are retried
+(`store/retry.py`)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ from botocore.exceptions import ClientError
 from racing import CREATE_STUDENT_MIN, all_ok
 from support import (
     ENROLL_MIN,
+    USER_ERRORS,
     Faults,
     Result,
     assert_clean,
     awaited,
-    class_students,
     close_services,
     create_class,
+    create_sport,
     create_student,
     create_teacher,
     execute,
@@ -33,6 +35,7 @@ from support import (
     gql_of,
     keep_loop,
     ok,
+    roster,
     run_on,
     scan,
     walk,
@@ -96,12 +99,35 @@ def enrolments(svc: Services, students: int) -> list[tuple[str, dict[str, Any]]]
     return [(ENROLL_MIN, {"s": f"s{n:02d}", "c": "c1"}) for n in range(students)]
 
 
-def assert_enrolled(svc: Services, students: int) -> None:
-    count = ok(svc, 'query { class(id: "c1") { studentCount students { totalCount } } }')
-    listed = class_students(svc, "c1")
-    assert count["class"]["studentCount"] == count["class"]["students"]["totalCount"]
-    assert count["class"]["studentCount"] == len(listed) == students
+JOIN_MIN = f"""mutation($s: ID!, $p: ID!) {{
+  joinSport(studentId: $s, sportId: $p) {{ sport {{ id }} {USER_ERRORS} }} }}"""
+
+
+def memberships(svc: Services, students: int) -> list[tuple[str, dict[str, Any]]]:
+    create_sport(svc, "p1")
+    for n in range(students):
+        create_student(svc, id=f"s{n:02d}", name=f"S{n}")
+    return [(JOIN_MIN, {"s": f"s{n:02d}", "p": "p1"}) for n in range(students)]
+
+
+def assert_roster(svc: Services, field: str, id_: str, students: int) -> None:
+    """A class's (a sport's) studentCount and its students' totalCount (its roster shards)
+    equal what a full read of its roster finds."""
+    count = ok(
+        svc, f'query {{ {field}(id: "{id_}") {{ studentCount students {{ totalCount }} }} }}'
+    )
+    listed = roster(svc, field, id_)
+    assert count[field]["studentCount"] == count[field]["students"]["totalCount"]
+    assert count[field]["studentCount"] == len(listed) == students
     assert_clean(svc)
+
+
+def assert_enrolled(svc: Services, students: int) -> None:
+    assert_roster(svc, "class", "c1", students)
+
+
+def assert_joined(svc: Services, students: int) -> None:
+    assert_roster(svc, "sport", "p1", students)
 
 
 def creations(students: int) -> list[tuple[str, dict[str, Any]]]:
@@ -165,6 +191,21 @@ def test_sixteen_writers_enrolling_into_one_class_all_succeed(
     assert_enrolled(svc, len(operations))
 
 
+def test_sixteen_writers_joining_one_sport_all_succeed(
+    svc: Services, front: ContentionFront, instances: list[Services]
+) -> None:
+    """A sport counts its members in 8 roster shards as a class does: the same writers meet
+    on them, and its count stays exact."""
+    operations = memberships(svc, PER_WRITER * WRITERS)
+    for instance in instances:
+        front.attach(instance.dynamo)
+    all_ok(at_once(instances, operations))
+    assert front.counts.transactions >= len(operations)
+    if len(instances) == 1:
+        assert front.counts.cancelled == 0
+    assert_joined(svc, len(operations))
+
+
 def test_sixteen_writers_creating_students_in_one_city_all_succeed(
     svc: Services, front: ContentionFront, instances: list[Services]
 ) -> None:
@@ -175,6 +216,52 @@ def test_sixteen_writers_creating_students_in_one_city_all_succeed(
     assert front.counts.transactions >= len(operations)
     if len(instances) == 1:
         assert front.counts.cancelled == 0
+    assert_located(svc, len(operations))
+
+
+# -- sixteen writers of one partition past its write budget --------------------------------
+#
+# Each partition key takes `partition_wcu` write units a second (an item of a transaction
+# costs 2); past it, ProvisionedThroughputExceededException, which the API retries on the
+# throttles' policy (`retry.REQUEST` and the process's retry budget). The budgets are set so
+# that the writers' first waves overrun a partition on any machine, and the queue behind it
+# drains in a second or two. Not longer: throttles that last seconds spend one process's
+# retry budget (5 a throttle, 500 in all), and its writes then fail UNAVAILABLE (48 creates
+# in one city at 2 units a second a shard, one instance: 12-15 of them failed).
+
+# 30 units a second on CLASS#c1, where an enrolment costs 4 (its edge and its roster shard):
+# 7.5 enrolments a second, where 16 writers send 8 at once (one a roster shard, in one
+# process) or 16 (an instance each): 32-64 units.
+CLASS_SCALE = 0.03
+# 3 units a second on each counter shard, where a create costs 2 on its country's, its
+# state's and its city's shard n: s00-s15 spend 2 on each of the 16, and s16-s31 land on 12
+# of them again at once.
+CITY_SCALE = 0.003
+
+
+def test_sixteen_writers_enrolling_into_one_class_past_its_partition_budget_all_succeed(
+    svc: Services, front: ContentionFront, instances: list[Services]
+) -> None:
+    operations = enrolments(svc, WRITERS)
+    front.partition_wcu = ContentionFront.scaled(CLASS_SCALE).partition_wcu
+    for instance in instances:
+        front.attach(instance.dynamo)
+    all_ok(at_once(instances, operations))
+    assert front.counts.throttled > 0  # the budget was reached, and its refusals retried
+    assert front.counts.transactions >= len(operations)
+    assert_enrolled(svc, len(operations))  # each counted once, however often it was refused
+
+
+def test_sixteen_writers_creating_students_in_one_city_past_its_partition_budget_all_succeed(
+    svc: Services, front: ContentionFront, instances: list[Services]
+) -> None:
+    front.partition_wcu = ContentionFront.scaled(CITY_SCALE).partition_wcu
+    for instance in instances:
+        front.attach(instance.dynamo)
+    operations = creations(2 * WRITERS)
+    all_ok(at_once(instances, operations))
+    assert front.counts.throttled > 0
+    assert front.counts.transactions >= len(operations)
     assert_located(svc, len(operations))
 
 
